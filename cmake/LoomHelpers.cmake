@@ -1,0 +1,26 @@
+# Helpers for loom's own tests and benchmarks (STYLE 3.11).
+
+# loom_add_test(<name> SOURCES <files...> [LIBS <targets...>] [LABELS <labels...>])
+# One doctest executable per layer, sharing the doctest main (loom_test_main) and registered with
+# ctest under <name>.
+function(loom_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE loom_test_main loom::loom ${ARG_LIBS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(${name} PRIVATE -Wall -Wextra)
+  target_compile_definitions(${name} PRIVATE LOOM_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests")
+  add_test(NAME ${name} COMMAND ${name})
+  if(ARG_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+endfunction()
+
+# loom_add_benchmark(<name> SOURCES <files...> [LIBS <targets...>])
+# Google Benchmark program built with -O3 -DNDEBUG; benchmarks are built in CI, never run there.
+function(loom_add_benchmark name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE loom::loom benchmark::benchmark ${ARG_LIBS})
+  target_compile_options(${name} PRIVATE -O3 -DNDEBUG)
+endfunction()

@@ -1,0 +1,140 @@
+/// \file
+/// The list of IR node kinds (X-macros) and the semantic contract of loom's IR (layer ir/).
+///
+/// Semantic contract:
+/// - Integer arithmetic wraps (two's complement) at the width of its type; there is no undefined
+///   behaviour on overflow. Index arithmetic is int64.
+/// - Div and Mod truncate towards zero (C semantics); FloorDiv and FloorMod round towards negative
+///   infinity (index arithmetic; the simplifier prefers them). Integer division by zero is an
+///   error in the interpreter and undefined in generated code.
+/// - The operands of an expression have no evaluation order and no side effects.
+/// - Select(c, t, f) evaluates only the branch that is taken: a branch may read out of bounds when
+///   it is not taken (this is how padding is written).
+/// - Float arithmetic is IEEE in the interpreter (rounded to the expression's type after every
+///   operation). Generated code may reassociate reductions (vectorize, rfactor, reorder), so
+///   correctness checks compare floats with a tolerance that scales with the reduction length.
+/// - An expression of `lanes > 1` applies its operation lane by lane.
+///
+/// How to add a new expression node:
+///  1. Add it to LOOM_FOR_EACH_EXPR (and to LOOM_FOR_EACH_BINARY if it is a plain binary op).
+///  2. Declare the node in ir/expr.hpp with a validating static make().
+///  3. Teach the printer (ir/impl/printer.ipp), structural equality and hashing
+///     (ir/impl/equal_hash.ipp), the mutator (ir/impl/visitor.ipp), the simplifier where it can fold
+///     it, and the reference interpreter (dag/impl/evaluate.ipp).
+///  4. Add tests: printing (golden), equality/hash, interpreter.
+#ifndef LOOM_IR_NODE_KINDS_HPP
+#define LOOM_IR_NODE_KINDS_HPP
+
+#include "loom/config.hpp"
+
+#include <cstdint>
+
+/// Binary nodes that share the layout {a, b}: arithmetic, comparisons and logic.
+#define LOOM_FOR_EACH_BINARY(X) \
+  X(Add)                        \
+  X(Sub)                        \
+  X(Mul)                        \
+  X(Div)                        \
+  X(Mod)                        \
+  X(FloorDiv)                   \
+  X(FloorMod)                   \
+  X(Min)                        \
+  X(Max)                        \
+  X(EQ)                         \
+  X(NE)                         \
+  X(LT)                         \
+  X(LE)                         \
+  X(GT)                         \
+  X(GE)                         \
+  X(And)                        \
+  X(Or)
+
+/// Every expression node kind, each listed once.
+#define LOOM_FOR_EACH_EXPR(X) \
+  X(IntImm)                   \
+  X(FloatImm)                 \
+  X(Variable)                 \
+  X(Cast)                     \
+  LOOM_FOR_EACH_BINARY(X)     \
+  X(Not)                      \
+  X(Select)                   \
+  X(Call)                     \
+  X(TensorRead)               \
+  X(Reduce)
+
+LOOM_BEGIN_NAMESPACE
+namespace ir {
+
+enum class NodeKind : uint8_t {
+#define LOOM_X(name) name,
+  LOOM_FOR_EACH_EXPR(LOOM_X)
+#undef LOOM_X
+};
+
+/// "Add", "TensorRead", ...
+constexpr const char* node_kind_name(NodeKind k) {
+  switch (k) {
+#define LOOM_X(name) \
+  case NodeKind::name: return #name;
+    LOOM_FOR_EACH_EXPR(LOOM_X)
+#undef LOOM_X
+  }
+  return "?";
+}
+
+/// Intrinsic functions of a Call node.
+#define LOOM_FOR_EACH_CALL_OP(X) \
+  X(exp)                         \
+  X(log)                         \
+  X(sqrt)                        \
+  X(rsqrt)                       \
+  X(tanh)                        \
+  X(sigmoid)                     \
+  X(erf)                         \
+  X(pow)                         \
+  X(abs)                         \
+  X(floor)                       \
+  X(ceil)                        \
+  X(round)                       \
+  X(sin)                         \
+  X(cos)
+
+enum class CallOp : uint8_t {
+#define LOOM_X(name) name,
+  LOOM_FOR_EACH_CALL_OP(LOOM_X)
+#undef LOOM_X
+};
+
+constexpr const char* call_op_name(CallOp op) {
+  switch (op) {
+#define LOOM_X(name) \
+  case CallOp::name: return #name;
+    LOOM_FOR_EACH_CALL_OP(LOOM_X)
+#undef LOOM_X
+  }
+  return "?";
+}
+
+/// Number of arguments an intrinsic takes.
+constexpr int call_op_arity(CallOp op) { return op == CallOp::pow ? 2 : 1; }
+
+/// The combiner of a Reduce node.
+enum class ReduceOp : uint8_t { Sum, Prod, Min, Max };
+
+constexpr const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+/// Whether an iterator walks the output (spatial) or is summed over (reduce).
+enum class IterKind : uint8_t { Spatial, Reduce };
+
+}  // namespace ir
+LOOM_END_NAMESPACE
+
+#endif  // LOOM_IR_NODE_KINDS_HPP

@@ -1,0 +1,3 @@
+// The single doctest main of loom's test executables.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
