@@ -1,1 +1,84 @@
+// The index-arithmetic simplifier and interval bounds.
 #include <doctest/doctest.h>
+#include <loom/loom.hpp>
+
+using namespace loom::ir;
+
+TEST_SUITE("ir") {
+  TEST_CASE("simplifier folds constants and canonicalises linear forms") {
+    Expr x = Variable::make("x"), y = Variable::make("y");
+    CHECK(to_string(simplify(Expr(3) + 4 * 5)) == "23");
+    CHECK(to_string(simplify((x + 3) * 2 - x - x)) == "6");
+    CHECK(to_string(simplify(x + y - x)) == "y");
+    CHECK(to_string(simplify(x * 2 + y * 3 + x)) == "x*3 + y*3");
+    CHECK(to_string(simplify(x - 1 + 1)) == "x");
+    CHECK(to_string(simplify(x * 0 + y)) == "y");
+    CHECK(to_string(simplify(Expr(0) - x + 5)) == "0 - x + 5");
+  }
+
+  TEST_CASE("floordiv and floormod resolve with known ranges") {
+    Expr x = Variable::make("x"), y = Variable::make("y");
+    RangeMap r{{x.as<Variable>(), Interval::range(16)}, {y.as<Variable>(), Interval::range(4)}};
+    CHECK(to_string(simplify(floordiv(x * 4 + y, 4), r)) == "x");
+    CHECK(to_string(simplify(floormod(x * 4 + y, 4), r)) == "y");
+    CHECK(to_string(simplify(floormod(x * 4 + y + 8, 4), r)) == "y");
+    CHECK(to_string(simplify(floordiv(x * 4 + y + 8, 4), r)) == "x + 2");
+    CHECK(to_string(simplify(floordiv(floordiv(x, 2), 4), r)) == "floordiv(x, 8)");
+    CHECK(to_string(simplify(floordiv(x * 8 + y * 2, 4), r)) == "x*2 + floordiv(y*2, 4)");
+    // Without ranges nothing is assumed.
+    CHECK(to_string(simplify(floormod(x * 4 + y, 4))) == "floormod(y, 4)");
+    // Truncating division becomes floor division only when the dividend is provably >= 0.
+    CHECK(to_string(simplify(Div::make(x * 4 + y, Expr(4)), r)) == "x");
+    CHECK(to_string(simplify(Div::make(x - 20, Expr(4)), r)) == "(x - 20)/4");
+    CHECK(to_string(simplify(floordiv(Expr(-7), 2))) == "-4");
+    CHECK(to_string(simplify(floormod(Expr(-7), 2))) == "1");
+  }
+
+  TEST_CASE("min, max, comparisons and selects use bounds") {
+    Expr x = Variable::make("x"), y = Variable::make("y");
+    RangeMap r{{x.as<Variable>(), Interval::range(8)}, {y.as<Variable>(), {10, 20}}};
+    CHECK(to_string(simplify(min(x, y), r)) == "x");
+    CHECK(to_string(simplify(max(x, y), r)) == "y");
+    CHECK(to_string(simplify(min(x, Expr(100)), r)) == "x");
+    CHECK(can_prove(x < y, r));
+    CHECK(can_prove(x * 2 + 1 <= 15, r));
+    CHECK_FALSE(can_prove(x * 2 + 1 < 15, r));
+    CHECK(to_string(simplify(Select::make(x < 8, y, x), r)) == "y");
+    CHECK(to_string(simplify(x >= 0 && y > 5, r)) == "true");
+  }
+
+  TEST_CASE("bounds_of follows interval arithmetic") {
+    Expr x = Variable::make("x"), y = Variable::make("y");
+    RangeMap r{{x.as<Variable>(), Interval::range(8)}, {y.as<Variable>(), {-2, 3}}};
+    CHECK(bounds_of(x * 2 + y, r) == Interval{-2, 17});
+    CHECK(bounds_of(x - y, r) == Interval{-3, 9});
+    CHECK(bounds_of(x * y, r) == Interval{-14, 21});
+    CHECK(bounds_of(floordiv(x, 3), r) == Interval{0, 2});
+    CHECK(bounds_of(floormod(x + 8, 4), r) == Interval{0, 3});
+    CHECK_FALSE(bounds_of(x + Variable::make("z"), r).bounded());
+  }
+
+  TEST_CASE("simplify never changes the value of an integer expression") {
+    // Exhaustive check over small ranges against direct evaluation.
+    Expr x = Variable::make("x"), y = Variable::make("y");
+    RangeMap r{{x.as<Variable>(), Interval::range(9)}, {y.as<Variable>(), Interval::range(5)}};
+    std::vector<Expr> cases = {floordiv(x * 5 + y, 5), floormod(x * 6 + y * 2 + 3, 4),
+                               floordiv(x + y * 3 - 4, 3), (x + 1) * (y + 2) - x * y,
+                               min(x * 2, y + 9), max(x - y, Expr(2)),
+                               floordiv(floordiv(x * 7 + y, 2), 3), floormod(x - 10, 4)};
+    for (auto& e : cases) {
+      Expr s = simplify(e, r);
+      for (int64_t xv = 0; xv < 9; ++xv)
+        for (int64_t yv = 0; yv < 5; ++yv) {
+          std::unordered_map<const Variable*, Expr> m{{x.as<Variable>(), Expr(xv)},
+                                                      {y.as<Variable>(), Expr(yv)}};
+          Expr ea = simplify(substitute(e, m)), eb = simplify(substitute(s, m));
+          auto* a = as_const_int(ea);
+          auto* b = as_const_int(eb);
+          REQUIRE(a);
+          REQUIRE(b);
+          CHECK_MESSAGE(*a == *b, to_string(e), " -> ", to_string(s), " at x=", xv, " y=", yv);
+        }
+    }
+  }
+}

@@ -11,8 +11,9 @@ class equal_checker {
   explicit equal_checker(bool map_free) : map_free_(map_free) {}
 
   bool eq(const Expr& a, const Expr& b) {
-    if (a.same_as(b)) return true;
-    if (!a.defined() || !b.defined()) return false;
+    // Identical subtrees are equal only while no variable is being renamed.
+    if (a.same_as(b) && !map_free_ && map_.empty()) return true;
+    if (!a.defined() || !b.defined()) return a.defined() == b.defined();
     if (a.kind() != b.kind() || a.dtype() != b.dtype()) return false;
     if (is_binary(a.kind())) {
       auto [a0, a1] = binary_operands(a);

@@ -1,0 +1,264 @@
+/// \file
+/// The GEMM benchmark harness: a registry of contenders (vendor baselines now, loom kernels later)
+/// and the Google Benchmark registration that runs them side by side in one program.
+///
+/// Every contender runs on the same fixed-seed inputs, is checked once against a double-precision
+/// reference before it is timed (a wrong result skips it with an error instead of reporting a fast
+/// number), and reports GFLOP/s. Benchmarks are named
+///   BM_Gemm_<Contender>/<M>/<N>/<K>/<threads>[/process_time/real_time]
+/// and registered shape by shape, thread count by thread count, contender by contender, so that
+/// contenders alternate (A B C A B C ...); `--benchmark_enable_random_interleaving=true` also
+/// interleaves the repetitions.
+///
+/// How to add a contender (a loom kernel):
+///  1. Write a `GemmContender` (or use the plain-function overload of add_gemm_contender): a name,
+///     a `prepare` that does all setup for one shape and thread count (tuning, JIT compilation,
+///     packing of B) and returns the call to time, a `set_threads`, and `max_threads`.
+///  2. Register it with `add_gemm_contender(...)`, from `main` before register_gemm_benchmarks()
+///     or from a static initializer in a source added to the bench_gemm target.
+///  3. That's all: the harness checks its result, times it next to the baselines and reports
+///     GFLOPS and busy_cores (see benchmarks/README.md).
+#ifndef LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
+#define LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "baselines/common.hpp"
+
+namespace loom_bench {
+
+/// The timed call: C = A * B on the harness's buffers (A, B row-major; C row-major, written whole).
+using GemmCall = std::function<void(const float* a, const float* b, float* c)>;
+
+/// A plain GEMM function: C = A * B for the given shape, nothing prepared in advance.
+using GemmKernel =
+    std::function<void(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k)>;
+
+/// What a contender prepared for one shape and thread count, outside every timed loop.
+struct GemmInstance {
+  GemmCall call;
+  std::string label;  ///< shown next to the result: chosen implementation or schedule
+};
+
+/// One library or kernel generator taking part in the GEMM benchmarks.
+struct GemmContender {
+  /// Benchmark names are BM_Gemm_<name>/...; CamelCase, no '/'.
+  std::string name;
+  /// Prepares one (shape, threads) instance. Called once per pair, after set_threads(threads),
+  /// with the harness's fixed inputs (a contender may pack `b`: the inputs never change).
+  /// Throwing skips that pair with the exception's message.
+  std::function<GemmInstance(const GemmShape& shape, int threads, const float* a, const float* b)>
+      prepare;
+  /// Makes the next calls use `threads` threads. Called before every benchmark run, since the
+  /// contender before it may have changed shared state (OpenMP's thread count). May be empty.
+  std::function<void(int threads)> set_threads;
+  /// Thread counts above this are not registered (1 for single-threaded kernels).
+  int max_threads = 1;
+  /// Shapes this contender is registered for; empty means every shape.
+  std::function<bool(const GemmShape&)> accepts;
+};
+
+/// The contenders, in registration order. A function-local static, so static initializers in
+/// other translation units may add to it before main.
+inline std::vector<GemmContender>& gemm_contenders() {
+  static std::vector<GemmContender> contenders;
+  return contenders;
+}
+
+/// Adds a contender; returns true so it can initialize a namespace-scope `static const bool`.
+inline bool add_gemm_contender(GemmContender c) {
+  gemm_contenders().push_back(std::move(c));
+  return true;
+}
+
+/// Makes a contender from a plain function, without preparation.
+inline GemmContender make_gemm_contender(std::string name, GemmKernel kernel,
+                                         std::function<void(int)> set_threads = {},
+                                         int max_threads = 1,
+                                         std::function<bool(const GemmShape&)> accepts = {},
+                                         std::string label = {}) {
+  GemmContender c;
+  c.name = std::move(name);
+  c.prepare = [kernel = std::move(kernel), label = std::move(label)](
+                  const GemmShape& s, int, const float*, const float*) {
+    return GemmInstance{[kernel, s](const float* a, const float* b, float* out) {
+                          kernel(a, b, out, s.m, s.n, s.k);
+                        },
+                        label};
+  };
+  c.set_threads = std::move(set_threads);
+  c.max_threads = max_threads;
+  c.accepts = std::move(accepts);
+  return c;
+}
+
+/// Adds a contender that is a plain function, without preparation (see make_gemm_contender).
+inline bool add_gemm_contender(std::string name, GemmKernel kernel,
+                               std::function<void(int)> set_threads = {}, int max_threads = 1,
+                               std::function<bool(const GemmShape&)> accepts = {},
+                               std::string label = {}) {
+  return add_gemm_contender(make_gemm_contender(std::move(name), std::move(kernel),
+                                                std::move(set_threads), max_threads,
+                                                std::move(accepts), std::move(label)));
+}
+
+/// The shapes of the standard sweep: square 1024, 512 and 128, an odd-sized 127x131x129
+/// (M=127, K=131, N=129: every dimension a remainder for any vector or tile width) and the BERT
+/// base FFN up-projection (sequence 128, hidden 768, intermediate 3072).
+inline std::vector<GemmShape> default_gemm_shapes() {
+  return {{1024, 1024, 1024}, {512, 512, 512}, {128, 128, 128}, {127, 129, 131}, {128, 3072, 768}};
+}
+
+namespace detail {
+
+/// The inputs, output and reference of one shape, shared by every contender.
+struct GemmData {
+  AlignedFloats a, b, c, ref;
+  bool have_ref = false;
+};
+
+inline GemmData& gemm_data(const GemmShape& s) {
+  static std::map<GemmShape, std::unique_ptr<GemmData>> cache;
+  auto& slot = cache[s];
+  if (!slot) {
+    slot = std::make_unique<GemmData>();
+    slot->a = AlignedFloats(std::size_t(s.m * s.k));
+    slot->b = AlignedFloats(std::size_t(s.k * s.n));
+    slot->c = AlignedFloats(std::size_t(s.m * s.n));
+    // Seeds fixed per operand (not per shape): a shape's inputs never depend on the run order.
+    fill_uniform(slot->a.data(), slot->a.size(), 0x5eed0001u);
+    fill_uniform(slot->b.data(), slot->b.size(), 0x5eed0002u);
+  }
+  if (!slot->have_ref) {
+    slot->ref = AlignedFloats(std::size_t(s.m * s.n));
+    gemm_reference(slot->a.data(), slot->b.data(), slot->ref.data(), s.m, s.n, s.k);
+    slot->have_ref = true;
+  }
+  return *slot;
+}
+
+/// A prepared and checked (contender, shape, threads) instance, or why it cannot run.
+struct GemmSlot {
+  bool prepared = false;
+  GemmInstance instance;
+  std::string error;
+};
+
+inline GemmSlot& gemm_slot(std::size_t contender, const GemmShape& s, int threads) {
+  static std::map<std::tuple<std::size_t, GemmShape, int>, GemmSlot> slots;
+  return slots[{contender, s, threads}];
+}
+
+/// Sleeps until no thread of this process burns CPU (at most `max_seconds`). Libraries' worker
+/// threads busy-wait after a parallel call (OpenBLAS ~0.1 s, libgomp ~ms); without this, a
+/// contender would be timed while the previous one's spinning threads hold a core.
+inline void wait_until_quiet(double max_seconds = 1.0) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration<double>(max_seconds);
+  constexpr auto window = std::chrono::milliseconds(2);
+  while (clock::now() < deadline) {
+    const double cpu0 = process_cpu_seconds();
+    std::this_thread::sleep_for(window);
+    if (process_cpu_seconds() - cpu0 < 0.1 * 1e-3 * double(window.count())) return;
+  }
+}
+
+inline std::string format_error(const char* what, const CheckResult& r) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s: max |err| %.3g > tolerance %.3g (first at flat index %lld)",
+                what, r.max_abs_err, r.tolerance, static_cast<long long>(r.first_bad));
+  return buf;
+}
+
+/// The body of every GEMM benchmark.
+inline void run_gemm(benchmark::State& state, std::size_t contender, GemmShape s, int threads) {
+  GemmContender& c = gemm_contenders()[contender];
+  GemmData& d = gemm_data(s);
+  if (c.set_threads) c.set_threads(threads);
+  GemmSlot& slot = gemm_slot(contender, s, threads);
+  if (!slot.prepared) {
+    slot.prepared = true;
+    try {
+      slot.instance = c.prepare(s, threads, d.a.data(), d.b.data());
+      fill_nan(d.c.data(), d.c.size());
+      slot.instance.call(d.a.data(), d.b.data(), d.c.data());
+      const CheckResult r = check_close(d.c.data(), d.ref.data(), d.c.size(), gemm_tolerance(s.k));
+      if (!r.ok) slot.error = format_error("wrong result", r);
+    } catch (const std::exception& e) {
+      slot.error = std::string("prepare failed: ") + e.what();
+    }
+  }
+  if (!slot.error.empty()) {
+    state.SkipWithError(slot.error.c_str());
+    return;
+  }
+  const GemmCall& call = slot.instance.call;
+  const float* a = d.a.data();
+  const float* b = d.b.data();
+  float* out = d.c.data();
+
+  wait_until_quiet();
+  call(a, b, out);  // warm caches, page in C, wake the library's threads
+
+  const double cpu0 = process_cpu_seconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    call(a, b, out);
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const double cpu = process_cpu_seconds() - cpu0;
+
+  // Scaled to GFLOP (not FLOP with kIs1000) so the raw number in JSON/CSV reads in GFLOP/s.
+  state.counters["GFLOPS"] =
+      benchmark::Counter(s.flop() * 1e-9, benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::OneK::kIs1000);
+  // Cores kept busy by the whole process during the timed loop (~threads when the thread setting
+  // works; more when some pool spins, less when a library does not parallelize the shape).
+  state.counters["busy_cores"] = wall > 0 ? cpu / wall : 0.0;
+  state.SetLabel(slot.instance.label);
+}
+
+}  // namespace detail
+
+/// Registers BM_Gemm_<Contender>/<M>/<N>/<K>/<threads> for every contender added so far: for each
+/// shape, for each thread count, every contender in turn (contenders alternate in the run order).
+/// Every benchmark uses real time (the rate is per wall second) and measures the CPU time of the
+/// whole process, so the CPU column over the Time column shows the cores really used.
+inline void register_gemm_benchmarks(const std::vector<GemmShape>& shapes,
+                                     const std::vector<int>& thread_counts) {
+  const std::vector<GemmContender>& all = gemm_contenders();
+  for (const GemmShape& s : shapes) {
+    for (int t : thread_counts) {
+      for (std::size_t ci = 0; ci < all.size(); ++ci) {
+        const GemmContender& c = all[ci];
+        if (t > c.max_threads || (c.accepts && !c.accepts(s))) continue;
+        const std::string name = "BM_Gemm_" + c.name + "/" + s.name() + "/" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [ci, s, t](benchmark::State& st) { detail::run_gemm(st, ci, s, t); })
+            ->Unit(benchmark::kMicrosecond)
+            ->MeasureProcessCPUTime()
+            ->UseRealTime();
+      }
+    }
+  }
+}
+
+}  // namespace loom_bench
+
+#endif  // LOOM_BENCH_BASELINES_GEMM_BENCH_HPP

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian (bookworm) packages loom needs to build, test and benchmark.
+# Idempotent: apt-get runs only when a package of the list is missing.
+set -euo pipefail
+
+packages=(
+  cmake g++ make          # toolchain
+  llvm-19-dev             # loom::llvm, the ORC CPU JIT backend
+  libeigen3-dev           # loom::eigen interop and reference kernels
+  doctest-dev             # tests
+  libboost-dev            # Boost.Hana (dsl/detail only)
+  nlohmann-json3-dev      # tuning records
+  libbenchmark-dev        # benchmarks
+  libopenblas-dev         # benchmark baselines
+  libdnnl-dev             # benchmark baselines
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  if [[ "$status" != "installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,15 @@
+// Must not compile with LOOM_SHOULD_FAIL_TO_BUILD: a compute whose body is a comparison (a bool tensor).
+// Without the macro the corrected line must compile (the control half of the case).
+#include <loom/loom.hpp>
+
+using namespace loom;
+
+int main() {
+  auto A = placeholder<float>("A", {4});
+#ifdef LOOM_SHOULD_FAIL_TO_BUILD
+  auto C = compute("C", {4}, [&](Var i) { return A(i) > 0.0f; });
+#else
+  auto C = compute("C", {4}, [&](Var i) { return if_then_else(A(i) > 0.0f, A(i), 0.0f); });
+#endif
+  return 0;
+}
