@@ -13,6 +13,7 @@
 #include "loom/ir/printer.hpp"
 #include "loom/ir/equal_hash.hpp"
 #include "loom/ir/simplify.hpp"
+#include "loom/ir/stmt.hpp"
 #include "loom/dsl/expr.hpp"
 #include "loom/dsl/tensor.hpp"
 #include "loom/dsl/operators.hpp"

@@ -182,6 +182,58 @@ struct Reduce final : ExprNode {
   static Expr make(ReduceOp op, Expr source, std::vector<IterVar> axes, Expr condition = Expr());
 };
 
+/// Where a buffer of the lowered loop nest lives.
+enum class MemoryScope : uint8_t {
+  Global,  ///< a kernel argument or a heap allocation visible to all threads
+  Local,   ///< private to one thread: stack / registers (cache_write "local" stages)
+  Shared   ///< GPU shared memory of one thread block
+};
+
+/// A flat, row-major array of the lowered loop nest: a kernel argument or an allocation.
+struct BufferNode final : detail::ref_counted {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  MemoryScope scope = MemoryScope::Global;
+  int arg_index = -1;  ///< position among the kernel arguments, or -1 for an allocation
+  int64_t num_elements() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+};
+using Buffer = detail::intrusive_ptr<const BufferNode>;
+Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape,
+                   MemoryScope scope = MemoryScope::Global, int arg_index = -1);
+
+/// Reads `buffer[index]` (flat index). A vector index (Ramp) reads `lanes` elements.
+struct Load final : ExprNode {
+  static constexpr NodeKind node_kind = NodeKind::Load;
+  Buffer buffer;
+  Expr index;
+  Load(DType t, Buffer b, Expr i) : ExprNode(node_kind, t), buffer(std::move(b)), index(std::move(i)) {}
+  static Expr make(Buffer buffer, Expr index);
+};
+
+/// The vector `base + stride * {0, 1, ..., lanes-1}` (vectorized loop indices).
+struct Ramp final : ExprNode {
+  static constexpr NodeKind node_kind = NodeKind::Ramp;
+  Expr base, stride;
+  int lanes;
+  Ramp(DType t, Expr b, Expr s, int l)
+      : ExprNode(node_kind, t), base(std::move(b)), stride(std::move(s)), lanes(l) {}
+  static Expr make(Expr base, Expr stride, int lanes);
+};
+
+/// A scalar repeated in `lanes` lanes.
+struct Broadcast final : ExprNode {
+  static constexpr NodeKind node_kind = NodeKind::Broadcast;
+  Expr value;
+  int lanes;
+  Broadcast(DType t, Expr v, int l) : ExprNode(node_kind, t), value(std::move(v)), lanes(l) {}
+  static Expr make(Expr value, int lanes);
+};
+
 /// The neutral element of a reduction: 0 for sum, 1 for prod, the type's max for min, ...
 Expr reduce_identity(ReduceOp op, DType t);
 

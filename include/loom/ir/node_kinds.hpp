@@ -22,6 +22,8 @@
 ///     (ir/impl/equal_hash.ipp), the mutator (ir/impl/visitor.ipp), the simplifier where it can fold
 ///     it, and the reference interpreter (dag/impl/evaluate.ipp).
 ///  4. Add tests: printing (golden), equality/hash, interpreter.
+/// Load, Ramp and Broadcast appear only in lowered loop nests (after lower/), never in a compute
+/// body; statements (LOOM_FOR_EACH_STMT, ir/stmt.hpp) likewise.
 #ifndef LOOM_IR_NODE_KINDS_HPP
 #define LOOM_IR_NODE_KINDS_HPP
 
@@ -60,7 +62,18 @@
   X(Select)                   \
   X(Call)                     \
   X(TensorRead)               \
-  X(Reduce)
+  X(Reduce)                   \
+  X(Load)                     \
+  X(Ramp)                     \
+  X(Broadcast)
+
+/// Every statement node kind of the lowered loop-nest IR.
+#define LOOM_FOR_EACH_STMT(X) \
+  X(For)                      \
+  X(Store)                    \
+  X(Allocate)                 \
+  X(Block)                    \
+  X(IfThenElse)
 
 LOOM_BEGIN_NAMESPACE
 namespace ir {
@@ -78,6 +91,56 @@ constexpr const char* node_kind_name(NodeKind k) {
   case NodeKind::name: return #name;
     LOOM_FOR_EACH_EXPR(LOOM_X)
 #undef LOOM_X
+  }
+  return "?";
+}
+
+enum class StmtKind : uint8_t {
+#define LOOM_X(name) name,
+  LOOM_FOR_EACH_STMT(LOOM_X)
+#undef LOOM_X
+};
+
+constexpr const char* stmt_kind_name(StmtKind k) {
+  switch (k) {
+#define LOOM_X(name) \
+  case StmtKind::name: return #name;
+    LOOM_FOR_EACH_STMT(LOOM_X)
+#undef LOOM_X
+  }
+  return "?";
+}
+
+/// How a loop runs. Serial loops run in order; Parallel loops split their iterations over threads;
+/// Vectorized loops become vector code (the vectorizer falls back to Serial where it cannot);
+/// Unrolled loops are replicated by the unroller. GPU bindings map a loop to a hardware index.
+enum class ForKind : uint8_t {
+  Serial,
+  Parallel,
+  Vectorized,
+  Unrolled,
+  BlockIdxX,
+  BlockIdxY,
+  BlockIdxZ,
+  VThread,
+  ThreadIdxX,
+  ThreadIdxY,
+  ThreadIdxZ
+};
+
+constexpr const char* for_kind_name(ForKind k) {
+  switch (k) {
+    case ForKind::Serial: return "for";
+    case ForKind::Parallel: return "parallel";
+    case ForKind::Vectorized: return "vectorized";
+    case ForKind::Unrolled: return "unrolled";
+    case ForKind::BlockIdxX: return "blockIdx.x";
+    case ForKind::BlockIdxY: return "blockIdx.y";
+    case ForKind::BlockIdxZ: return "blockIdx.z";
+    case ForKind::VThread: return "vthread";
+    case ForKind::ThreadIdxX: return "threadIdx.x";
+    case ForKind::ThreadIdxY: return "threadIdx.y";
+    case ForKind::ThreadIdxZ: return "threadIdx.z";
   }
   return "?";
 }

@@ -114,7 +114,10 @@ LOOM_DECL double count_flops(const ir::Expr& e) {
     case ir::NodeKind::FloatImm:
     case ir::NodeKind::Variable:
     case ir::NodeKind::TensorRead:  // index arithmetic is not counted
+    case ir::NodeKind::Load:
+    case ir::NodeKind::Ramp:
       return 0;
+    case ir::NodeKind::Broadcast: return count_flops(e.as<ir::Broadcast>()->value);
     case ir::NodeKind::Cast: return count_flops(e.as<ir::Cast>()->value);
     case ir::NodeKind::Not: return 1 + count_flops(e.as<ir::Not>()->a);
     case ir::NodeKind::Select: {

@@ -154,6 +154,12 @@ class compiler {
       case K::Call: return compile_call(e.as<ir::Call>());
       case K::TensorRead: return compile_read(e.as<ir::TensorRead>());
       case K::Reduce: return compile_reduce(e.as<ir::Reduce>());
+      case K::Load:
+      case K::Ramp:
+      case K::Broadcast:
+        LOOM_INTERNAL_CHECK(false) << "the DAG interpreter met a lowered node "
+                                   << ir::node_kind_name(e.kind());
+        return {};
       default: return compile_binary(e);
     }
   }

@@ -53,6 +53,18 @@ class equal_checker {
         return eq(x->source, y->source) &&
                (!x->condition.defined() || eq(x->condition, y->condition));
       }
+      case NodeKind::Load: {
+        auto *x = a.as<Load>(), *y = b.as<Load>();
+        return x->buffer.get() == y->buffer.get() && eq(x->index, y->index);
+      }
+      case NodeKind::Ramp: {
+        auto *x = a.as<Ramp>(), *y = b.as<Ramp>();
+        return x->lanes == y->lanes && eq(x->base, y->base) && eq(x->stride, y->stride);
+      }
+      case NodeKind::Broadcast: {
+        auto *x = a.as<Broadcast>(), *y = b.as<Broadcast>();
+        return x->lanes == y->lanes && eq(x->value, y->value);
+      }
       default: return false;
     }
   }
@@ -146,6 +158,17 @@ LOOM_DECL uint64_t StructuralHasher::hash(const Expr& e) {
       h = hash_combine(h, hash(r->source));
       return hash_combine(h, hash(r->condition));
     }
+    case NodeKind::Load: {
+      auto* l = e.as<Load>();
+      h = hash_combine(h, detail::hash_string(l->buffer->name));
+      return hash_combine(h, hash(l->index));
+    }
+    case NodeKind::Ramp: {
+      auto* r = e.as<Ramp>();
+      h = hash_combine(h, hash(r->base));
+      return hash_combine(h, hash(r->stride));
+    }
+    case NodeKind::Broadcast: return hash_combine(h, hash(e.as<Broadcast>()->value));
     default: return h;
   }
 }

@@ -156,6 +156,39 @@ LOOM_DECL Expr TensorRead::make(const Tensor& tensor, std::vector<Expr> indices)
   return new TensorRead(tensor.dtype(), tensor.ptr(), std::move(indices));
 }
 
+LOOM_DECL Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape,
+                             MemoryScope scope, int arg_index) {
+  auto* b = new BufferNode;
+  b->name = std::move(name);
+  b->dtype = dtype;
+  b->shape = std::move(shape);
+  b->scope = scope;
+  b->arg_index = arg_index;
+  return Buffer(b);
+}
+
+LOOM_DECL Expr Load::make(Buffer buffer, Expr index) {
+  LOOM_INTERNAL_CHECK(buffer && index.defined()) << "Load of an undefined buffer or index";
+  LOOM_INTERNAL_CHECK(index.dtype().element_of() == DType::index())
+      << "Load index of type " << to_string(index.dtype());
+  DType t = buffer->dtype.with_lanes(index.dtype().lanes);
+  return new Load(t, std::move(buffer), std::move(index));
+}
+
+LOOM_DECL Expr Ramp::make(Expr base, Expr stride, int lanes) {
+  LOOM_INTERNAL_CHECK(lanes > 1 && base.dtype().lanes == 1 && stride.dtype() == base.dtype())
+      << "Ramp of " << lanes << " lanes over " << to_string(base.dtype());
+  DType t = base.dtype().with_lanes(lanes);
+  return new Ramp(t, std::move(base), std::move(stride), lanes);
+}
+
+LOOM_DECL Expr Broadcast::make(Expr value, int lanes) {
+  LOOM_INTERNAL_CHECK(lanes > 1 && value.dtype().lanes == 1)
+      << "Broadcast of " << lanes << " lanes over " << to_string(value.dtype());
+  DType t = value.dtype().with_lanes(lanes);
+  return new Broadcast(t, std::move(value), lanes);
+}
+
 LOOM_DECL Expr reduce_identity(ReduceOp op, DType t) {
   switch (op) {
     case ReduceOp::Sum: return make_const(t, 0);
@@ -274,6 +307,13 @@ struct body_checker {
       case NodeKind::TensorRead:
         for (auto& i : e.as<TensorRead>()->indices) walk(i, false);
         return;
+      case NodeKind::Load:
+      case NodeKind::Ramp:
+      case NodeKind::Broadcast:
+        LOOM_USER_FAIL("loom.ir.E036") << "compute '" << compute_name << "' contains a "
+                                       << node_kind_name(e.kind())
+                                       << ", which only lowered loop nests may contain";
+        return;
       default: {
         auto [a, b] = binary_operands(e);
         walk(*a, false);
@@ -352,6 +392,10 @@ inline void collect_reads(const Expr& e, std::vector<Tensor>& out) {
       for (auto& i : r->indices) collect_reads(i, out);
       return;
     }
+    case NodeKind::Load:
+    case NodeKind::Ramp:
+    case NodeKind::Broadcast:
+      return;
     default: {
       auto [a, b] = binary_operands(e);
       collect_reads(*a, out);

@@ -181,6 +181,27 @@ class printer {
         os_ << ')';
         return;
       }
+      case NodeKind::Load: {
+        auto* l = e.as<Load>();
+        os_ << l->buffer->name << '[';
+        print(l->index);
+        os_ << ']';
+        return;
+      }
+      case NodeKind::Ramp: {
+        auto* r = e.as<Ramp>();
+        os_ << "ramp(";
+        print_list({r->base, r->stride});
+        os_ << ", " << r->lanes << ')';
+        return;
+      }
+      case NodeKind::Broadcast: {
+        auto* b = e.as<Broadcast>();
+        os_ << "x" << b->lanes << '(';
+        print(b->value);
+        os_ << ')';
+        return;
+      }
       default:
         os_ << node_kind_name(e.kind());
     }

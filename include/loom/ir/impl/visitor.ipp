@@ -46,6 +46,13 @@ LOOM_DECL void ExprVisitor::visit_Reduce(const Reduce* op) {
   if (op->condition.defined()) visit(op->condition);
 }
 
+LOOM_DECL void ExprVisitor::visit_Load(const Load* op) { visit(op->index); }
+LOOM_DECL void ExprVisitor::visit_Ramp(const Ramp* op) {
+  visit(op->base);
+  visit(op->stride);
+}
+LOOM_DECL void ExprVisitor::visit_Broadcast(const Broadcast* op) { visit(op->value); }
+
 LOOM_DECL Expr ExprMutator::mutate(const Expr& e) {
   if (!e.defined()) return e;
   switch (e.kind()) {
@@ -104,6 +111,19 @@ LOOM_DECL Expr ExprMutator::visit_Reduce(const Reduce* op, const Expr& self) {
   Expr c = op->condition.defined() ? mutate(op->condition) : op->condition;
   if (s.same_as(op->source) && c.same_as(op->condition)) return self;
   return Reduce::make(op->op, s, op->axes, c);
+}
+
+LOOM_DECL Expr ExprMutator::visit_Load(const Load* op, const Expr& self) {
+  Expr i = mutate(op->index);
+  return i.same_as(op->index) ? self : Load::make(op->buffer, i);
+}
+LOOM_DECL Expr ExprMutator::visit_Ramp(const Ramp* op, const Expr& self) {
+  Expr b = mutate(op->base), s = mutate(op->stride);
+  return b.same_as(op->base) && s.same_as(op->stride) ? self : Ramp::make(b, s, op->lanes);
+}
+LOOM_DECL Expr ExprMutator::visit_Broadcast(const Broadcast* op, const Expr& self) {
+  Expr v = mutate(op->value);
+  return v.same_as(op->value) ? self : Broadcast::make(v, op->lanes);
 }
 
 namespace detail_ir {

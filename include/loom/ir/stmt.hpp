@@ -1,0 +1,141 @@
+/// \file
+/// Statements of the lowered loop-nest IR (layer ir/): loops, stores, allocations, blocks and
+/// conditionals, with their traversals and printer. Lowering (lower/) produces them from a
+/// schedule; backends (backend/llvm, backend/cuda) and the loop-nest interpreter consume them.
+///
+/// Contract: buffers are flat and row-major; `Store(b, i, v)` with a vector index writes `lanes`
+/// elements; loop variables are int64 and every `For` runs `var` over [min, min + extent).
+/// Allocate scopes its buffer to its body. A Parallel loop's iterations must be independent.
+#ifndef LOOM_IR_STMT_HPP
+#define LOOM_IR_STMT_HPP
+
+#include "loom/ir/visitor.hpp"
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace ir {
+
+struct StmtNode : detail::ref_counted {
+  StmtKind kind;
+  explicit StmtNode(StmtKind k) : kind(k) {}
+};
+
+/// Handle to an immutable statement node.
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(const StmtNode* n) : node_(n) {}  // NOLINT
+  bool defined() const { return static_cast<bool>(node_); }
+  const StmtNode* get() const { return node_.get(); }
+  StmtKind kind() const { return node_->kind; }
+  bool same_as(const Stmt& o) const { return node_.get() == o.node_.get(); }
+  template <class T>
+  const T* as() const {
+    return node_ && node_->kind == T::node_kind ? static_cast<const T*>(node_.get()) : nullptr;
+  }
+
+ private:
+  detail::intrusive_ptr<const StmtNode> node_;
+};
+
+struct For final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::For;
+  Expr var;  ///< a Variable of index type
+  Expr min, extent;
+  ForKind for_kind;
+  Stmt body;
+  For(Expr v, Expr mn, Expr ext, ForKind k, Stmt b)
+      : StmtNode(node_kind), var(std::move(v)), min(std::move(mn)), extent(std::move(ext)),
+        for_kind(k), body(std::move(b)) {}
+  static Stmt make(Expr var, Expr min, Expr extent, ForKind kind, Stmt body);
+  const Variable* variable() const { return var.as<Variable>(); }
+};
+
+struct Store final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::Store;
+  Buffer buffer;
+  Expr index, value;
+  Store(Buffer b, Expr i, Expr v)
+      : StmtNode(node_kind), buffer(std::move(b)), index(std::move(i)), value(std::move(v)) {}
+  static Stmt make(Buffer buffer, Expr index, Expr value);
+};
+
+/// Makes `buffer` (an allocation, not an argument) exist for the duration of `body`.
+struct Allocate final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::Allocate;
+  Buffer buffer;
+  Stmt body;
+  Allocate(Buffer b, Stmt s) : StmtNode(node_kind), buffer(std::move(b)), body(std::move(s)) {}
+  static Stmt make(Buffer buffer, Stmt body);
+};
+
+struct Block final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::Block;
+  std::vector<Stmt> stmts;
+  explicit Block(std::vector<Stmt> s) : StmtNode(node_kind), stmts(std::move(s)) {}
+  /// Flattens nested blocks; a single statement is returned as is.
+  static Stmt make(std::vector<Stmt> stmts);
+};
+
+struct IfThenElse final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::IfThenElse;
+  Expr condition;
+  Stmt then_case, else_case;  ///< else_case may be undefined
+  IfThenElse(Expr c, Stmt t, Stmt e)
+      : StmtNode(node_kind), condition(std::move(c)), then_case(std::move(t)),
+        else_case(std::move(e)) {}
+  static Stmt make(Expr condition, Stmt then_case, Stmt else_case = Stmt());
+};
+
+/// A lowered kernel: its arguments (buffers with arg_index 0..n-1, in the ComputeDAG's argument
+/// order: inputs then outputs) and its body. The unit that backends compile.
+struct LoweredFunc {
+  std::string name;
+  std::vector<Buffer> args;
+  Stmt body;
+};
+
+/// Read-only traversal of statements and the expressions inside them.
+class StmtVisitor : public ExprVisitor {
+ public:
+  using ExprVisitor::visit;
+  virtual void visit(const Stmt& s);
+
+ protected:
+#define LOOM_X(name) virtual void visit_##name(const name* op);
+  LOOM_FOR_EACH_STMT(LOOM_X)
+#undef LOOM_X
+};
+
+/// Rewriting traversal of statements; rebuilds a node only when a child changed.
+class StmtMutator : public ExprMutator {
+ public:
+  using ExprMutator::mutate;
+  virtual Stmt mutate(const Stmt& s);
+
+ protected:
+#define LOOM_X(name) virtual Stmt visit_##name(const name* op, const Stmt& self);
+  LOOM_FOR_EACH_STMT(LOOM_X)
+#undef LOOM_X
+};
+
+/// C-like pseudo code, one statement per line, two spaces per nesting level.
+std::ostream& operator<<(std::ostream& os, const Stmt& s);
+std::string to_string(const Stmt& s);
+/// `kernel name(float32* A[64, 32], ...) {` + body + `}`.
+std::ostream& operator<<(std::ostream& os, const LoweredFunc& f);
+
+/// Replaces variables in every expression of a statement.
+Stmt substitute(const Stmt& s, const std::unordered_map<const Variable*, Expr>& replacements);
+
+}  // namespace ir
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/ir/impl/stmt.ipp"
+#endif
+
+#endif  // LOOM_IR_STMT_HPP
