@@ -1,0 +1,244 @@
+// Bodies of loom/sched/state.hpp and loom/sched/steps.hpp.
+#include "loom/sched/state.hpp"
+
+#include "loom/ir/printer.hpp"
+#include "loom/ir/visitor.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+LOOM_BEGIN_NAMESPACE
+namespace sched {
+
+LOOM_DECL const char* annotation_name(Annotation a) {
+  switch (a) {
+    case Annotation::None: return "none";
+    case Annotation::Parallel: return "parallel";
+    case Annotation::Vectorize: return "vectorize";
+    case Annotation::Unroll: return "unroll";
+    case Annotation::BlockIdxX: return "blockIdx.x";
+    case Annotation::BlockIdxY: return "blockIdx.y";
+    case Annotation::BlockIdxZ: return "blockIdx.z";
+    case Annotation::VThread: return "vthread";
+    case Annotation::ThreadIdxX: return "threadIdx.x";
+    case Annotation::ThreadIdxY: return "threadIdx.y";
+    case Annotation::ThreadIdxZ: return "threadIdx.z";
+  }
+  return "?";
+}
+
+LOOM_DECL Annotation parse_annotation(const std::string& s) {
+  for (int a = 0; a <= static_cast<int>(Annotation::ThreadIdxZ); ++a)
+    if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
+  LOOM_USER_FAIL("loom.sched.E230") << "unknown loop annotation '" << s << "'";
+  return Annotation::None;
+}
+
+LOOM_DECL const char* scope_name(ir::MemoryScope s) {
+  switch (s) {
+    case ir::MemoryScope::Global: return "global";
+    case ir::MemoryScope::Local: return "local";
+    case ir::MemoryScope::Shared: return "shared";
+  }
+  return "?";
+}
+
+LOOM_DECL ir::MemoryScope parse_scope(const std::string& s) {
+  if (s == "global") return ir::MemoryScope::Global;
+  if (s == "local") return ir::MemoryScope::Local;
+  if (s == "shared") return ir::MemoryScope::Shared;
+  LOOM_USER_FAIL("loom.sched.E231") << "unknown memory scope '" << s
+                                    << "'; expected global, local or shared";
+  return ir::MemoryScope::Global;
+}
+
+LOOM_DECL const char* step_tag(const Step& s) {
+  static const char* tags[] = {"SP", "FSP", "FFSP", "FU", "RE", "AN", "CA",
+                               "CR", "CI", "CHR", "CHW", "PR", "SA"};
+  return tags[s.index()];
+}
+
+LOOM_DECL const std::string& step_stage(const Step& s) {
+  return std::visit([](const auto& x) -> const std::string& { return x.stage; }, s);
+}
+
+namespace detail_sched {
+template <class T>
+std::string join(const std::vector<T>& v) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << ']';
+  return os.str();
+}
+}  // namespace detail_sched
+
+LOOM_DECL std::string to_string(const Step& step) {
+  using detail_sched::join;
+  std::ostringstream os;
+  std::visit(
+      [&](const auto& s) {
+        using T = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<T, SplitStep>) {
+          os << "split " << s.stage << " @" << s.iter << " [";
+          for (size_t i = 0; i < s.lengths.size(); ++i)
+            os << (i ? ", " : "") << (s.lengths[i] ? std::to_string(*s.lengths[i]) : "?");
+          os << ']';
+        } else if constexpr (std::is_same_v<T, FollowSplitStep>) {
+          os << "follow_split " << s.stage << " @" << s.iter << " step " << s.src_step << " n "
+             << s.n_split;
+        } else if constexpr (std::is_same_v<T, FollowFusedSplitStep>) {
+          os << "follow_fused_split " << s.stage << " @" << s.iter << " steps " << join(s.src_steps)
+             << " level " << s.level << (s.factor_or_nparts ? " factor" : " nparts");
+        } else if constexpr (std::is_same_v<T, FuseStep>) {
+          os << "fuse " << s.stage << ' ' << join(s.iters);
+        } else if constexpr (std::is_same_v<T, ReorderStep>) {
+          os << "reorder " << s.stage << ' ' << join(s.order);
+        } else if constexpr (std::is_same_v<T, AnnotationStep>) {
+          os << "annotate " << s.stage << " @" << s.iter << ' ' << annotation_name(s.annotation);
+        } else if constexpr (std::is_same_v<T, ComputeAtStep>) {
+          os << "compute_at " << s.stage << " -> " << s.target << " @" << s.target_iter;
+        } else if constexpr (std::is_same_v<T, ComputeRootStep>) {
+          os << "compute_root " << s.stage;
+        } else if constexpr (std::is_same_v<T, ComputeInlineStep>) {
+          os << "compute_inline " << s.stage;
+        } else if constexpr (std::is_same_v<T, CacheReadStep>) {
+          os << "cache_read " << s.stage << ' ' << scope_name(s.scope) << ' ' << join(s.readers);
+        } else if constexpr (std::is_same_v<T, CacheWriteStep>) {
+          os << "cache_write " << s.stage << ' ' << scope_name(s.scope);
+        } else if constexpr (std::is_same_v<T, PragmaStep>) {
+          os << "pragma " << s.stage << " @" << s.iter << " auto_unroll_max_step=" << s.max_step;
+        } else if constexpr (std::is_same_v<T, StorageAlignStep>) {
+          os << "storage_align " << s.stage << " axis " << s.axis << " factor " << s.factor
+             << " offset " << s.offset;
+        }
+      },
+      step);
+  return os.str();
+}
+
+LOOM_DECL int Stage::leaf_position(int iter_id) const {
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (leaves[i] == iter_id) return static_cast<int>(i);
+  return -1;
+}
+
+namespace detail_sched {
+
+inline Stage make_stage(const ir::Tensor& op, const std::string& name, bool is_output) {
+  Stage s;
+  s.name = name;
+  s.op = op;
+  s.is_placeholder = op.is_placeholder();
+  s.is_output = is_output;
+  if (s.is_placeholder) return s;
+  for (auto& a : op->axes) s.iters.push_back({a.name(), a.extent, IterKind::Spatial, Annotation::None});
+  s.num_spatial_axes = static_cast<int>(op->axes.size());
+  if (auto* r = op->body.as<ir::Reduce>())
+    for (auto& a : r->axes) s.iters.push_back({a.name(), a.extent, IterKind::Reduce, Annotation::None});
+  s.leaves.resize(s.iters.size());
+  std::iota(s.leaves.begin(), s.leaves.end(), 0);
+  return s;
+}
+
+// Replaces reads of `from` by reads of `to` (same indices).
+class read_redirector : public ir::ExprMutator {
+ public:
+  read_redirector(const ir::TensorNode* from, ir::Tensor to) : from_(from), to_(std::move(to)) {}
+
+ protected:
+  ir::Expr visit_TensorRead(const ir::TensorRead* op, const ir::Expr& self) override {
+    ir::Expr e = ir::ExprMutator::visit_TensorRead(op, self);
+    auto* r = e.as<ir::TensorRead>();
+    if (r->tensor.get() != from_) return e;
+    return ir::TensorRead::make(to_, r->indices);
+  }
+
+ private:
+  const ir::TensorNode* from_;
+  ir::Tensor to_;
+};
+
+inline ir::Tensor rebuild_compute(const ir::Tensor& op, const ir::Expr& body) {
+  return ir::make_compute(op.name(), op->axes, body, op->tag);
+}
+
+// A copy of `op`'s computation with fresh axis variables (a new op must not share loop
+// variables with the one it was made from).
+inline ir::Tensor fresh_copy(const ir::Tensor& op, const std::string& name) {
+  std::vector<ir::IterVar> axes;
+  std::unordered_map<const ir::Variable*, ir::Expr> sub;
+  for (auto& a : op->axes) {
+    ir::IterVar n{ir::Variable::make(a.name()), a.extent, ir::IterKind::Spatial};
+    sub[a.variable()] = n.var;
+    axes.push_back(n);
+  }
+  ir::Expr body = op->body;
+  if (auto* r = body.as<ir::Reduce>()) {
+    std::vector<ir::IterVar> raxes;
+    for (auto& a : r->axes) {
+      ir::IterVar n{ir::Variable::make(a.name()), a.extent, ir::IterKind::Reduce};
+      sub[a.variable()] = n.var;
+      raxes.push_back(n);
+    }
+    body = ir::Reduce::make(r->op, ir::substitute(r->source, sub), raxes,
+                            r->condition.defined() ? ir::substitute(r->condition, sub) : ir::Expr());
+  } else {
+    body = ir::substitute(body, sub);
+  }
+  return ir::make_compute(name, axes, body, op->tag);
+}
+
+}  // namespace detail_sched
+
+LOOM_DECL State::State(std::shared_ptr<const ComputeDAG> dag) : dag_(std::move(dag)) {
+  std::set<std::string> used;
+  for (int i = 0; i < dag_->num_ops(); ++i) {
+    const ir::Tensor& op = dag_->ops()[i];
+    std::string name = op.name();
+    for (int n = 1; used.count(name); ++n) name = op.name() + "_" + std::to_string(n);
+    used.insert(name);
+    stages_.push_back(detail_sched::make_stage(op, name, dag_->info(i).is_output));
+  }
+  rebuild_tensor_map();
+}
+
+LOOM_DECL State::State(const ComputeDAG& dag) : State(std::make_shared<const ComputeDAG>(dag)) {}
+
+LOOM_DECL void State::rebuild_tensor_map() {
+  // Every op a stage ever computed stays an alias of that stage: consumers built before a
+  // cache_read/cache_write still read the old tensor node.
+  for (auto& st : stages_) {
+    bool known = false;
+    for (auto& [t, name] : aliases_) known = known || t.same_as(st.op);
+    if (!known) aliases_.emplace_back(st.op, st.name);
+  }
+  tensor_stage_.clear();
+  for (auto& [t, name] : aliases_) tensor_stage_[t.get()] = stage_index(name);
+}
+
+LOOM_DECL int State::stage_index(const std::string& name) const {
+  for (size_t i = 0; i < stages_.size(); ++i)
+    if (stages_[i].name == name) return static_cast<int>(i);
+  LOOM_USER_FAIL("loom.sched.E201") << "no stage named '" << name << "' in this schedule";
+  return -1;
+}
+
+LOOM_DECL int State::stage_of(const ir::TensorNode* t) const {
+  auto it = tensor_stage_.find(t);
+  return it == tensor_stage_.end() ? -1 : it->second;
+}
+
+LOOM_DECL State replay(std::shared_ptr<const ComputeDAG> dag, const std::vector<Step>& steps) {
+  State s(std::move(dag));
+  for (auto& step : steps) s.apply(step);
+  return s;
+}
+
+}  // namespace sched
+LOOM_END_NAMESPACE
+
+#include "loom/sched/impl/apply.ipp"

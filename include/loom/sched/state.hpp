@@ -1,0 +1,168 @@
+/// \file
+/// The loop state of a schedule (layer sched/): Ansor's "lightweight loop structure IR".
+///
+/// A `State` holds one `Stage` per op of the (possibly rewritten) computation. A stage has
+/// iterators (name, extent, kind, annotation), the relations that derived them from the op's axes
+/// (split, fuse), a loop order (its leaf iterators) and a compute location: root, inlined, or at a
+/// leaf iterator of another stage. Search edits states cheaply and serialises them as the history
+/// of transform steps that built them: replaying the steps on the DAG rebuilds the same state.
+///
+/// Stages are named by a stable identity (the op's name; new stages get derived names such as
+/// "C.local" or "A.shared"), never by position, so inserting a stage never breaks a saved history.
+/// Iterators are named in steps by their position in the stage's current loop order.
+///
+/// How to add a new transform step:
+///  1. Declare a `XxxStep` struct in sched/steps.hpp with its fields and add it to `Step`.
+///  2. Implement `apply(State&, const XxxStep&)` in sched/impl/state.ipp: validate with
+///     LOOM_USER_CHECK (id loom.sched.E2xx naming the step and the reason), then edit the state.
+///  3. Give it a record prefix and fields in sched/impl/record.ipp (to_json/from_json) and a line
+///     in the step printer.
+///  4. If it changes loop structure or data flow, teach lower/ to honour it.
+///  5. Tests: the step alone against the reference interpreter, replay and JSON round trip, and
+///     each illegal use's error.
+#ifndef LOOM_SCHED_STATE_HPP
+#define LOOM_SCHED_STATE_HPP
+
+#include "loom/dag/compute_dag.hpp"
+#include "loom/sched/steps.hpp"
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace sched {
+
+/// Spatial, reduce, or a fusion of both (a fused loop that mixes kinds can't be parallelized).
+enum class IterKind : uint8_t { Spatial, Reduce, Mixed };
+
+/// One iterator of a stage: a root axis of the op or one derived by split/fuse.
+struct Iterator {
+  std::string name;
+  int64_t extent = 1;
+  IterKind kind = IterKind::Spatial;
+  Annotation annotation = Annotation::None;
+};
+
+/// `parent` was split into `children` (outer to inner); `lengths` are the inner children's
+/// extents, the outer one is ceil(parent / product(lengths)). Non-divisible splits leave a tail
+/// that lowering guards.
+struct SplitRelation {
+  int parent;
+  std::vector<int> children;
+};
+/// `fused` (outer to inner) were fused into `result`.
+struct FuseRelation {
+  std::vector<int> fused;
+  int result;
+};
+
+enum class ComputeLocation : uint8_t { Root, Inlined, At };
+
+/// How storage of a stage's buffer is aligned: the stride of dimension `axis` is padded so that
+/// stride % factor == offset (Ansor/TVM storage_align, used against cache-bank conflicts).
+struct StorageAlign {
+  int axis;
+  int64_t factor, offset;
+};
+
+/// One op of the computation and how its loops are scheduled.
+struct Stage {
+  std::string name;  ///< stable identity
+  ir::Tensor op;     ///< what this stage computes (rewritten by cache_read/cache_write/rfactor)
+  bool is_placeholder = false;
+  bool is_output = false;
+  std::vector<Iterator> iters;  ///< every iterator ever created; ids index this table
+  std::vector<int> leaves;      ///< current loop order, outermost first (iterator ids)
+  std::vector<SplitRelation> splits;
+  std::vector<FuseRelation> fuses;
+  ComputeLocation location = ComputeLocation::Root;
+  std::string attach_stage;  ///< with location At
+  int attach_iter = -1;      ///< iterator id in attach_stage
+  ir::MemoryScope scope = ir::MemoryScope::Global;  ///< where an intermediate buffer lives
+  int auto_unroll_max_step = 0;
+  std::vector<StorageAlign> storage_aligns;
+  /// Number of root iterators that are the op's spatial axes (then come the reduce axes).
+  int num_spatial_axes = 0;
+
+  const Iterator& leaf(int position) const { return iters.at(leaves.at(position)); }
+  int leaf_position(int iter_id) const;  ///< -1 if not a leaf
+};
+
+/// A schedule: stages plus the history of steps that built them from the DAG.
+class State {
+ public:
+  /// The initial state of a DAG: one root stage per op, loops in the op's axis order (spatial
+  /// axes, then reduce axes), no step applied.
+  explicit State(std::shared_ptr<const ComputeDAG> dag);
+  explicit State(const ComputeDAG& dag);
+
+  const ComputeDAG& dag() const { return *dag_; }
+  const std::shared_ptr<const ComputeDAG>& dag_ptr() const { return dag_; }
+  const std::vector<Stage>& stages() const { return stages_; }
+  const std::vector<Step>& steps() const { return steps_; }
+  /// The stage named `name`; throws loom::user_error if there is none.
+  const Stage& stage(const std::string& name) const { return stages_.at(stage_index(name)); }
+  int stage_index(const std::string& name) const;
+  /// The stage that computes (or aliases) `t`; -1 if none.
+  int stage_of(const ir::TensorNode* t) const;
+
+  /// Applies a step: validates it, edits the state and appends it to the history. Throws
+  /// loom::user_error (with the state unchanged) when the step is illegal here.
+  void apply(const Step& step);
+
+  // Convenience wrappers around apply(); iterators are leaf positions of the stage.
+  /// Splits leaf `iter` into 1 + lengths.size() loops; returns nothing, the new leaves replace it.
+  void split(const std::string& stage, int iter, std::vector<int64_t> lengths);
+  void fuse(const std::string& stage, std::vector<int> iters);
+  void reorder(const std::string& stage, std::vector<int> order);
+  void annotate(const std::string& stage, int iter, Annotation a);
+  void compute_at(const std::string& stage, const std::string& target, int target_iter);
+  void compute_root(const std::string& stage);
+  void compute_inline(const std::string& stage);
+  /// Returns the new stage's name ("<stage>.<scope>").
+  std::string cache_read(const std::string& stage, ir::MemoryScope scope,
+                         std::vector<std::string> readers);
+  std::string cache_write(const std::string& stage, ir::MemoryScope scope);
+  void pragma_unroll(const std::string& stage, int iter, int max_step);
+  void storage_align(const std::string& stage, int axis, int64_t factor, int64_t offset);
+  void follow_split(const std::string& stage, int iter, int src_step, int n_split);
+  void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps,
+                          int level, bool factor_or_nparts);
+
+  /// The stages that read `stage` directly or through inlined stages.
+  std::vector<int> consumers(int stage) const;
+  /// The stages whose tensors `stage` reads directly or through inlined stages.
+  std::vector<int> producers(int stage) const;
+
+  /// Loop-nest pseudo code with annotations and compute locations.
+  std::string to_string() const;
+
+ private:
+  friend struct step_applier;
+  std::shared_ptr<const ComputeDAG> dag_;
+  std::vector<Stage> stages_;
+  std::vector<Step> steps_;
+  /// Every tensor a stage computes or computed (consumers may still read an old node), held
+  /// alive so that its address cannot be reused, and the stage's name.
+  std::vector<std::pair<ir::Tensor, std::string>> aliases_;
+  /// Tensor node -> stage index, rebuilt from aliases_ whenever stages change.
+  std::unordered_map<const ir::TensorNode*, int> tensor_stage_;
+  void rebuild_tensor_map();
+};
+
+/// Rebuilds a state by applying `steps` in order to the initial state of `dag`.
+State replay(std::shared_ptr<const ComputeDAG> dag, const std::vector<Step>& steps);
+
+std::ostream& operator<<(std::ostream& os, const State& s);
+
+}  // namespace sched
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/sched/impl/state.ipp"
+#endif
+
+#endif  // LOOM_SCHED_STATE_HPP
