@@ -35,8 +35,9 @@
 LOOM_BEGIN_NAMESPACE
 namespace sched {
 
-/// Spatial, reduce, or a fusion of both (a fused loop that mixes kinds can't be parallelized).
-enum class IterKind : uint8_t { Spatial, Reduce, Mixed };
+/// Whether an iterator walks the output (spatial) or a reduction. Fusing the two kinds is not
+/// allowed: a reduction's init could not be placed.
+enum class IterKind : uint8_t { Spatial, Reduce };
 
 /// One iterator of a stage: a root axis of the op or one derived by split/fuse.
 struct Iterator {

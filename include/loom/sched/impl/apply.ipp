@@ -154,6 +154,11 @@ struct step_applier {
       LOOM_USER_CHECK(s.leaf(x.iters[i]).annotation == Annotation::None, "loom.sched.E214")
           << "fuse: loop '" << s.leaf(x.iters[i]).name << "' is annotated; fuse before annotating";
     }
+    for (int p : x.iters)
+      LOOM_USER_CHECK(s.leaf(p).kind == s.leaf(x.iters[0]).kind, "loom.sched.E236")
+          << "fuse: loops '" << s.leaf(x.iters[0]).name << "' and '" << s.leaf(p).name
+          << "' of stage '" << s.name << "' mix spatial and reduction iterators; fuse each kind "
+          << "separately";
     if (x.iters.size() == 1) return;
     Iterator fused{"", 1, s.leaf(x.iters[0]).kind, Annotation::None};
     FuseRelation rel;
@@ -161,7 +166,6 @@ struct step_applier {
       const Iterator& it = s.leaf(p);
       fused.name += (fused.name.empty() ? "" : "@") + it.name;
       fused.extent = fused.extent > 0 && it.extent > 0 ? fused.extent * it.extent : -1;
-      if (it.kind != fused.kind) fused.kind = IterKind::Mixed;
       rel.fused.push_back(s.leaves[p]);
     }
     rel.result = static_cast<int>(s.iters.size());
@@ -202,14 +206,9 @@ struct step_applier {
           << "annotate: loop '" << it.name << "' of stage '" << s.name
           << "' is a reduction loop; running it in parallel would race on the result (use "
           << "rfactor or parallelize a spatial loop)";
-    if (x.annotation == Annotation::Vectorize || x.annotation == Annotation::Unroll) {
+    if (x.annotation == Annotation::Vectorize || x.annotation == Annotation::Unroll)
       LOOM_USER_CHECK(it.extent > 0, "loom.sched.E218")
           << "annotate: loop '" << it.name << "' has an unknown extent; fill its split first";
-      LOOM_USER_CHECK(x.annotation != Annotation::Vectorize || it.kind != IterKind::Mixed,
-                      "loom.sched.E219")
-          << "annotate: loop '" << it.name << "' of stage '" << s.name
-          << "' fuses spatial and reduction loops; it can't be vectorized";
-    }
     it.annotation = x.annotation;
   }
 

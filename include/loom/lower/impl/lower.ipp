@@ -1,0 +1,487 @@
+// Bodies of loom/lower/lower.hpp: from a schedule to a loop nest.
+#include "loom/lower/lower.hpp"
+
+#include "loom/ir/printer.hpp"
+#include "loom/lower/bounds.hpp"
+
+#include <functional>
+#include <map>
+
+LOOM_BEGIN_NAMESPACE
+namespace lower {
+
+namespace detail_lower {
+
+using namespace ir;
+using sched::ComputeLocation;
+using sched::Stage;
+
+/// Lowering facts of one stage: where its values live and which box of the tensor it covers.
+struct stage_info {
+  Buffer buffer;
+  std::vector<Expr> region_min;     ///< per tensor dimension; in enclosing loop variables
+  std::vector<int64_t> region_extent;
+  std::vector<int64_t> strides;     ///< of `buffer`, in elements (storage_align pads them)
+  bool ready = false;
+};
+
+inline ForKind for_kind(sched::Annotation a) {
+  switch (a) {
+    case sched::Annotation::None: return ForKind::Serial;
+    case sched::Annotation::Parallel: return ForKind::Parallel;
+    case sched::Annotation::Vectorize: return ForKind::Vectorized;
+    case sched::Annotation::Unroll: return ForKind::Unrolled;
+    case sched::Annotation::BlockIdxX: return ForKind::BlockIdxX;
+    case sched::Annotation::BlockIdxY: return ForKind::BlockIdxY;
+    case sched::Annotation::BlockIdxZ: return ForKind::BlockIdxZ;
+    case sched::Annotation::VThread: return ForKind::VThread;
+    case sched::Annotation::ThreadIdxX: return ForKind::ThreadIdxX;
+    case sched::Annotation::ThreadIdxY: return ForKind::ThreadIdxY;
+    case sched::Annotation::ThreadIdxZ: return ForKind::ThreadIdxZ;
+  }
+  return ForKind::Serial;
+}
+
+/// Loop structure of one stage for one region: extents of every iterator (recomputed from the
+/// region, as splits of a smaller region have smaller outer loops), leaf loop variables, and each
+/// iterator's value relative to the region's start.
+struct stage_loops {
+  const Stage* stage = nullptr;
+  std::vector<int64_t> extent;   // by iterator id
+  std::vector<Expr> var;         // by iterator id, leaves only
+  std::vector<Expr> rel;         // by iterator id
+  std::vector<Expr> guards;      // conditions for non-divisible splits (spatial)
+  std::vector<Expr> reduce_guards;
+
+  stage_loops(const Stage& s, const std::vector<int64_t>& root_extent) : stage(&s) {
+    const size_t n = s.iters.size();
+    extent.assign(n, -1);
+    var.assign(n, Expr());
+    rel.assign(n, Expr());
+    for (size_t r = 0; r < root_extent.size(); ++r) extent[r] = root_extent[r];
+    // Iterators are created in order: a split's or fuse's results always have larger ids than
+    // their sources, so one pass in id order sees sources first.
+    std::vector<int> split_of(n, -1), fuse_of(n, -1);
+    for (size_t k = 0; k < s.splits.size(); ++k)
+      for (int c : s.splits[k].children) split_of[c] = static_cast<int>(k);
+    for (size_t k = 0; k < s.fuses.size(); ++k) fuse_of[s.fuses[k].result] = static_cast<int>(k);
+    for (size_t id = root_extent.size(); id < n; ++id) {
+      if (split_of[id] >= 0) {
+        const auto& rel_ = s.splits[split_of[id]];
+        if (static_cast<int>(id) == rel_.children[0]) {
+          int64_t inner = 1;
+          for (size_t c = 1; c < rel_.children.size(); ++c) inner *= s.iters[rel_.children[c]].extent;
+          extent[id] = (extent[rel_.parent] + inner - 1) / inner;
+        } else {
+          extent[id] = s.iters[id].extent;
+        }
+      } else if (fuse_of[id] >= 0) {
+        int64_t e = 1;
+        for (int f : s.fuses[fuse_of[id]].fused) e *= extent[f];
+        extent[id] = e;
+      }
+    }
+    for (int leaf : s.leaves) rel[leaf] = var[leaf] = Variable::make(s.iters[leaf].name);
+    // Values flow from the leaves back to the roots: a split parent is the mixed-radix number of
+    // its children, a fused iterator's parts are digits of the fused value.
+    std::function<Expr(int)> value = [&](int id) -> Expr {
+      if (rel[id].defined()) return rel[id];
+      for (auto& sp : s.splits)
+        if (sp.parent == id) {
+          Expr v = value(sp.children[0]);
+          for (size_t c = 1; c < sp.children.size(); ++c)
+            v = v * Expr(extent[sp.children[c]]) + value(sp.children[c]);
+          int64_t covered = 1;
+          for (int c : sp.children) covered *= extent[c];
+          if (covered != extent[id]) {
+            Expr g = v < Expr(extent[id]);
+            (s.iters[id].kind == sched::IterKind::Spatial ? guards : reduce_guards).push_back(g);
+          }
+          rel[id] = v;
+          return v;
+        }
+      for (auto& fu : s.fuses) {
+        auto it = std::find(fu.fused.begin(), fu.fused.end(), id);
+        if (it == fu.fused.end()) continue;
+        int64_t inner = 1;
+        for (auto jt = it + 1; jt != fu.fused.end(); ++jt) inner *= extent[*jt];
+        Expr v = value(fu.result);
+        if (inner > 1) v = floordiv(v, Expr(inner));
+        if (it != fu.fused.begin()) v = floormod(v, Expr(extent[id]));
+        rel[id] = v;
+        return v;
+      }
+      LOOM_INTERNAL_CHECK(false) << "iterator " << s.iters[id].name << " of stage " << s.name
+                                 << " is neither a leaf nor derived";
+      return Expr();
+    };
+    for (size_t r = 0; r < root_extent.size(); ++r) value(static_cast<int>(r));
+  }
+};
+
+class lowering {
+ public:
+  lowering(const sched::State& st, const LowerOptions& opt) : st_(st), opt_(opt) {
+    info_.resize(st.stages().size());
+  }
+
+  LoweredFunc run(const std::string& name) {
+    check_complete();
+    LoweredFunc f;
+    f.name = name;
+    // Kernel arguments, in the DAG's order.
+    auto args = st_.dag().arguments();
+    for (size_t a = 0; a < args.size(); ++a) {
+      int si = st_.stage_of(args[a].get());
+      LOOM_INTERNAL_CHECK(si >= 0) << "argument " << args[a].name() << " has no stage";
+      Buffer b = make_buffer(args[a].name(), args[a].dtype(), args[a].shape(), MemoryScope::Global,
+                             static_cast<int>(a));
+      f.args.push_back(b);
+      set_full(si, b);
+    }
+    std::vector<Stmt> body;
+    std::vector<Buffer> root_allocs;
+    for (size_t si = 0; si < st_.stages().size(); ++si) {
+      const Stage& s = st_.stages()[si];
+      if (s.is_placeholder || s.location != ComputeLocation::Root) continue;
+      if (!info_[si].ready) {
+        Buffer b = make_buffer(s.name, s.op.dtype(), s.op.shape(), MemoryScope::Global);
+        set_full(static_cast<int>(si), b);
+        root_allocs.push_back(info_[si].buffer);
+      }
+      body.push_back(emit_stage(static_cast<int>(si)));
+    }
+    Stmt s = Block::make(body);
+    for (auto it = root_allocs.rbegin(); it != root_allocs.rend(); ++it) s = Allocate::make(*it, s);
+    if (opt_.simplify) s = simplify_loops(s);
+    if (opt_.unroll) s = unroll_loops(s, opt_.max_unroll_extent);
+    if (opt_.vectorize) s = vectorize_loops(s);
+    if (opt_.simplify) s = simplify_loops(s);
+    f.body = s;
+    return f;
+  }
+
+ private:
+  void check_complete() {
+    for (auto& s : st_.stages())
+      for (int leaf : s.leaves)
+        LOOM_USER_CHECK(s.iters[leaf].extent > 0, "loom.lower.E401")
+            << "stage '" << s.name << "' has loop '" << s.iters[leaf].name
+            << "' with an unknown extent: the schedule is a sketch; fill its split lengths first";
+  }
+
+  static std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape,
+                                            const std::vector<sched::StorageAlign>& aligns) {
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) {
+      int64_t s = strides[d] * shape[d];
+      for (auto& a : aligns)
+        if (a.axis == static_cast<int>(d) - 1) {
+          // Pad so that stride % factor == offset (TVM storage_align).
+          int64_t r = ((s - a.offset) % a.factor + a.factor) % a.factor;
+          if (r != 0) s += a.factor - r;
+        }
+      strides[d - 1] = s;
+    }
+    return strides;
+  }
+
+  void set_full(int si, Buffer b) {
+    stage_info& in = info_[si];
+    in.buffer = std::move(b);
+    const auto& shape = in.buffer->shape;
+    in.region_min.assign(shape.size(), Expr(int64_t{0}));
+    in.region_extent = shape;
+    in.strides = dense_strides(shape, {});
+    in.ready = true;
+  }
+
+  // Flat element offset of `idx` (absolute tensor coordinates) in stage si's buffer.
+  Expr flat_index(int si, const std::vector<Expr>& idx) {
+    const stage_info& in = info_[si];
+    Expr off;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      Expr term = idx[d];
+      if (!is_const_int(in.region_min[d], 0)) term = term - in.region_min[d];
+      if (in.strides[d] != 1) term = term * Expr(in.strides[d]);
+      off = off.defined() ? off + term : term;
+    }
+    return off.defined() ? off : Expr(int64_t{0});
+  }
+
+  // A stage's body with inlined stages substituted and reads turned into loads.
+  class body_lowerer : public ExprMutator {
+   public:
+    explicit body_lowerer(lowering& l) : l_(l) {}
+
+   protected:
+    Expr visit_TensorRead(const TensorRead* op, const Expr& self) override {
+      Expr e = ExprMutator::visit_TensorRead(op, self);
+      auto* r = e.as<TensorRead>();
+      int si = l_.st_.stage_of(r->tensor.get());
+      LOOM_INTERNAL_CHECK(si >= 0) << "read of tensor '" << r->tensor->name << "' with no stage";
+      const Stage& s = l_.st_.stages()[si];
+      if (s.location == ComputeLocation::Inlined) {
+        std::unordered_map<const Variable*, Expr> sub;
+        for (size_t d = 0; d < s.op->axes.size(); ++d) sub[s.op->axes[d].variable()] = r->indices[d];
+        return mutate(substitute(s.op->body, sub));
+      }
+      LOOM_INTERNAL_CHECK(l_.info_[si].ready)
+          << "stage '" << s.name << "' is read before it has a buffer";
+      return Load::make(l_.info_[si].buffer, l_.flat_index(si, r->indices));
+    }
+
+   private:
+    lowering& l_;
+  };
+
+  // Reads of stage `p` in stage `t`'s body, with inlined stages expanded (as index lists).
+  std::vector<std::vector<Expr>> reads_of(int t, int p) {
+    std::vector<std::vector<Expr>> out;
+    std::function<void(const Expr&)> walk = [&](const Expr& body) {
+      post_order_visit(body, [&](const Expr& e) {
+        auto* r = e.as<TensorRead>();
+        if (!r) return;
+        int si = st_.stage_of(r->tensor.get());
+        if (si == p) {
+          out.push_back(r->indices);
+        } else if (si >= 0 && st_.stages()[si].location == ComputeLocation::Inlined) {
+          const Stage& s = st_.stages()[si];
+          std::unordered_map<const Variable*, Expr> sub;
+          for (size_t d = 0; d < s.op->axes.size(); ++d) sub[s.op->axes[d].variable()] = r->indices[d];
+          walk(substitute(s.op->body, sub));
+        }
+      });
+    };
+    walk(st_.stages()[t].op->body);
+    return out;
+  }
+
+  // Region of stage p computed inside stage t at leaf position `pos`.
+  void infer_region(int p, int t, const stage_loops& tl, int pos,
+                    const std::unordered_map<const Variable*, Expr>& t_axes) {
+    const Stage& ps = st_.stages()[p];
+    const Stage& ts = st_.stages()[t];
+    RangeMap ranging;
+    for (size_t q = pos + 1; q < ts.leaves.size(); ++q) {
+      int id = ts.leaves[q];
+      ranging[tl.var[id].as<Variable>()] = Interval::range(tl.extent[id]);
+    }
+    const auto& shape = ps.op.shape();
+    std::vector<Expr> mins(shape.size()), maxs(shape.size());
+    std::vector<bool> full(shape.size(), false);
+    for (auto& idx : reads_of(t, p)) {
+      for (size_t d = 0; d < idx.size(); ++d) {
+        if (full[d]) continue;
+        Expr e = simplify(substitute(idx[d], t_axes), ranges_);
+        auto b = symbolic_bounds(e, ranging);
+        if (!b) {
+          full[d] = true;
+          continue;
+        }
+        mins[d] = mins[d].defined() ? min(mins[d], b->first) : b->first;
+        maxs[d] = maxs[d].defined() ? max(maxs[d], b->second) : b->second;
+      }
+    }
+    stage_info& in = info_[p];
+    in.region_min.assign(shape.size(), Expr(int64_t{0}));
+    in.region_extent = shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (full[d] || !mins[d].defined()) continue;
+      Expr mn = simplify(mins[d], ranges_);
+      Expr ext = simplify(maxs[d] - mn + 1, ranges_);
+      int64_t e;
+      if (auto* c = as_const_int(ext)) {
+        e = *c;
+      } else {
+        // The box must have a constant size: take the largest extent over all loop values.
+        Interval iv = bounds_of(ext, ranges_);
+        if (iv.max == Interval::pos_inf) continue;
+        e = iv.max;
+      }
+      if (e >= shape[d]) continue;
+      // Keep the constant-size box inside the tensor: computing a few extra valid points is
+      // harmless, reading outside the producer's inputs is not.
+      in.region_min[d] = simplify(min(max(mn, Expr(int64_t{0})), Expr(shape[d] - e)), ranges_);
+      in.region_extent[d] = std::max<int64_t>(e, 1);
+    }
+    in.strides = dense_strides(in.region_extent, ps.storage_aligns);
+    int64_t size = in.strides.empty() ? 1 : in.strides[0] * in.region_extent[0];
+    std::vector<int64_t> alloc_shape = in.region_extent;
+    if (!ps.storage_aligns.empty()) alloc_shape = {size};
+    in.buffer = make_buffer(ps.name, ps.op.dtype(), alloc_shape, ps.scope);
+    in.ready = true;
+  }
+
+  std::vector<int> attached_at(const Stage& t, int iter_id) {
+    std::vector<int> out;
+    for (size_t j = 0; j < st_.stages().size(); ++j) {
+      const Stage& o = st_.stages()[j];
+      if (o.location == ComputeLocation::At && o.attach_stage == t.name && o.attach_iter == iter_id)
+        out.push_back(static_cast<int>(j));
+    }
+    return out;
+  }
+
+  static Stmt guarded(const std::vector<Expr>& guards, Stmt s) {
+    if (guards.empty()) return s;
+    Expr c = guards[0];
+    for (size_t i = 1; i < guards.size(); ++i) c = c && guards[i];
+    return IfThenElse::make(c, s);
+  }
+
+  Stmt emit_stage(int si) {
+    const Stage& s = st_.stages()[si];
+    stage_info& in = info_[si];
+    const ir::Tensor& op = s.op;
+    const Reduce* red = op->body.as<Reduce>();
+    std::vector<int64_t> root_extent = in.region_extent;
+    if (red)
+      for (auto& a : red->axes) root_extent.push_back(a.extent);
+    stage_loops loops(s, root_extent);
+
+    // The op's axes in absolute coordinates.
+    std::unordered_map<const Variable*, Expr> axes;
+    for (size_t d = 0; d < op->axes.size(); ++d) {
+      Expr v = loops.rel[d];
+      if (!is_const_int(in.region_min[d], 0)) v = in.region_min[d] + v;
+      axes[op->axes[d].variable()] = v;
+    }
+    if (red)
+      for (size_t r = 0; r < red->axes.size(); ++r)
+        axes[red->axes[r].variable()] = loops.rel[op->axes.size() + r];
+
+    for (int leaf : s.leaves)
+      ranges_[loops.var[leaf].as<Variable>()] = Interval::range(loops.extent[leaf]);
+
+    // Stages computed inside this one, by leaf position; their regions depend on this stage's
+    // loops, so they are lowered now, before this stage's body reads them.
+    const int n = static_cast<int>(s.leaves.size());
+    std::vector<std::vector<Stmt>> attached(n);
+    std::vector<std::vector<Buffer>> attached_buffers(n);
+    for (int p = 0; p < n; ++p)
+      for (int a : attached_at(s, s.leaves[p])) {
+        infer_region(a, si, loops, p, axes);
+        attached[p].push_back(emit_stage(a));
+        attached_buffers[p].push_back(info_[a].buffer);
+      }
+
+    body_lowerer bl(*this);
+    std::vector<Expr> out_idx;
+    for (auto& a : op->axes) out_idx.push_back(axes.at(a.variable()));
+    Expr offset = flat_index(si, out_idx);
+
+    // Position of the first reduction loop: loops before it are shared by init and update.
+    int first_reduce = n;
+    for (int p = 0; p < n; ++p)
+      if (s.iters[s.leaves[p]].kind != sched::IterKind::Spatial) {
+        first_reduce = p;
+        break;
+      }
+
+    auto wrap_loop = [&](int p, Stmt body, bool with_attached) {
+      int id = s.leaves[p];
+      if (with_attached && !attached[p].empty()) {
+        std::vector<Stmt> seq = attached[p];
+        seq.push_back(body);
+        body = Block::make(seq);
+        for (auto it = attached_buffers[p].rbegin(); it != attached_buffers[p].rend(); ++it)
+          body = Allocate::make(*it, body);
+      }
+      return For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
+                       for_kind(s.iters[id].annotation), body);
+    };
+
+    Stmt nest;
+    if (!red) {
+      Expr value = bl.mutate(substitute(op->body, axes));
+      nest = guarded(loops.guards, Store::make(in.buffer, offset, value));
+      for (int p = n; p-- > 0;) nest = wrap_loop(p, nest, true);
+    } else {
+      Expr src = bl.mutate(substitute(red->source, axes));
+      Expr cur = Load::make(in.buffer, offset);
+      Expr combined;
+      switch (red->op) {
+        case ReduceOp::Sum: combined = Add::make(cur, src); break;
+        case ReduceOp::Prod: combined = Mul::make(cur, src); break;
+        case ReduceOp::Min: combined = Min::make(cur, src); break;
+        case ReduceOp::Max: combined = Max::make(cur, src); break;
+      }
+      std::vector<Expr> g = loops.guards;
+      g.insert(g.end(), loops.reduce_guards.begin(), loops.reduce_guards.end());
+      if (red->condition.defined()) g.push_back(bl.mutate(substitute(red->condition, axes)));
+      Stmt update = guarded(g, Store::make(in.buffer, offset, combined));
+      for (int p = n; p-- > first_reduce;) update = wrap_loop(p, update, true);
+      Stmt init = guarded(loops.guards, Store::make(in.buffer, offset, reduce_identity(red->op, op.dtype())));
+      for (int p = n; p-- > first_reduce;) {
+        int id = s.leaves[p];
+        if (s.iters[id].kind != sched::IterKind::Spatial) continue;
+        // The init nest keeps the spatial loops' annotations except vectorize of loops the
+        // vectorizer can handle anyway; it never holds attached stages.
+        init = For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
+                         for_kind(s.iters[id].annotation), init);
+      }
+      nest = Block::make({init, update});
+      for (int p = first_reduce; p-- > 0;) nest = wrap_loop(p, nest, true);
+    }
+    if (s.auto_unroll_max_step > 0) nest = auto_unroll(nest, s.auto_unroll_max_step);
+    return nest;
+  }
+
+  // Marks the innermost serial loops Unrolled while the number of statement instances under
+  // them stays within max_step (TVM's auto_unroll_max_step).
+  static Stmt auto_unroll(const Stmt& s, int max_step) {
+    int64_t steps = 0;
+    return auto_unroll_rec(s, max_step, steps);
+  }
+  static Stmt auto_unroll_rec(const Stmt& s, int max_step, int64_t& steps) {
+    if (auto* f = s.as<For>()) {
+      int64_t inner = 0;
+      Stmt body = auto_unroll_rec(f->body, max_step, inner);
+      auto* e = as_const_int(f->extent);
+      steps = e ? *e * inner : INT64_MAX / 4;
+      ForKind k = f->for_kind;
+      if (k == ForKind::Serial && e && steps <= max_step) k = ForKind::Unrolled;
+      if (k == f->for_kind && body.same_as(f->body)) return s;
+      return For::make(f->var, f->min, f->extent, k, body);
+    }
+    if (auto* b = s.as<Block>()) {
+      std::vector<Stmt> out;
+      steps = 0;
+      for (auto& x : b->stmts) {
+        int64_t k = 0;
+        out.push_back(auto_unroll_rec(x, max_step, k));
+        steps += k;
+      }
+      return Block::make(out);
+    }
+    if (auto* a = s.as<Allocate>()) {
+      Stmt body = auto_unroll_rec(a->body, max_step, steps);
+      return Allocate::make(a->buffer, body);
+    }
+    if (auto* i = s.as<IfThenElse>()) {
+      int64_t k1 = 0, k2 = 0;
+      Stmt t = auto_unroll_rec(i->then_case, max_step, k1);
+      Stmt e = i->else_case.defined() ? auto_unroll_rec(i->else_case, max_step, k2) : Stmt();
+      steps = k1 + k2;
+      return IfThenElse::make(i->condition, t, e);
+    }
+    steps = 1;
+    return s;
+  }
+
+  const sched::State& st_;
+  const LowerOptions& opt_;
+  std::vector<stage_info> info_;
+  RangeMap ranges_;
+};
+
+}  // namespace detail_lower
+
+LOOM_DECL ir::LoweredFunc lower(const sched::State& state, const std::string& name,
+                                const LowerOptions& options) {
+  return detail_lower::lowering(state, options).run(name);
+}
+
+}  // namespace lower
+LOOM_END_NAMESPACE
