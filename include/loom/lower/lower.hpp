@@ -9,8 +9,8 @@
 ///     consumer's reads over the inner loops), sized as a constant box clamped inside the tensor;
 ///  4. give every non-argument stage a buffer: full-size at the root, region-size at its attach
 ///     point; reductions get an init nest and an update nest;
-///  5. `simplify_loops`, `unroll_loops` (explicit and auto_unroll_max_step), `vectorize_loops`,
-///     `simplify_loops` again.
+///  5. `simplify_loops`, `unroll_loops` (explicit and auto_unroll_max_step), `partition_loops`
+///     (peel tails), `simplify_loops`, `vectorize_loops`, `simplify_loops` again.
 #ifndef LOOM_LOWER_LOWER_HPP
 #define LOOM_LOWER_LOWER_HPP
 
@@ -24,12 +24,14 @@ struct LowerOptions {
   bool simplify = true;
   bool unroll = true;     ///< expand Unrolled loops (else they stay loops marked Unrolled)
   bool vectorize = true;  ///< turn Vectorized loops into vector code (else they run serially)
+  bool partition = true;  ///< peel the tail iterations of loops (see partition_loops)
   /// Largest loop the unroller expands; bigger Unrolled loops stay loops.
   int max_unroll_extent = 256;
 };
 
-/// Lowers a complete schedule. Throws loom::user_error if the state still has unfilled split
-/// lengths (a sketch) or cannot be lowered.
+/// Lowers a complete schedule. Throws loom::user_error `[loom.lower.E410]` if the state still has
+/// unfilled split lengths (a sketch), `[loom.lower.E411]` if a stage computed inside another is
+/// read from outside it.
 ir::LoweredFunc lower(const sched::State& state, const std::string& name = "kernel",
                       const LowerOptions& options = {});
 
@@ -38,6 +40,9 @@ ir::LoweredFunc lower(const sched::State& state, const std::string& name = "kern
 ir::Stmt simplify_loops(const ir::Stmt& s);
 /// Replaces Unrolled loops of constant extent (<= max_extent) by copies of their body.
 ir::Stmt unroll_loops(const ir::Stmt& s, int max_extent = 256);
+/// Peels the first and/or last iteration of loops whose remaining iterations then need no tail
+/// guard, clamp or padding condition.
+ir::Stmt partition_loops(const ir::Stmt& s);
 /// Turns Vectorized loops into vector code where the body allows it (stores and loads with
 /// lane-linear indices, no inner loops, no lane-dependent branches with loads), otherwise makes
 /// them serial loops.

@@ -213,7 +213,14 @@ class compiler {
         case K::Div: check_zero(); r.i = wrap(t, y == -1 ? static_cast<int64_t>(0 - ux) : x / y); break;
         case K::Mod: check_zero(); r.i = y == -1 ? 0 : x % y; break;
         case K::FloorDiv: check_zero(); r.i = wrap(t, y == -1 ? static_cast<int64_t>(0 - ux) : floor_div(x, y)); break;
-        case K::FloorMod: check_zero(); r.i = y == -1 ? 0 : x - floor_div(x, y) * y; break;
+        case K::FloorMod: {
+          check_zero();
+          // C's remainder corrected towards the divisor's sign: no overflow near INT64_MIN.
+          int64_t m = y == -1 ? 0 : x % y;
+          if (m != 0 && ((m < 0) != (y < 0))) m += y;
+          r.i = m;
+          break;
+        }
         case K::Min: r.i = std::min(x, y); break;
         case K::Max: r.i = std::max(x, y); break;
         case K::EQ: r.i = x == y; break;

@@ -121,6 +121,9 @@ LOOM_DECL Expr Select::make(Expr c, Expr t, Expr f) {
   LOOM_USER_CHECK(t.dtype() == f.dtype(), "loom.ir.E014")
       << "the branches of if_then_else have different types " << to_string(t.dtype()) << " and "
       << to_string(f.dtype());
+  LOOM_USER_CHECK(c.dtype().lanes == 1 || c.dtype().lanes == t.dtype().lanes, "loom.ir.E041")
+      << "if_then_else with a " << c.dtype().lanes << "-lane condition and "
+      << t.dtype().lanes << "-lane branches";
   DType ty = t.dtype();
   return new Select(ty, std::move(c), std::move(t), std::move(f));
 }

@@ -16,6 +16,8 @@ using namespace ir;
 using sched::ComputeLocation;
 using sched::Stage;
 
+struct stage_loops;
+
 /// Lowering facts of one stage: where its values live and which box of the tensor it covers.
 struct stage_info {
   Buffer buffer;
@@ -23,6 +25,8 @@ struct stage_info {
   std::vector<int64_t> region_extent;
   std::vector<int64_t> strides;     ///< of `buffer`, in elements (storage_align pads them)
   bool ready = false;
+  std::shared_ptr<stage_loops> loops;  ///< its loop variables, once its region is known
+  std::unordered_map<const Variable*, Expr> axes;  ///< op axes -> absolute coordinates
 };
 
 inline ForKind for_kind(sched::Annotation a) {
@@ -149,12 +153,14 @@ class lowering {
         set_full(static_cast<int>(si), b);
         root_allocs.push_back(info_[si].buffer);
       }
-      body.push_back(emit_stage(static_cast<int>(si)));
+      body.push_back(emit_root(static_cast<int>(si)));
     }
     Stmt s = Block::make(body);
     for (auto it = root_allocs.rbegin(); it != root_allocs.rend(); ++it) s = Allocate::make(*it, s);
     if (opt_.simplify) s = simplify_loops(s);
     if (opt_.unroll) s = unroll_loops(s, opt_.max_unroll_extent);
+    if (opt_.partition) s = partition_loops(s);
+    if (opt_.simplify && opt_.partition) s = simplify_loops(s);
     if (opt_.vectorize) s = vectorize_loops(s);
     if (opt_.simplify) s = simplify_loops(s);
     f.body = s;
@@ -165,7 +171,7 @@ class lowering {
   void check_complete() {
     for (auto& s : st_.stages())
       for (int leaf : s.leaves)
-        LOOM_USER_CHECK(s.iters[leaf].extent > 0, "loom.lower.E401")
+        LOOM_USER_CHECK(s.iters[leaf].extent > 0, "loom.lower.E410")
             << "stage '" << s.name << "' has loop '" << s.iters[leaf].name
             << "' with an unknown extent: the schedule is a sketch; fill its split lengths first";
   }
@@ -257,24 +263,83 @@ class lowering {
     return out;
   }
 
-  // Region of stage p computed inside stage t at leaf position `pos`.
-  void infer_region(int p, int t, const stage_loops& tl, int pos,
-                    const std::unordered_map<const Variable*, Expr>& t_axes) {
+  // Loop variables and axis coordinates of stage si, whose region is known.
+  void prepare(int si) {
+    const Stage& s = st_.stages()[si];
+    stage_info& in = info_[si];
+    const Reduce* red = s.op->body.as<Reduce>();
+    std::vector<int64_t> root_extent = in.region_extent;
+    if (red)
+      for (auto& a : red->axes) root_extent.push_back(a.extent);
+    in.loops = std::make_shared<stage_loops>(s, root_extent);
+    const stage_loops& loops = *in.loops;
+    in.axes.clear();
+    for (size_t d = 0; d < s.op->axes.size(); ++d) {
+      Expr v = loops.rel[d];
+      if (!is_const_int(in.region_min[d], 0)) v = in.region_min[d] + v;
+      in.axes[s.op->axes[d].variable()] = v;
+    }
+    if (red)
+      for (size_t r = 0; r < red->axes.size(); ++r)
+        in.axes[red->axes[r].variable()] = loops.rel[s.op->axes.size() + r];
+    for (int leaf : s.leaves)
+      ranges_[loops.var[leaf].as<Variable>()] = Interval::range(loops.extent[leaf]);
+  }
+
+  // Stages computed (transitively) inside stage si.
+  std::vector<int> descendants(int si) {
+    std::vector<int> out;
+    for (size_t j = 0; j < st_.stages().size(); ++j) {
+      const Stage* cur = &st_.stages()[j];
+      for (int guard = 0; cur->location == ComputeLocation::At && guard < 1000; ++guard) {
+        if (cur->attach_stage == st_.stages()[si].name) {
+          out.push_back(static_cast<int>(j));
+          break;
+        }
+        cur = &st_.stage(cur->attach_stage);
+      }
+    }
+    return out;
+  }
+
+  // Region of stage p, computed inside stage e at the loop p is attached to. Its consumer x is e
+  // or a stage inside e; every loop between that attach point and x's reads covers its range.
+  void infer_region(int p) {
     const Stage& ps = st_.stages()[p];
-    const Stage& ts = st_.stages()[t];
+    const int e = st_.stage_index(ps.attach_stage);
+    const Stage& es = st_.stages()[e];
+    const int pos = es.leaf_position(ps.attach_iter);
+    auto cons = st_.consumers(p);
+    LOOM_USER_CHECK(cons.size() == 1, "loom.lower.E411")
+        << "stage '" << ps.name << "' is computed inside '" << es.name << "' but is read by "
+        << cons.size() << " stages";
+    const int x = cons[0];
     RangeMap ranging;
-    for (size_t q = pos + 1; q < ts.leaves.size(); ++q) {
-      int id = ts.leaves[q];
-      ranging[tl.var[id].as<Variable>()] = Interval::range(tl.extent[id]);
+    auto add_leaves = [&](int si, int from) {
+      const stage_loops& l = *info_[si].loops;
+      const Stage& ss = st_.stages()[si];
+      for (size_t q = from; q < ss.leaves.size(); ++q)
+        ranging[l.var[ss.leaves[q]].as<Variable>()] = Interval::range(l.extent[ss.leaves[q]]);
+    };
+    add_leaves(e, pos + 1);
+    for (int cur = x; cur != e;) {
+      const Stage& cs = st_.stages()[cur];
+      LOOM_USER_CHECK(cs.location == ComputeLocation::At && info_[cur].loops, "loom.lower.E411")
+          << "stage '" << ps.name << "' is computed inside '" << es.name << "', but its consumer '"
+          << st_.stages()[x].name << "' is not computed inside '" << es.name << "'";
+      add_leaves(cur, 0);
+      cur = st_.stage_index(cs.attach_stage);
     }
     const auto& shape = ps.op.shape();
     std::vector<Expr> mins(shape.size()), maxs(shape.size());
     std::vector<bool> full(shape.size(), false);
-    for (auto& idx : reads_of(t, p)) {
+    for (auto& idx : reads_of(x, p)) {
       for (size_t d = 0; d < idx.size(); ++d) {
         if (full[d]) continue;
-        Expr e = simplify(substitute(idx[d], t_axes), ranges_);
-        auto b = symbolic_bounds(e, ranging);
+        Expr ex = simplify(substitute(idx[d], info_[x].axes), ranges_);
+        // Region starts of the stages in between are in their parents' variables: substitute
+        // until only loops outside the attach point (or ranging ones) remain.
+        auto b = symbolic_bounds(ex, ranging);
         if (!b) {
           full[d] = true;
           continue;
@@ -290,20 +355,20 @@ class lowering {
       if (full[d] || !mins[d].defined()) continue;
       Expr mn = simplify(mins[d], ranges_);
       Expr ext = simplify(maxs[d] - mn + 1, ranges_);
-      int64_t e;
+      int64_t ev;
       if (auto* c = as_const_int(ext)) {
-        e = *c;
+        ev = *c;
       } else {
         // The box must have a constant size: take the largest extent over all loop values.
         Interval iv = bounds_of(ext, ranges_);
         if (iv.max == Interval::pos_inf) continue;
-        e = iv.max;
+        ev = iv.max;
       }
-      if (e >= shape[d]) continue;
+      if (ev >= shape[d]) continue;
       // Keep the constant-size box inside the tensor: computing a few extra valid points is
       // harmless, reading outside the producer's inputs is not.
-      in.region_min[d] = simplify(min(max(mn, Expr(int64_t{0})), Expr(shape[d] - e)), ranges_);
-      in.region_extent[d] = std::max<int64_t>(e, 1);
+      in.region_min[d] = simplify(min(max(mn, Expr(int64_t{0})), Expr(shape[d] - ev)), ranges_);
+      in.region_extent[d] = std::max<int64_t>(ev, 1);
     }
     in.strides = dense_strides(in.region_extent, ps.storage_aligns);
     int64_t size = in.strides.empty() ? 1 : in.strides[0] * in.region_extent[0];
@@ -311,6 +376,19 @@ class lowering {
     if (!ps.storage_aligns.empty()) alloc_shape = {size};
     in.buffer = make_buffer(ps.name, ps.op.dtype(), alloc_shape, ps.scope);
     in.ready = true;
+  }
+
+  // A root stage and everything computed inside it. Regions are inferred consumers first (the
+  // stage list is topological, so in decreasing index order).
+  Stmt emit_root(int si) {
+    prepare(si);
+    auto desc = descendants(si);
+    std::sort(desc.rbegin(), desc.rend());
+    for (int d : desc) {
+      infer_region(d);
+      prepare(d);
+    }
+    return emit_stage(si);
   }
 
   std::vector<int> attached_at(const Stage& t, int iter_id) {
@@ -335,33 +413,15 @@ class lowering {
     stage_info& in = info_[si];
     const ir::Tensor& op = s.op;
     const Reduce* red = op->body.as<Reduce>();
-    std::vector<int64_t> root_extent = in.region_extent;
-    if (red)
-      for (auto& a : red->axes) root_extent.push_back(a.extent);
-    stage_loops loops(s, root_extent);
+    const stage_loops& loops = *in.loops;
+    const auto& axes = in.axes;
 
-    // The op's axes in absolute coordinates.
-    std::unordered_map<const Variable*, Expr> axes;
-    for (size_t d = 0; d < op->axes.size(); ++d) {
-      Expr v = loops.rel[d];
-      if (!is_const_int(in.region_min[d], 0)) v = in.region_min[d] + v;
-      axes[op->axes[d].variable()] = v;
-    }
-    if (red)
-      for (size_t r = 0; r < red->axes.size(); ++r)
-        axes[red->axes[r].variable()] = loops.rel[op->axes.size() + r];
-
-    for (int leaf : s.leaves)
-      ranges_[loops.var[leaf].as<Variable>()] = Interval::range(loops.extent[leaf]);
-
-    // Stages computed inside this one, by leaf position; their regions depend on this stage's
-    // loops, so they are lowered now, before this stage's body reads them.
+    // Stages computed inside this one, by leaf position (their regions are known already).
     const int n = static_cast<int>(s.leaves.size());
     std::vector<std::vector<Stmt>> attached(n);
     std::vector<std::vector<Buffer>> attached_buffers(n);
     for (int p = 0; p < n; ++p)
       for (int a : attached_at(s, s.leaves[p])) {
-        infer_region(a, si, loops, p, axes);
         attached[p].push_back(emit_stage(a));
         attached_buffers[p].push_back(info_[a].buffer);
       }

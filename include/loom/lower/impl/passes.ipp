@@ -38,6 +38,97 @@ class loop_simplifier : public ir::StmtMutator {
   ir::RangeMap ranges_;
 };
 
+/// Peels the first and/or last iteration of a loop when that makes every condition, min and max
+/// that depends on its variable provable in the remaining iterations: the tails of
+/// non-divisible splits and clamped regions then disappear from the main loop, which stays
+/// vectorizable and keeps constant offsets into register tiles.
+class loop_partitioner : public ir::StmtMutator {
+ protected:
+  // Conditions, mins and maxes in `s` that use `v`.
+  static std::vector<ir::Expr> dependent_terms(const ir::Stmt& s, const ir::Variable* v) {
+    struct collector : ir::StmtVisitor {
+      const ir::Variable* v;
+      std::vector<ir::Expr> out;
+      using ir::StmtVisitor::visit;
+      void add(const ir::Expr& e) {
+        if (ir::uses_var(e, v)) out.push_back(e);
+      }
+      void visit_IfThenElse(const ir::IfThenElse* op) override {
+        add(op->condition);
+        ir::StmtVisitor::visit_IfThenElse(op);
+      }
+      void visit_Select(const ir::Select* op) override {
+        add(op->condition);
+        ir::StmtVisitor::visit_Select(op);
+      }
+      void visit_Min(const ir::Min* op) override {
+        add(ir::Min::make(op->a, op->b));
+        ir::StmtVisitor::visit_Min(op);
+      }
+      void visit_Max(const ir::Max* op) override {
+        add(ir::Max::make(op->a, op->b));
+        ir::StmtVisitor::visit_Max(op);
+      }
+    } c;
+    c.v = v;
+    c.visit(s);
+    return c.out;
+  }
+
+  bool all_resolve(const std::vector<ir::Expr>& terms, const ir::Variable* v, int64_t lo, int64_t hi) {
+    ranges_[v] = {lo, hi};
+    bool ok = true;
+    for (auto& t : terms) {
+      ir::Expr r = ir::simplify(t, ranges_);
+      if (t.dtype().is_bool() ? !ir::as_const_int(r) : (r.as<ir::Min>() || r.as<ir::Max>())) {
+        ok = false;
+        break;
+      }
+    }
+    ranges_.erase(v);
+    return ok;
+  }
+
+  ir::Stmt visit_For(const ir::For* op, const ir::Stmt& self) override {
+    auto *cmin = ir::as_const_int(op->min), *cext = ir::as_const_int(op->extent);
+    if (!cmin || !cext || *cext < 3 || op->for_kind >= ir::ForKind::BlockIdxX) {
+      if (cmin && cext) ranges_[op->variable()] = {*cmin, *cmin + *cext - 1};
+      ir::Stmt r = ir::StmtMutator::visit_For(op, self);
+      ranges_.erase(op->variable());
+      return r;
+    }
+    const int64_t lo = *cmin, hi = *cmin + *cext - 1;
+    auto terms = dependent_terms(op->body, op->variable());
+    bool peel_first = false, peel_last = false;
+    if (!terms.empty() && !all_resolve(terms, op->variable(), lo, hi)) {
+      if (all_resolve(terms, op->variable(), lo, hi - 1))
+        peel_last = true;
+      else if (all_resolve(terms, op->variable(), lo + 1, hi))
+        peel_first = true;
+      else if (*cext >= 4 && all_resolve(terms, op->variable(), lo + 1, hi - 1))
+        peel_first = peel_last = true;
+    }
+    const int64_t main_lo = lo + (peel_first ? 1 : 0), main_hi = hi - (peel_last ? 1 : 0);
+    ranges_[op->variable()] = {main_lo, main_hi};
+    ir::Stmt body = mutate(op->body);
+    ranges_.erase(op->variable());
+    if (!peel_first && !peel_last) {
+      if (body.same_as(op->body)) return self;
+      return ir::For::make(op->var, op->min, op->extent, op->for_kind, body);
+    }
+    std::vector<ir::Stmt> parts;
+    auto peeled = [&](int64_t at) { return mutate(ir::substitute(op->body, {{op->variable(), ir::Expr(at)}})); };
+    if (peel_first) parts.push_back(peeled(lo));
+    parts.push_back(ir::For::make(op->var, ir::Expr(main_lo), ir::Expr(main_hi - main_lo + 1),
+                                  op->for_kind, body));
+    if (peel_last) parts.push_back(peeled(hi));
+    return ir::Block::make(parts);
+  }
+
+ private:
+  ir::RangeMap ranges_;
+};
+
 class loop_unroller : public ir::StmtMutator {
  public:
   explicit loop_unroller(int max_extent) : max_extent_(max_extent) {}
@@ -226,6 +317,11 @@ LOOM_DECL ir::Stmt simplify_loops(const ir::Stmt& s) {
 
 LOOM_DECL ir::Stmt unroll_loops(const ir::Stmt& s, int max_extent) {
   detail_lower::loop_unroller p(max_extent);
+  return p.mutate(s);
+}
+
+LOOM_DECL ir::Stmt partition_loops(const ir::Stmt& s) {
+  detail_lower::loop_partitioner p;
   return p.mutate(s);
 }
 

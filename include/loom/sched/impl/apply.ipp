@@ -232,8 +232,14 @@ struct step_applier {
     check_iter(t, x.target_iter, "compute_at");
     const int si = st.stage_index(s.name), ti = st.stage_index(t.name);
     auto cons = st.consumers(si);
-    LOOM_USER_CHECK(std::find(cons.begin(), cons.end(), ti) != cons.end(), "loom.sched.E221")
+    // The target is the consumer, or a stage the consumer is computed inside (packing a tile of
+    // an input once per outer tile of the output).
+    const bool inside = cons.size() == 1 &&
+                        (cons[0] == ti || attached_to(st.stages_[cons[0]], t.name));
+    LOOM_USER_CHECK(std::find(cons.begin(), cons.end(), ti) != cons.end() || inside,
+                    "loom.sched.E221")
         << "compute_at: stage '" << t.name << "' does not read stage '" << s.name
+        << "' and its reader is not computed inside '" << t.name
         << "'; a stage can only be computed inside a stage that consumes it";
     LOOM_USER_CHECK(cons.size() == 1, "loom.sched.E222")
         << "compute_at: stage '" << s.name << "' is read by " << cons.size()

@@ -1,0 +1,108 @@
+/// \file
+/// `Kernel`: a compiled, callable kernel and its signature (layer runtime/). Backend-independent:
+/// a backend hands over an entry point and an owner of the code; the kernel releases the code
+/// when its last copy is destroyed.
+#ifndef LOOM_RUNTIME_KERNEL_HPP
+#define LOOM_RUNTIME_KERNEL_HPP
+
+#include "loom/runtime/buffer.hpp"
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+
+/// One argument of a kernel: a tensor of the ComputeDAG (inputs first, then outputs).
+struct KernelArg {
+  std::string name;
+  ir::DType dtype;
+  std::vector<int64_t> shape;
+  bool is_output = false;
+};
+
+class Kernel {
+ public:
+  /// The entry point convention of every backend: `args[i]` points to argument i's data.
+  using entry_fn = int32_t (*)(void** args);
+
+  Kernel() = default;
+  Kernel(std::string name, std::vector<KernelArg> args, entry_fn fn, std::shared_ptr<void> owner,
+         std::string source)
+      : name_(std::move(name)), args_(std::move(args)), fn_(fn), owner_(std::move(owner)),
+        source_(std::move(source)) {}
+
+  explicit operator bool() const { return fn_ != nullptr; }
+  const std::string& name() const { return name_; }
+  const std::vector<KernelArg>& args() const { return args_; }
+  /// The lowered loop nest, as readable pseudo code.
+  const std::string& source() const { return source_; }
+
+  /// Calls the kernel on raw pointers, typed pointers, BufferViews or anything with
+  /// buffer_view_traits (Eigen matrices through loom/eigen.hpp), one per argument in order.
+  /// Types are checked where known, shapes where the argument carries one.
+  template <class... A>
+  void operator()(A&&... a) const {
+    std::vector<BufferView> views{as_buffer_view(a)...};
+    run(views);
+  }
+
+  /// Checked call on views; throws loom::user_error `[loom.runtime.E601]`.. on a mismatch.
+  void run(const std::vector<BufferView>& views) const {
+    LOOM_USER_CHECK(fn_, "loom.runtime.E600") << "calling an empty loom::Kernel";
+    LOOM_USER_CHECK(views.size() == args_.size(), "loom.runtime.E601")
+        << "kernel '" << name_ << "' takes " << args_.size() << " arguments (" << signature()
+        << ") but got " << views.size();
+    std::vector<void*> ptrs(views.size());
+    for (size_t i = 0; i < views.size(); ++i) {
+      const BufferView& v = views[i];
+      const KernelArg& a = args_[i];
+      LOOM_USER_CHECK(v.data, "loom.runtime.E602")
+          << "argument " << i << " ('" << a.name << "') of kernel '" << name_ << "' is null";
+      LOOM_USER_CHECK(v.dtype.lanes == 0 || v.dtype == a.dtype, "loom.runtime.E603")
+          << "argument " << i << " ('" << a.name << "') of kernel '" << name_ << "' must hold "
+          << ir::to_string(a.dtype) << ", got " << ir::to_string(v.dtype);
+      LOOM_USER_CHECK(!v.has_shape() || v.shape == a.shape, "loom.runtime.E604")
+          << "argument " << i << " ('" << a.name << "') of kernel '" << name_ << "' must have shape "
+          << shape_string(a.shape) << ", got " << shape_string(v.shape);
+      ptrs[i] = v.data;
+    }
+    fn_(ptrs.data());
+  }
+
+  /// Unchecked call: `args[i]` points to argument i's data. The fast path for benchmarks.
+  void run_unchecked(void** args) const { fn_(args); }
+
+  /// "A: float32[64, 32], B: float32[32, 48] -> D: float32[64, 48]".
+  std::string signature() const {
+    std::ostringstream os;
+    bool outputs = false;
+    for (size_t i = 0; i < args_.size(); ++i) {
+      if (args_[i].is_output && !outputs) {
+        os << " -> ";
+        outputs = true;
+      } else if (i) {
+        os << ", ";
+      }
+      os << args_[i].name << ": " << ir::to_string(args_[i].dtype) << shape_string(args_[i].shape);
+    }
+    return os.str();
+  }
+
+ private:
+  static std::string shape_string(const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+  }
+  std::string name_;
+  std::vector<KernelArg> args_;
+  entry_fn fn_ = nullptr;
+  std::shared_ptr<void> owner_;
+  std::string source_;
+};
+
+LOOM_END_NAMESPACE
+
+#endif  // LOOM_RUNTIME_KERNEL_HPP

@@ -1,0 +1,59 @@
+/// \file
+/// Targets: the hardware a kernel is built for (CPU host or a CUDA architecture) and the
+/// parameters the schedule search and the default schedule need.
+#ifndef LOOM_TARGET_HPP
+#define LOOM_TARGET_HPP
+
+#include "loom/config.hpp"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+
+LOOM_BEGIN_NAMESPACE
+
+struct Target {
+  enum class Kind { CPU, CUDA };
+  Kind kind = Kind::CPU;
+  std::string arch;          ///< "host" for the CPU, "sm_90" etc. for CUDA
+  int num_cores = 1;         ///< CPU cores kernels may use
+  int vector_bits = 128;     ///< widest SIMD register (CPU)
+  int max_threads_per_block = 1024;  ///< CUDA
+  int max_shared_memory_per_block = 48 * 1024;  ///< CUDA, bytes
+  int warp_size = 32;        ///< CUDA
+
+  bool is_cpu() const { return kind == Kind::CPU; }
+  bool is_cuda() const { return kind == Kind::CUDA; }
+  /// Lanes of a vector register for elements of `bytes` bytes.
+  int vector_lanes(int bytes) const { return std::max(1, vector_bits / 8 / bytes); }
+
+  /// The machine this process runs on: its core count and SIMD width (AVX-512: 512 bits).
+  static Target host() {
+    Target t;
+    t.arch = "host";
+    t.num_cores = std::max(1u, std::thread::hardware_concurrency());
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+      t.vector_bits = 512;
+    else if (__builtin_cpu_supports("avx2"))
+      t.vector_bits = 256;
+#endif
+    return t;
+  }
+  /// An NVIDIA GPU of the given architecture ("sm_90" for the H100).
+  static Target cuda(std::string arch = "sm_90") {
+    Target t;
+    t.kind = Kind::CUDA;
+    t.arch = std::move(arch);
+    t.num_cores = 132;
+    t.vector_bits = 128;
+    t.max_shared_memory_per_block = 48 * 1024;
+    return t;
+  }
+  std::string to_string() const { return is_cpu() ? "llvm -mcpu=" + arch : "cuda -arch=" + arch; }
+};
+
+LOOM_END_NAMESPACE
+
+#endif  // LOOM_TARGET_HPP
