@@ -1,0 +1,189 @@
+// End to end on the CPU: schedules lowered, JIT-compiled through LLVM ORC and run, against the
+// reference interpreter. Float tolerance: generated code may contract multiply-adds into FMAs
+// and (for split reductions) reorder sums, so results agree to atol 1e-5 + rtol 1e-5 * K where K
+// is the reduction length; integer results must be identical.
+#include <doctest/doctest.h>
+#include <loom/cpu.hpp>
+
+#include "support/random.hpp"
+
+using namespace loom;
+using loom_test::random_vector;
+using sched::Annotation;
+
+namespace {
+
+struct gemm {
+  Tensor<float, 2> A, B, C;
+  std::shared_ptr<const ComputeDAG> dag;
+  int64_t M, N, K;
+  gemm(int64_t m, int64_t n, int64_t k) : M(m), N(n), K(k) {
+    A = placeholder<float>("A", {M, K});
+    B = placeholder<float>("B", {K, N});
+    auto r = reduce_axis(K, "k");
+    C = compute("C", {M, N}, [&](Var i, Var j) { return sum(A(i, r) * B(r, j), r); }, "matmul");
+    dag = std::make_shared<const ComputeDAG>(ComputeDAG({A, B}, {C}));
+  }
+};
+
+// Runs the state through the JIT and the DAG through the interpreter on the same random inputs.
+double jit_vs_interpreter(const sched::State& s, uint32_t seed = 1) {
+  const ComputeDAG& dag = s.dag();
+  Task task(s.dag_ptr());
+  Kernel k = build(task, s);
+  auto args = dag.arguments();
+  std::vector<std::vector<float>> data, ref;
+  std::vector<void*> ptrs, ref_ptrs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool out = i >= dag.inputs().size();
+    data.push_back(out ? std::vector<float>(args[i].num_elements(), -123.0f)
+                       : random_vector<float>(args[i].num_elements(), seed + i));
+  }
+  ref = data;
+  for (size_t i = 0; i < args.size(); ++i) {
+    ptrs.push_back(data[i].data());
+    ref_ptrs.push_back(ref[i].data());
+  }
+  k.run_unchecked(ptrs.data());
+  evaluate(dag, ref_ptrs);
+  double worst = 0;
+  for (size_t i = dag.inputs().size(); i < args.size(); ++i)
+    worst = std::max(worst, loom_test::max_scaled_error(data[i], ref[i], 1e-5, 1e-5 * 256));
+  return worst;
+}
+
+// The hand schedule of the GEMM benchmark: a 6x16 register tile accumulated in C.local, B's
+// column panel packed once per panel, rows unrolled, columns vectorized, panels in parallel.
+sched::State gemm_schedule(const gemm& g, int mr, int nr, bool pack) {
+  sched::State s(g.dag);
+  auto cl = s.cache_write("C", ir::MemoryScope::Local);
+  s.split("C", 0, {mr});
+  s.split("C", 2, {nr});
+  s.reorder("C", {2, 0, 1, 3});
+  s.compute_at(cl, "C", 1);
+  s.reorder(cl, {2, 0, 1});
+  s.annotate(cl, 1, Annotation::Unroll);
+  s.annotate(cl, 2, Annotation::Vectorize);
+  if (pack) {
+    auto bl = s.cache_read("B", ir::MemoryScope::Local, {cl});
+    s.compute_at(bl, "C", 0);
+    s.annotate(bl, 1, Annotation::Vectorize);
+  }
+  s.annotate("C", 0, Annotation::Parallel);
+  s.annotate("C", 2, Annotation::Unroll);
+  s.annotate("C", 3, Annotation::Vectorize);
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("jit") {
+  TEST_CASE("the naive schedule of a matmul matches the interpreter") {
+    gemm g(13, 17, 19);
+    CHECK(jit_vs_interpreter(sched::State(g.dag)) <= 1.0);
+  }
+
+  TEST_CASE("the GEMM hand schedule matches at divisible and odd shapes") {
+    for (auto [m, n, k] : {std::tuple{48, 64, 32}, {127, 129, 131}, {5, 3, 7}, {64, 100, 1}}) {
+      CAPTURE(m);
+      CAPTURE(n);
+      CAPTURE(k);
+      gemm g(m, n, k);
+      CHECK(jit_vs_interpreter(gemm_schedule(g, 6, 16, false)) <= 1.0);
+      CHECK(jit_vs_interpreter(gemm_schedule(g, 6, 16, true)) <= 1.0);
+      CHECK(jit_vs_interpreter(gemm_schedule(g, 4, 8, true)) <= 1.0);
+    }
+  }
+
+  TEST_CASE("the default schedule matches for a matmul + bias + relu chain and a softmax") {
+    const int64_t M = 33, N = 40, K = 17;
+    auto A = placeholder<float>("A", {M, K});
+    auto B = placeholder<float>("B", {K, N});
+    auto bias = placeholder<float>("bias", {N});
+    auto k = reduce_axis(K, "k");
+    auto C = compute("C", {M, N}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); });
+    auto D = compute("D", {M, N}, [&](Var i, Var j) { return max(C(i, j) + bias(j), 0.0f); });
+    auto j2 = reduce_axis(N, "j2");
+    auto mx = compute("mx", {M}, [&](Var i) { return max(D(i, j2), j2); });
+    auto e = compute("e", {M, N}, [&](Var i, Var j) { return exp(D(i, j) - mx(i)); });
+    auto j3 = reduce_axis(N, "j3");
+    auto s = compute("s", {M}, [&](Var i) { return sum(e(i, j3), j3); });
+    auto out = compute("out", {M, N}, [&](Var i, Var j) { return e(i, j) / s(i); });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({A, B, bias}, {out}));
+    CHECK(jit_vs_interpreter(sched::default_schedule(dag, Target::host())) <= 1.0);
+    CHECK(jit_vs_interpreter(sched::State(dag)) <= 1.0);
+  }
+
+  TEST_CASE("padding through if_then_else is never read out of bounds, also vectorized") {
+    const int64_t H = 10, W = 21;
+    auto X = placeholder<float>("X", {H, W});
+    auto ry = reduce_axis(3, "ry"), rx = reduce_axis(3, "rx");
+    auto P = compute("P", {H + 2, W + 2}, [&](Var i, Var j) {
+      return if_then_else(i >= 1 && i <= H && j >= 1 && j <= W, X(i - 1, j - 1), 0.0f);
+    });
+    auto Y = compute("Y", {H, W}, [&](Var i, Var j) { return sum(P(i + ry, j + rx), {ry, rx}); });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({X}, {Y}));
+    sched::State s(dag);
+    s.split("Y", 1, {8});
+    s.reorder("Y", {0, 2, 3, 1, 4});
+    s.compute_at("P", "Y", 0);
+    s.annotate("Y", 4, Annotation::Vectorize);
+    s.annotate("P", 1, Annotation::Vectorize);
+    CHECK(jit_vs_interpreter(s) <= 1.0);
+    sched::State t(dag);
+    t.compute_inline("P");
+    t.annotate("Y", 1, Annotation::Vectorize);
+    CHECK(jit_vs_interpreter(t) <= 1.0);
+  }
+
+  TEST_CASE("int32 kernels are exact, including wrap-around") {
+    const int64_t M = 9, N = 23, K = 11;
+    auto A = placeholder<int32_t>("A", {M, K});
+    auto B = placeholder<int32_t>("B", {K, N});
+    auto k = reduce_axis(K, "k");
+    auto C = compute("C", {M, N}, [&](Var i, Var j) {
+      return sum(A(i, k) * B(k, j) * 65537 + floordiv(A(i, k), 3) - floormod(B(k, j), 5), k);
+    });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({A, B}, {C}));
+    sched::State s(dag);
+    s.split("C", 1, {8});
+    s.reorder("C", {0, 3, 1, 2});
+    s.annotate("C", 3, Annotation::Vectorize);
+    s.annotate("C", 0, Annotation::Parallel);
+    Kernel kern = build(Task(dag), s);
+    auto a = random_vector<int32_t>(M * K, 3, -100000, 100000);
+    auto b = random_vector<int32_t>(K * N, 4, -100000, 100000);
+    std::vector<int32_t> c(M * N), ref(M * N);
+    kern(a.data(), b.data(), c.data());
+    evaluate(*dag, {a.data(), b.data(), ref.data()});
+    CHECK(c == ref);
+  }
+
+  TEST_CASE("kernels check their arguments") {
+    gemm g(4, 5, 6);
+    Kernel k = build(Task(g.dag));
+    std::vector<float> a(24), b(30), c(20);
+    std::vector<double> d(20);
+    CHECK_THROWS_WITH_AS(k(a.data(), b.data()),
+                         "[loom.runtime.E601] kernel 'kernel' takes 3 arguments (A: float32[4, 6], "
+                         "B: float32[6, 5] -> C: float32[4, 5]) but got 2",
+                         user_error);
+    CHECK_THROWS_WITH_AS(k(a.data(), b.data(), d.data()),
+                         "[loom.runtime.E603] argument 2 ('C') of kernel 'kernel' must hold "
+                         "float32, got float64",
+                         user_error);
+    CHECK_THROWS_WITH_AS(k(BufferView(a.data(), {4, 6}), BufferView(b.data(), {5, 6}), c.data()),
+                         "[loom.runtime.E604] argument 1 ('B') of kernel 'kernel' must have shape "
+                         "[6, 5], got [5, 6]",
+                         user_error);
+    CHECK_THROWS_WITH_AS(k(a.data(), static_cast<float*>(nullptr), c.data()),
+                         doctest::Contains("[loom.runtime.E602]"), user_error);
+    k(BufferView(a.data(), {4, 6}), BufferView(b.data(), {6, 5}), BufferView(c.data(), {4, 5}));
+  }
+
+  TEST_CASE("a schedule for another workload is refused") {
+    gemm g(4, 5, 6), h(4, 5, 7);
+    CHECK_THROWS_WITH_AS(build(Task(h.dag), sched::State(g.dag)),
+                         doctest::Contains("[loom.runtime.E611]"), user_error);
+  }
+}
