@@ -1,22 +1,23 @@
 /// \file
-/// Shared pieces of loom's benchmark baselines: 64-byte aligned buffers, fixed-seed inputs, the
-/// GEMM shape type, a double-precision reference GEMM and the tolerance check. No vendor library
-/// is included here.
+/// Shared pieces of loom's benchmarks: the GEMM and convolution shape types, 64-byte aligned
+/// buffers, fixed-seed inputs, a double-precision reference GEMM, the tolerance check, the process
+/// CPU clock and wait_until_quiet(). No vendor library and no Google Benchmark is included here.
 #ifndef LOOM_BENCH_BASELINES_COMMON_HPP
 #define LOOM_BENCH_BASELINES_COMMON_HPP
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <limits>
 #include <memory>
 #include <new>
 #include <random>
 #include <string>
-
-#include <time.h>
+#include <thread>
 
 namespace loom_bench {
 
@@ -35,6 +36,28 @@ struct GemmShape {
   }
   friend bool operator==(const GemmShape&, const GemmShape&) = default;
   friend auto operator<=>(const GemmShape&, const GemmShape&) = default;
+};
+
+/// fp32 2-D convolution problem, NCHW activations and OIHW (K,C,R,S) weights, stride 1,
+/// symmetric zero padding.
+struct ConvShape {
+  int64_t n = 1, c = 0, h = 0, w = 0;  ///< input
+  int64_t k = 0, r = 3, s = 3;         ///< output channels and kernel window
+  int64_t pad = 1;
+
+  int64_t oh() const { return h + 2 * pad - r + 1; }
+  int64_t ow() const { return w + 2 * pad - s + 1; }
+  /// 2*N*K*OH*OW*C*R*S (bias and ReLU not counted).
+  double flop() const {
+    return 2.0 * double(n) * double(k) * double(oh()) * double(ow()) * double(c) * double(r) *
+           double(s);
+  }
+  /// "N1_C64_H56_W56_K64_R3_S3_P1", the form used in benchmark names.
+  std::string name() const {
+    return "N" + std::to_string(n) + "_C" + std::to_string(c) + "_H" + std::to_string(h) + "_W" +
+           std::to_string(w) + "_K" + std::to_string(k) + "_R" + std::to_string(r) + "_S" +
+           std::to_string(s) + "_P" + std::to_string(pad);
+  }
 };
 
 /// Owning, 64-byte aligned float array (one cache line, one zmm register): every contender gets
@@ -125,6 +148,20 @@ inline double process_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// Sleeps until no thread of this process burns CPU (at most `max_seconds`). Libraries' worker
+/// threads busy-wait after a parallel call (OpenBLAS ~0.1 s, libgomp ~ms); without this, a
+/// contender would be timed while the previous one's spinning threads hold a core.
+inline void wait_until_quiet(double max_seconds = 1.0) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration<double>(max_seconds);
+  constexpr auto window = std::chrono::milliseconds(2);
+  while (clock::now() < deadline) {
+    const double cpu0 = process_cpu_seconds();
+    std::this_thread::sleep_for(window);
+    if (process_cpu_seconds() - cpu0 < 0.1 * 1e-3 * double(window.count())) return;
+  }
 }
 
 }  // namespace loom_bench

@@ -1,5 +1,9 @@
 /// \file
-/// oneDNN 2.x fp32 GEMM baseline: the matmul primitive, created once outside the timed loop.
+/// oneDNN 2.x fp32 baselines, every primitive created once outside the timed loop:
+/// DnnlMatmul (GEMM), DnnlConv2d (direct convolution, plain or blocked layouts, optional fused
+/// bias + ReLU) and DnnlSoftmax (row softmax).
+///
+/// DnnlMatmul layouts:
 ///  - DnnlBLayout::RowMajor: B in the caller's plain row-major layout (format_tag::ab), as a
 ///    library call on user data sees it.
 ///  - DnnlBLayout::Prepacked: B declared with format_tag::any so the primitive picks its preferred
@@ -16,11 +20,15 @@
 
 #if defined(LOOM_BENCH_HAVE_DNNL)
 
+#include "baselines/common.hpp"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
-
-#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
 
 #if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
 #include <omp.h>
@@ -72,17 +80,15 @@ class DnnlMatmul {
  public:
   /// `b` is read at construction only for Prepacked; RowMajor reads it on every call.
   DnnlMatmul(int64_t m, int64_t n, int64_t k, const float* b, DnnlBLayout layout, int threads)
-      : threads_(threads),
-        layout_(layout),
-        engine_(dnnl::engine::kind::cpu, 0),
-        stream_(engine_) {
+      : threads_(threads), layout_(layout), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
     dnnl_set_threads(threads_);
     const dnnl::memory::desc a_md({m, k}, dt::f32, tag::ab);
     const dnnl::memory::desc b_user_md({k, n}, dt::f32, tag::ab);
-    const dnnl::memory::desc b_md =
-        layout == DnnlBLayout::Prepacked ? dnnl::memory::desc({k, n}, dt::f32, tag::any) : b_user_md;
+    const dnnl::memory::desc b_md = layout == DnnlBLayout::Prepacked
+                                        ? dnnl::memory::desc({k, n}, dt::f32, tag::any)
+                                        : b_user_md;
     const dnnl::memory::desc c_md({m, n}, dt::f32, tag::ab);
     pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
     prim_ = dnnl::matmul(pd_);
@@ -122,6 +128,164 @@ class DnnlMatmul {
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   dnnl::memory a_mem_, b_mem_, c_mem_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+/// Which layouts DnnlConv2d computes in.
+enum class DnnlConvLayout {
+  Nchw,     ///< src/dst NCHW, weights OIHW: oneDNN on user data as it comes
+  Blocked,  ///< format_tag::any everywhere: oneDNN's preferred blocked layouts (nChw8c/16c, ...)
+};
+
+/// One fp32 forward-inference convolution bound to a shape and thread count. Construction creates
+/// the primitive and, for Blocked, reorders src and weights once into the chosen layouts: in a
+/// network the previous layer already produces the blocked activation, and weights are constant.
+/// The output stays in the primitive's layout; read_output() converts it to NCHW (untimed).
+class DnnlConv2d {
+ public:
+  DnnlConv2d(const ConvShape& p, const float* src, const float* wei, const float* bias,
+             bool bias_relu, DnnlConvLayout layout, int threads)
+      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    dnnl_set_threads(threads_);
+    const dnnl::memory::dims src_dims{p.n, p.c, p.h, p.w}, wei_dims{p.k, p.c, p.r, p.s},
+        bias_dims{p.k}, dst_dims{p.n, p.k, p.oh(), p.ow()};
+    const dnnl::memory::desc src_user(src_dims, dt::f32, tag::nchw);
+    const dnnl::memory::desc wei_user(wei_dims, dt::f32, tag::oihw);
+    const dnnl::memory::desc bias_md(bias_dims, dt::f32, tag::x);
+    dst_user_md_ = dnnl::memory::desc(dst_dims, dt::f32, tag::nchw);
+    const bool plain = layout == DnnlConvLayout::Nchw;
+    const dnnl::memory::desc src_md =
+        plain ? src_user : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+    const dnnl::memory::desc wei_md =
+        plain ? wei_user : dnnl::memory::desc(wei_dims, dt::f32, tag::any);
+    const dnnl::memory::desc dst_md =
+        plain ? dst_user_md_ : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
+    const dnnl::memory::dims strides{1, 1}, padding{p.pad, p.pad};
+    const auto prop = dnnl::prop_kind::forward_inference;
+    const auto algo = dnnl::algorithm::convolution_direct;
+    dnnl::primitive_attr attr;
+    if (bias_relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    const auto desc = bias_relu
+                          ? dnnl::convolution_forward::desc(prop, algo, src_md, wei_md, bias_md,
+                                                            dst_md, strides, padding, padding)
+                          : dnnl::convolution_forward::desc(prop, algo, src_md, wei_md, dst_md,
+                                                            strides, padding, padding);
+    pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, engine_);
+    prim_ = dnnl::convolution_forward(pd_);
+
+    // Owned copies in the primitive's layouts (a plain copy for Nchw: inputs never change).
+    src_ = dnnl::memory(pd_.src_desc(), engine_);
+    wei_ = dnnl::memory(pd_.weights_desc(), engine_);
+    dst_ = dnnl::memory(pd_.dst_desc(), engine_);
+    dnnl::memory src_in(src_user, engine_, const_cast<float*>(src));
+    dnnl::memory wei_in(wei_user, engine_, const_cast<float*>(wei));
+    dnnl::reorder(src_in, src_).execute(stream_, src_in, src_);
+    dnnl::reorder(wei_in, wei_).execute(stream_, wei_in, wei_);
+    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}};
+    if (bias_relu) {
+      bias_ = dnnl::memory(pd_.bias_desc(), engine_);
+      dnnl::memory bias_in(bias_md, engine_, const_cast<float*>(bias));
+      dnnl::reorder(bias_in, bias_).execute(stream_, bias_in, bias_);
+      args_.insert({DNNL_ARG_BIAS, bias_});
+    }
+    stream_.wait();
+  }
+
+  /// One convolution on the owned input copies.
+  void operator()() {
+    dnnl_set_threads(threads_);
+    prim_.execute(stream_, args_);
+    stream_.wait();
+  }
+
+  /// Writes the last output to `dst` in NCHW (untimed; for the correctness check).
+  void read_output(float* dst) {
+    dnnl::memory out(dst_user_md_, engine_, dst);
+    dnnl::reorder(dst_, out).execute(stream_, dst_, out);
+    stream_.wait();
+  }
+
+  /// The implementation oneDNN chose, e.g. "jit:avx2" or "gemm:jit".
+  std::string impl_name() const { return pd_.impl_info_str(); }
+
+  /// The layouts oneDNN chose for src and weights, e.g. "src aBcd8b wei ABcd8b8a".
+  std::string formats() const {
+    return "src " + format_of(pd_.src_desc()) + " wei " + format_of(pd_.weights_desc());
+  }
+
+ private:
+  /// oneDNN's tag spelling of a blocked layout: dims a, b, c, ... outermost first, upper case
+  /// where blocked, then the inner blocks ("aBcd8b" is nChw8c, "ABcd8b8a" is OIhw8i8o).
+  static std::string format_of(const dnnl::memory::desc& md) {
+    const dnnl_memory_desc_t& d = md.data;
+    if (d.format_kind != dnnl_blocked) return "non-blocked";
+    const auto& blk = d.format_desc.blocking;
+    std::vector<int> order(std::size_t(d.ndims));
+    for (int i = 0; i < d.ndims; ++i) order[std::size_t(i)] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int x, int y) { return blk.strides[x] > blk.strides[y]; });
+    std::string s;
+    for (int i : order) {
+      bool blocked = false;
+      for (int j = 0; j < blk.inner_nblks; ++j) blocked |= blk.inner_idxs[j] == i;
+      s += char((blocked ? 'A' : 'a') + i);
+    }
+    for (int j = 0; j < blk.inner_nblks; ++j)
+      s += std::to_string(blk.inner_blks[j]) + char('a' + blk.inner_idxs[j]);
+    return s;
+  }
+
+  int threads_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward prim_;
+  dnnl::memory::desc dst_user_md_;
+  dnnl::memory src_, wei_, bias_, dst_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+/// Row-wise softmax (axis 1 of a plain rows x cols matrix) with oneDNN's softmax primitive.
+class DnnlSoftmax {
+ public:
+  DnnlSoftmax(int64_t rows, int64_t cols, int threads)
+      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    dnnl_set_threads(threads_);
+    const dnnl::memory::desc md({rows, cols}, dt::f32, tag::ab);
+    pd_ = dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1), engine_);
+    prim_ = dnnl::softmax_forward(pd_);
+    src_ = dnnl::memory(md, engine_, DNNL_MEMORY_NONE);
+    dst_ = dnnl::memory(md, engine_, DNNL_MEMORY_NONE);
+    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
+  }
+
+  /// y = softmax(x) per row.
+  void operator()(const float* x, float* y) {
+    dnnl_set_threads(threads_);
+    src_.set_data_handle(const_cast<float*>(x));
+    dst_.set_data_handle(y);
+    prim_.execute(stream_, args_);
+    stream_.wait();
+  }
+
+  std::string impl_name() const { return pd_.impl_info_str(); }
+
+ private:
+  int threads_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::softmax_forward::primitive_desc pd_;
+  dnnl::softmax_forward prim_;
+  dnnl::memory src_, dst_;
   std::unordered_map<int, dnnl::memory> args_;
 };
 

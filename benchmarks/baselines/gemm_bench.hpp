@@ -21,7 +21,11 @@
 #ifndef LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
 #define LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
 
-#include <chrono>
+#include "baselines/common.hpp"
+#include "baselines/timing.hpp"
+
+#include <benchmark/benchmark.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,14 +34,9 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <benchmark/benchmark.h>
-
-#include "baselines/common.hpp"
 
 namespace loom_bench {
 
@@ -93,8 +92,8 @@ inline GemmContender make_gemm_contender(std::string name, GemmKernel kernel,
                                          std::string label = {}) {
   GemmContender c;
   c.name = std::move(name);
-  c.prepare = [kernel = std::move(kernel), label = std::move(label)](
-                  const GemmShape& s, int, const float*, const float*) {
+  c.prepare = [kernel = std::move(kernel), label = std::move(label)](const GemmShape& s, int,
+                                                                     const float*, const float*) {
     return GemmInstance{[kernel, s](const float* a, const float* b, float* out) {
                           kernel(a, b, out, s.m, s.n, s.k);
                         },
@@ -163,20 +162,6 @@ inline GemmSlot& gemm_slot(std::size_t contender, const GemmShape& s, int thread
   return slots[{contender, s, threads}];
 }
 
-/// Sleeps until no thread of this process burns CPU (at most `max_seconds`). Libraries' worker
-/// threads busy-wait after a parallel call (OpenBLAS ~0.1 s, libgomp ~ms); without this, a
-/// contender would be timed while the previous one's spinning threads hold a core.
-inline void wait_until_quiet(double max_seconds = 1.0) {
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration<double>(max_seconds);
-  constexpr auto window = std::chrono::milliseconds(2);
-  while (clock::now() < deadline) {
-    const double cpu0 = process_cpu_seconds();
-    std::this_thread::sleep_for(window);
-    if (process_cpu_seconds() - cpu0 < 0.1 * 1e-3 * double(window.count())) return;
-  }
-}
-
 inline std::string format_error(const char* what, const CheckResult& r) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s: max |err| %.3g > tolerance %.3g (first at flat index %lld)",
@@ -210,27 +195,10 @@ inline void run_gemm(benchmark::State& state, std::size_t contender, GemmShape s
   const float* a = d.a.data();
   const float* b = d.b.data();
   float* out = d.c.data();
-
-  wait_until_quiet();
-  call(a, b, out);  // warm caches, page in C, wake the library's threads
-
-  const double cpu0 = process_cpu_seconds();
-  const auto wall0 = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    call(a, b, out);
-    benchmark::DoNotOptimize(out);
-    benchmark::ClobberMemory();
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  const double cpu = process_cpu_seconds() - cpu0;
-
-  // Scaled to GFLOP (not FLOP with kIs1000) so the raw number in JSON/CSV reads in GFLOP/s.
-  state.counters["GFLOPS"] =
-      benchmark::Counter(s.flop() * 1e-9, benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::OneK::kIs1000);
-  // Cores kept busy by the whole process during the timed loop (~threads when the thread setting
-  // works; more when some pool spins, less when a library does not parallelize the shape).
-  state.counters["busy_cores"] = wall > 0 ? cpu / wall : 0.0;
+  // GFLOPS is scaled to GFLOP per call (not FLOP with kIs1000) so that the plain number in
+  // JSON/CSV reads in GFLOP/s.
+  run_timed(
+      state, [&] { call(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
   state.SetLabel(slot.instance.label);
 }
 
@@ -249,8 +217,8 @@ inline void register_gemm_benchmarks(const std::vector<GemmShape>& shapes,
         const GemmContender& c = all[ci];
         if (t > c.max_threads || (c.accepts && !c.accepts(s))) continue;
         const std::string name = "BM_Gemm_" + c.name + "/" + s.name() + "/" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [ci, s, t](benchmark::State& st) { detail::run_gemm(st, ci, s, t); })
+        benchmark::RegisterBenchmark(
+            name.c_str(), [ci, s, t](benchmark::State& st) { detail::run_gemm(st, ci, s, t); })
             ->Unit(benchmark::kMicrosecond)
             ->MeasureProcessCPUTime()
             ->UseRealTime();

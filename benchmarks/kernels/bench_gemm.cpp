@@ -3,21 +3,21 @@
 /// 2 threads: naive loops, Eigen, OpenBLAS, oneDNN (B row-major and B prepacked). Benchmarks are
 /// named BM_Gemm_<Contender>/<M>/<N>/<K>/<threads>; see benchmarks/README.md for how to run them
 /// and how a loom kernel joins as one more contender.
-#include <cstdint>
-#include <functional>
-#include <memory>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include <benchmark/benchmark.h>
-
 #include "baselines/common.hpp"
 #include "baselines/dnnl.hpp"
 #include "baselines/eigen.hpp"
 #include "baselines/gemm_bench.hpp"
 #include "baselines/naive.hpp"
 #include "baselines/openblas.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -29,18 +29,21 @@ using loom_bench::GemmShape;
 std::vector<GemmContender> baseline_contenders() {
   std::vector<GemmContender> out;
   // The i,j,k loop is scalar and strided (~1 GFLOP/s): only the two small shapes.
-  out.push_back(loom_bench::make_gemm_contender("NaiveIJK", loom_bench::gemm_naive_ijk, {}, 1,
-        [](const GemmShape& s) { return s.m * s.n * s.k <= 256 * 256 * 256; }));
+  out.push_back(loom_bench::make_gemm_contender(
+      "NaiveIJK", loom_bench::gemm_naive_ijk, {}, 1,
+      [](const GemmShape& s) { return s.m * s.n * s.k <= 256 * 256 * 256; }));
   out.push_back(loom_bench::make_gemm_contender("NaiveIKJ", loom_bench::gemm_naive_ikj));
 
 #if defined(LOOM_BENCH_HAVE_EIGEN)
-  out.push_back(loom_bench::make_gemm_contender("Eigen", loom_bench::gemm_eigen, loom_bench::eigen_set_threads,
-        loom_bench::eigen_max_threads(), {}, Eigen::SimdInstructionSetsInUse()));
+  out.push_back(loom_bench::make_gemm_contender(
+      "Eigen", loom_bench::gemm_eigen, loom_bench::eigen_set_threads,
+      loom_bench::eigen_max_threads(), {}, loom_bench::eigen_simd()));
 #endif
 
 #if defined(LOOM_BENCH_HAVE_OPENBLAS)
-  out.push_back(loom_bench::make_gemm_contender("OpenBLAS", loom_bench::gemm_openblas, loom_bench::openblas_set_threads,
-        loom_bench::openblas_max_threads(), {}, openblas_get_corename()));
+  out.push_back(loom_bench::make_gemm_contender(
+      "OpenBLAS", loom_bench::gemm_openblas, loom_bench::openblas_set_threads,
+      loom_bench::openblas_max_threads(), {}, openblas_get_corename()));
 #endif
 
 #if defined(LOOM_BENCH_HAVE_DNNL)
@@ -50,7 +53,7 @@ std::vector<GemmContender> baseline_contenders() {
     c.prepare = [layout](const GemmShape& s, int threads, const float*, const float* b) {
       auto mm = std::make_shared<loom_bench::DnnlMatmul>(s.m, s.n, s.k, b, layout, threads);
       std::string label = mm->impl_name();
-      return GemmInstance{[mm](const float* a, const float* bb, float* c) { (*mm)(a, bb, c); },
+      return GemmInstance{[mm](const float* a, const float* bb, float* dst) { (*mm)(a, bb, dst); },
                           std::move(label)};
     };
     c.set_threads = loom_bench::dnnl_set_threads;

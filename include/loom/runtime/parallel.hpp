@@ -8,35 +8,41 @@
 /// absolute symbol definition, so the host program needs no `-rdynamic`.
 ///
 /// Contract of `loom_parallel_for`:
-/// - the `n` tasks are split into at most `num_threads()` contiguous chunks of nearly equal size
-///   (static schedule, like `schedule(static)`), and `body` is called once per non-empty chunk,
-///   concurrently from different threads; chunk boundaries are deterministic for a given `n` and
-///   thread count;
-/// - with one thread, with `n == 1`, or when called from inside a parallel region (a nested
-///   parallel loop, or a kernel called by the user from their own OpenMP region) the body runs
-///   once, serially, on the calling thread as `body(0, n, closure)`;
+/// - the `n` tasks are split into `min(n, num_threads())` contiguous chunks of nearly equal size
+///   (chunk k covers `[k*(n/c) + min(k, n%c), ...)`, larger chunks first), and `body` is called
+///   once per chunk, concurrently on different threads. Chunk boundaries are deterministic for a
+///   given `n` and thread count; which thread runs which chunk is not;
+/// - the calling thread runs chunks too. It returns as soon as every chunk has finished and never
+///   waits for a worker that has not started yet (on a loaded machine it simply runs more chunks
+///   itself);
+/// - with one thread or `n == 1`, from inside a body (a nested parallel loop), or while another
+///   thread's parallel loop is running, the body runs once, serially, on the calling thread as
+///   `body(0, n, closure)`;
 /// - the result is 0 when every call returned 0, otherwise one of the non-zero codes returned;
 ///   all chunks run even when one fails (there is no cancellation);
 /// - `body` must not throw (it is normally generated code; `loom::runtime::parallel_for` below
 ///   wraps C++ callables and carries their exceptions across).
 ///
-/// Why OpenMP (libgomp) rather than a hand-written pool: libgomp ships with the compiler, keeps a
-/// persistent team per calling thread, spins briefly and then sleeps on a futex (tunable with
-/// OMP_WAIT_POLICY / GOMP_SPINCOUNT), honours OMP_NUM_THREADS and OMP_PROC_BIND, and is the
-/// runtime every other library in the process is likely to share, which avoids two pools
-/// oversubscribing the cores. The cost of OpenMP inside a header-only library is that every
-/// translation unit including this header must be compiled with `-fopenmp`, otherwise
-/// `#pragma omp` would silently compile to a serial loop and two different inline definitions
-/// would break the ODR. The CMake target `OpenMP::OpenMP_CXX` (attached to `loom::llvm` by
-/// cmake/LoomRuntime.cmake) adds the flag, and the `#error` below catches a TU built without it.
+/// Why a small thread pool and not OpenMP. OpenMP (libgomp) was the first choice, and was
+/// implemented and measured here (2-core machine shared with other builds, load average ~4):
+/// its join barrier waits for every team thread, so when a worker has been descheduled an
+/// isolated 2-thread `parallel for` took 8-20 ms (median, libgomp defaults; still ~15 us
+/// median but 3-5 ms p90 with OMP_WAIT_POLICY=passive), against a few microseconds for a
+/// protocol where the caller takes over chunks that no worker has claimed. OpenMP also fits a
+/// header-only library badly: every including translation unit would need `-fopenmp` (a TU
+/// without it silently gets a serial, ODR-violating copy of the inline function), the flag
+/// would switch on `#pragma omp` in users' own code, libgomp's teams do not survive `fork()`
+/// (search measurers fork), and every calling thread gets its own team. The pool below needs
+/// only `Threads::Threads`, which `loom::loom` already links.
+///
+/// The pool: `num_threads() - 1` persistent workers, started on first use, never stopped.
+/// After a loop they spin for about 50 microseconds (consecutive parallel loops of a kernel
+/// then need no wake-up), then sleep on a condition variable. The default thread count is
+/// `LOOM_NUM_THREADS` when set, otherwise the number of cores the process may run on.
 #ifndef LOOM_RUNTIME_PARALLEL_HPP
 #define LOOM_RUNTIME_PARALLEL_HPP
 
 #include "loom/config.hpp"
-
-#ifndef _OPENMP
-#error "loom/runtime/parallel.hpp needs OpenMP: link loom::llvm (which carries OpenMP::OpenMP_CXX) or compile with -fopenmp"
-#endif
 
 #include <atomic>
 #include <cstdint>
@@ -71,8 +77,8 @@ LOOM_DECL void set_num_threads(int n);
 /// The number of threads loom_parallel_for uses now (at least 1).
 LOOM_DECL int num_threads() noexcept;
 
-/// The default thread count: OMP_NUM_THREADS when set, otherwise the number of cores this
-/// process may run on. Read once, on first use.
+/// The default thread count: the environment variable LOOM_NUM_THREADS when set to a positive
+/// number, otherwise the number of cores this process may run on. Read once, on first use.
 LOOM_DECL int default_num_threads() noexcept;
 
 /// C++ front end of loom_parallel_for: calls `f(begin, end)` over chunks of `[0, n)`.

@@ -164,7 +164,10 @@ class Engine {
 }  // namespace cpu_jit
 LOOM_END_NAMESPACE
 
-#ifndef LOOM_SEPARATE_COMPILATION
+// When module_builder.hpp is the header being included, it includes the bodies itself, after its
+// own declarations, which the bodies need.
+#if LOOM_WITH_LLVM && !defined(LOOM_SEPARATE_COMPILATION) && \
+    !defined(LOOM_BACKEND_LLVM_MODULE_BUILDER_HPP)
 #include "loom/backend/llvm/impl/jit.ipp"
 #endif
 

@@ -1,0 +1,55 @@
+/// \file
+/// The timed loop shared by every loom benchmark: quiesce, warm up, time, and report the rate
+/// counter plus `busy_cores` (process CPU time over wall time). Needs Google Benchmark.
+#ifndef LOOM_BENCH_BASELINES_TIMING_HPP
+#define LOOM_BENCH_BASELINES_TIMING_HPP
+
+#include "baselines/common.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <string>
+
+namespace loom_bench {
+
+/// Times `call()` in `state`'s loop after waiting for the process to go idle and one untimed
+/// warm-up call. Sets `busy_cores` and, when `rate_name` is not empty, the counter `rate_name` =
+/// `units_per_call` per wall second (e.g. "GFLOPS" with 2*M*N*K*1e-9: the number reads in GFLOP/s)
+/// and `<rate_name>_cpu`, the same per CPU-second of the process.
+/// Register the benchmark with UseRealTime() so that Time and the rate are wall-clock based.
+template <class Call>
+void run_timed(benchmark::State& state, Call&& call, const std::string& rate_name = {},
+               double units_per_call = 0) {
+  wait_until_quiet();
+  call();  // warm caches, page in the output, wake the library's threads
+
+  const double cpu0 = process_cpu_seconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    call();
+    benchmark::ClobberMemory();
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const double cpu = process_cpu_seconds() - cpu0;
+
+  if (!rate_name.empty()) {
+    state.counters[rate_name] =
+        benchmark::Counter(units_per_call, benchmark::Counter::kIsIterationInvariantRate,
+                           benchmark::Counter::OneK::kIs1000);
+    // The same amount per CPU-second of the whole process. On a shared, busy machine the wall
+    // clock counts time the process was not scheduled; this one does not, so for 1-thread runs it
+    // is the steadier figure. For n threads it is per-core throughput (spin-waiting counts).
+    state.counters[rate_name + "_cpu"] =
+        cpu > 0 ? units_per_call * double(state.iterations()) / cpu : 0.0;
+  }
+  // Cores kept busy by the whole process during the timed loop: ~threads when the thread setting
+  // works, more when some pool spins, less when a library does not parallelize the shape or the
+  // machine is busy.
+  state.counters["busy_cores"] = wall > 0 ? cpu / wall : 0.0;
+}
+
+}  // namespace loom_bench
+
+#endif  // LOOM_BENCH_BASELINES_TIMING_HPP

@@ -1,0 +1,215 @@
+/// \file
+/// fp32 3x3 convolution, stride 1, pad 1, batch 1, at 1 and 2 threads: oneDNN in plain NCHW and in
+/// its blocked layouts (with and without fused bias + ReLU), Eigen im2col + GEMM, and a naive
+/// direct loop. Named BM_Conv2d_<Contender>/<N.._C.._H.._W.._K.._R.._S.._P..>/<threads>; every
+/// contender is checked once against a double-precision reference before it is timed.
+#include "baselines/common.hpp"
+#include "baselines/dnnl.hpp"
+#include "baselines/eigen.hpp"
+#include "baselines/naive.hpp"
+#include "baselines/timing.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using loom_bench::AlignedFloats;
+using loom_bench::ConvShape;
+
+/// Inputs, shared by every contender of a shape, and the two references.
+struct ConvData {
+  AlignedFloats src, wei, bias, out, ref, ref_bias_relu;
+};
+
+ConvData& conv_data(const ConvShape& p) {
+  static std::map<std::string, std::unique_ptr<ConvData>> cache;
+  auto& d = cache[p.name()];
+  if (!d) {
+    d = std::make_unique<ConvData>();
+    d->src = AlignedFloats(std::size_t(p.n * p.c * p.h * p.w));
+    d->wei = AlignedFloats(std::size_t(p.k * p.c * p.r * p.s));
+    d->bias = AlignedFloats(std::size_t(p.k));
+    d->out = AlignedFloats(std::size_t(p.n * p.k * p.oh() * p.ow()));
+    d->ref = AlignedFloats(d->out.size());
+    d->ref_bias_relu = AlignedFloats(d->out.size());
+    loom_bench::fill_uniform(d->src.data(), d->src.size(), 0x5eed0011u);
+    loom_bench::fill_uniform(d->wei.data(), d->wei.size(), 0x5eed0012u);
+    loom_bench::fill_uniform(d->bias.data(), d->bias.size(), 0x5eed0013u);
+    loom_bench::conv2d_reference(p, d->src.data(), d->wei.data(), nullptr, false, d->ref.data());
+    loom_bench::conv2d_reference(p, d->src.data(), d->wei.data(), d->bias.data(), true,
+                                 d->ref_bias_relu.data());
+  }
+  return *d;
+}
+
+/// What a contender prepared for one (shape, threads): the timed call, and how to get its output
+/// as NCHW into the given buffer (untimed, for the check).
+struct ConvInstance {
+  std::function<void()> call;
+  std::function<void(float* nchw)> read_output;
+  std::string label;
+};
+
+struct ConvContender {
+  std::string name;
+  bool bias_relu = false;
+  std::function<ConvInstance(const ConvShape&, int threads, ConvData&)> prepare;
+  std::function<void(int)> set_threads;
+  int max_threads = 1;
+};
+
+std::vector<ConvContender>& contenders() {
+  static std::vector<ConvContender> all;
+  return all;
+}
+
+void add_contenders() {
+  auto& all = contenders();
+  {
+    ConvContender c;
+    c.name = "NaiveDirect";
+    c.prepare = [](const ConvShape& p, int, ConvData& d) {
+      float* out = d.out.data();
+      return ConvInstance{
+          [p, &d, out] {
+            loom_bench::conv2d_naive(p, d.src.data(), d.wei.data(), nullptr, false, out);
+          },
+          [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); }, ""};
+    };
+    all.push_back(std::move(c));
+  }
+
+#if defined(LOOM_BENCH_HAVE_EIGEN)
+  for (bool fused : {false, true}) {
+    ConvContender c;
+    c.name = fused ? "EigenIm2col_BiasReLU" : "EigenIm2col";
+    c.bias_relu = fused;
+    c.prepare = [fused](const ConvShape& p, int threads, ConvData& d) {
+      auto conv = std::make_shared<loom_bench::EigenConv2dIm2col>(p, fused, threads);
+      float* out = d.out.data();
+      return ConvInstance{
+          [conv, &d, out] { (*conv)(d.src.data(), d.wei.data(), d.bias.data(), out); },
+          [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
+          "im2col + GEMM, " + loom_bench::eigen_simd()};
+    };
+    c.set_threads = loom_bench::eigen_set_threads;
+    c.max_threads = loom_bench::eigen_max_threads();
+    all.push_back(std::move(c));
+  }
+#endif
+
+#if defined(LOOM_BENCH_HAVE_DNNL)
+  struct Variant {
+    const char* name;
+    loom_bench::DnnlConvLayout layout;
+    bool fused;
+  };
+  for (Variant v :
+       {Variant{"OneDNN_NCHW", loom_bench::DnnlConvLayout::Nchw, false},
+        Variant{"OneDNN_NCHW_BiasReLU", loom_bench::DnnlConvLayout::Nchw, true},
+        Variant{"OneDNN_Blocked", loom_bench::DnnlConvLayout::Blocked, false},
+        Variant{"OneDNN_Blocked_BiasReLU", loom_bench::DnnlConvLayout::Blocked, true}}) {
+    ConvContender c;
+    c.name = v.name;
+    c.bias_relu = v.fused;
+    c.prepare = [v](const ConvShape& p, int threads, ConvData& d) {
+      auto conv = std::make_shared<loom_bench::DnnlConv2d>(
+          p, d.src.data(), d.wei.data(), d.bias.data(), v.fused, v.layout, threads);
+      return ConvInstance{[conv] { (*conv)(); }, [conv](float* nchw) { conv->read_output(nchw); },
+                          conv->impl_name() + " " + conv->formats()};
+    };
+    c.set_threads = loom_bench::dnnl_set_threads;
+    c.max_threads = loom_bench::dnnl_threads_controllable() ? (1 << 20) : 1;
+    all.push_back(std::move(c));
+  }
+#endif
+}
+
+struct Slot {
+  bool prepared = false;
+  ConvInstance instance;
+  std::string error;
+};
+
+void run_conv(benchmark::State& state, std::size_t ci, ConvShape p, int threads) {
+  ConvContender& c = contenders()[ci];
+  ConvData& d = conv_data(p);
+  if (c.set_threads) c.set_threads(threads);
+  static std::map<std::tuple<std::size_t, std::string, int>, Slot> slots;
+  Slot& slot = slots[{ci, p.name(), threads}];
+  if (!slot.prepared) {
+    slot.prepared = true;
+    try {
+      slot.instance = c.prepare(p, threads, d);
+      loom_bench::fill_nan(d.out.data(), d.out.size());
+      slot.instance.call();
+      AlignedFloats got(d.out.size());
+      slot.instance.read_output(got.data());
+      const float* want = c.bias_relu ? d.ref_bias_relu.data() : d.ref.data();
+      const auto r = loom_bench::check_close(got.data(), want, got.size(),
+                                             loom_bench::gemm_tolerance(p.c * p.r * p.s));
+      if (!r.ok) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "wrong result: max |err| %.3g > tolerance %.3g",
+                      r.max_abs_err, r.tolerance);
+        slot.error = buf;
+      }
+    } catch (const std::exception& e) {
+      slot.error = std::string("prepare failed: ") + e.what();
+    }
+  }
+  if (!slot.error.empty()) {
+    state.SkipWithError(slot.error.c_str());
+    return;
+  }
+  loom_bench::run_timed(state, slot.instance.call, "GFLOPS", p.flop() * 1e-9);
+  state.SetLabel(slot.instance.label);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  add_contenders();
+
+  const std::vector<ConvShape> shapes = {
+      {.n = 1, .c = 64, .h = 56, .w = 56, .k = 64, .r = 3, .s = 3, .pad = 1},
+      {.n = 1, .c = 256, .h = 14, .w = 14, .k = 256, .r = 3, .s = 3, .pad = 1},
+  };
+  for (const ConvShape& p : shapes) {
+    for (int t : {1, 2}) {
+      for (std::size_t ci = 0; ci < contenders().size(); ++ci) {
+        const ConvContender& c = contenders()[ci];
+        if (t > c.max_threads) continue;
+        const std::string name = "BM_Conv2d_" + c.name + "/" + p.name() + "/" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [ci, p, t](benchmark::State& st) { run_conv(st, ci, p, t); })
+            ->Unit(benchmark::kMicrosecond)
+            ->MeasureProcessCPUTime()
+            ->UseRealTime();
+      }
+    }
+  }
+#if defined(LOOM_BENCH_HAVE_EIGEN)
+  benchmark::AddCustomContext("eigen", loom_bench::eigen_info());
+#endif
+#if defined(LOOM_BENCH_HAVE_DNNL)
+  benchmark::AddCustomContext("onednn", loom_bench::dnnl_info());
+#endif
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
