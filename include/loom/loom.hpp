@@ -21,5 +21,6 @@
 #include "loom/dsl/compute.hpp"
 #include "loom/dag/compute_dag.hpp"
 #include "loom/dag/evaluate.hpp"
+#include "loom/ops.hpp"
 
 #endif  // LOOM_LOOM_HPP

@@ -17,7 +17,8 @@
 LOOM_BEGIN_NAMESPACE
 namespace ops {
 
-/// `max(x, 0)` element by element. Tagged "relu".
+/// `max(x, 0)` element by element, for any element type. Tagged "relu".
+/// A NaN input gives 0: the DSL's max follows fmax, which prefers the number to the NaN.
 template <class T, std::size_t R>
 Tensor<T, R> relu(const Tensor<T, R>& x, std::string name = "relu") {
   return compute(
@@ -28,6 +29,12 @@ Tensor<T, R> relu(const Tensor<T, R>& x, std::string name = "relu") {
 /// the end: -1 is the last axis). TVM's bias_add: axis 1 for NCHW data, -1 for NHWC or dense.
 /// Tagged "bias_add". Throws loom::user_error if `axis` is out of range (E304) or `bias` does
 /// not have x.shape(axis) elements (E303).
+///
+///     auto y = ops::bias_add(conv, b);         // conv [N, C, H, W], b [C]
+///     auto z = ops::bias_add(fc, b2, -1);      // fc [M, N], b2 [N]
+///
+/// The axis is a run-time value, unlike the padded dimensions of pad: the bias is read with a
+/// single axis variable, whichever axis that is, so the expression's type does not depend on it.
 template <class T, std::size_t R>
 Tensor<T, R> bias_add(const Tensor<T, R>& x, const Tensor<T, 1>& bias, int axis = 1,
                       std::string name = "bias_add") {

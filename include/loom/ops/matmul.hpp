@@ -74,9 +74,9 @@ Tensor<T, R> matmul_nd(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_
   bool same_batch = true;
   for (std::size_t d = 0; d + 2 < R; ++d) same_batch = same_batch && as[d] == bs[d];
   LOOM_USER_CHECK(same_batch, "loom.ops.E302")
-      << op << ": " << describe(a) << " and " << describe(b)
-      << " have different batch dimensions; the leading " << R - 2
-      << " dimensions of both operands must be equal";
+      << op << ": " << describe(a) << " and " << describe(b) << " have different batch dimensions ("
+      << shape_str(leading<R - 2>(as)) << " vs " << shape_str(leading<R - 2>(bs))
+      << "); all but the last two dimensions must be equal (there is no broadcasting)";
   LOOM_USER_CHECK(ka == kb, "loom.ops.E301")
       << op << ": " << describe(a) << " and " << describe(b)
       << " disagree on the reduction length K (" << ka << " vs " << kb << "); with trans_a = "
@@ -86,7 +86,8 @@ Tensor<T, R> matmul_nd(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_
   std::array<int64_t, R> shape = as;
   shape[R - 2] = m;
   shape[R - 1] = n;
-  if (!trans_a && !trans_b) return matmul_compute<false, false>(a, b, shape, ka, std::move(name), op);
+  if (!trans_a && !trans_b)
+    return matmul_compute<false, false>(a, b, shape, ka, std::move(name), op);
   if (!trans_a) return matmul_compute<false, true>(a, b, shape, ka, std::move(name), op);
   if (!trans_b) return matmul_compute<true, false>(a, b, shape, ka, std::move(name), op);
   return matmul_compute<true, true>(a, b, shape, ka, std::move(name), op);
@@ -97,6 +98,12 @@ Tensor<T, R> matmul_nd(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_
 /// `C[M, N] = A[M, K] * B[K, N]`. With `trans_a` A is given as [K, M], with `trans_b` B as
 /// [N, K] (the product uses their transposes). Tagged "matmul". Throws loom::user_error (E301)
 /// when the reduction lengths differ.
+///
+///     auto c = ops::matmul(a, b);               // a [M, K], b [K, N]
+///     auto d = ops::matmul(a, bt, false, true); // bt [N, K]: an "NT" product, as dense
+///
+/// The transposes are folded into the reads (no transpose stage), so a transposed operand
+/// costs nothing until a schedule decides how to lay it out.
 template <class T>
 Tensor<T, 2> matmul(const Tensor<T, 2>& a, const Tensor<T, 2>& b, bool trans_a = false,
                     bool trans_b = false, std::string name = "matmul") {
@@ -117,8 +124,9 @@ Tensor<T, R> batch_matmul(const Tensor<T, R>& a, const Tensor<T, R>& b, bool tra
 }
 
 /// A fully connected layer without bias: `Y[M, N] = X[M, K] * W[N, K]^T` (the weight is stored
-/// one output feature per row, as in TVM and PyTorch). Tagged "dense". Throws loom::user_error
-/// (E301) when X and W disagree on K.
+/// one output feature per row, as in TVM and PyTorch). Tagged "dense": the same computation as
+/// `matmul(x, w, false, true)`, kept apart so that tuning records and printed DAGs say which
+/// layer they belong to. Throws loom::user_error (E301) when X and W disagree on K.
 template <class T>
 Tensor<T, 2> dense(const Tensor<T, 2>& x, const Tensor<T, 2>& w, std::string name = "dense") {
   LOOM_USER_CHECK(x.shape(1) == w.shape(1), "loom.ops.E301")

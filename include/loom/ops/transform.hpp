@@ -59,6 +59,12 @@ Tensor<T, R> pad_dims(const Tensor<T, R>& x, const std::array<int64_t, R>& befor
 /// `x` padded with `value` (default 0): `before[d]` elements in front of dimension d and
 /// `after[d]` behind it, so the result has extent `before[d] + x.shape(d) + after[d]`.
 /// Tagged "pad". Throws loom::user_error (E314) for negative padding.
+///
+///     auto y = ops::pad(x, {0, 0, 1, 1}, {0, 0, 1, 1});  // one zero row/column around H, W
+///
+/// `value` does not take part in deducing T, so an int literal pads a float tensor.
+/// Every dimension gets a bounds test, even an unpadded one: this generic pad cannot know the
+/// paddings at compile time. Convolutions and pooling use detail::pad_dims to test only H, W.
 template <class T, std::size_t R>
 Tensor<T, R> pad(const Tensor<T, R>& x, const std::array<int64_t, R>& before,
                  const std::array<int64_t, R>& after, std::type_identity_t<T> value = T(0),
@@ -81,7 +87,9 @@ Tensor<T, R> pad(const Tensor<T, R>& x, const std::array<int64_t, R>& before,
 template <class T, std::size_t R>
 Tensor<T, R> transpose(const Tensor<T, R>& x, const std::array<int, R>& perm,
                        std::string name = "transpose") {
-  std::array<int, R> source_axis{};  // the output axis that indexes input dimension s
+  // The read x(...) needs, for each input dimension s, the output axis that indexes it: the
+  // inverse permutation. Building it also detects repeated and out-of-range entries.
+  std::array<int, R> source_axis{};
   std::array<bool, R> seen{};
   bool ok = true;
   for (std::size_t d = 0; d < R; ++d) {
