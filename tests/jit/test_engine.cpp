@@ -8,6 +8,7 @@
 #include "loom/runtime/parallel.hpp"
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -614,6 +615,30 @@ TEST_CASE("a parallel loop started while another runs executes serially on its o
   other.join();
   CHECK(inner_done);
   CHECK(other_calls == 1);
+}
+
+TEST_CASE("a forked child gets a working pool of its own") {
+  thread_count_scope scope(2);
+  std::atomic<int> sum{0};
+  loom::runtime::parallel_for(2, [&](std::int64_t b, std::int64_t e) { sum += int(e - b); });
+  REQUIRE(sum == 2);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The parent's workers do not exist here; a loop must still finish, with two threads.
+    std::atomic<int> arrived{0}, total{0};
+    loom::runtime::parallel_for(2, [&](std::int64_t b, std::int64_t e) {
+      total += int(e - b);
+      ++arrived;
+      for (auto t0 = clock_type::now(); arrived < 2 && seconds_since(t0) < 20;)
+        std::this_thread::yield();
+    });
+    _exit(arrived == 2 && total == 2 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("errors and exceptions from loop bodies reach the caller") {

@@ -1,0 +1,44 @@
+// Eigen interop: kernels called with Eigen matrices, maps and tensors.
+#include <doctest/doctest.h>
+#include <loom/cpu.hpp>
+#include <loom/eigen.hpp>
+
+using namespace loom;
+
+TEST_SUITE("jit") {
+  TEST_CASE("a kernel takes row-major Eigen matrices, maps and tensors and checks their shapes") {
+    const int64_t M = 7, N = 9, K = 5;
+    auto A = placeholder<float>("A", {M, K});
+    auto B = placeholder<float>("B", {K, N});
+    auto bias = placeholder<float>("bias", {N});
+    auto k = reduce_axis(K, "k");
+    auto C = compute("C", {M, N}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); });
+    auto D = compute("D", {M, N}, [&](Var i, Var j) { return C(i, j) + bias(j); });
+    Task task(ComputeDAG({A, B, bias}, {D}));
+    Kernel kern = build(task);
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    RowMajor a = RowMajor::Random(M, K), b = RowMajor::Random(K, N), d(M, N);
+    Eigen::VectorXf bb = Eigen::VectorXf::Random(N);
+    kern(a, b, bb, d);
+    RowMajor ref = a * b;
+    ref.rowwise() += bb.transpose();
+    CHECK((d - ref).cwiseAbs().maxCoeff() < 1e-5f);
+
+    std::vector<float> raw(M * N);
+    Eigen::Map<RowMajor> dm(raw.data(), M, N);
+    kern(a, b, bb, dm);
+    CHECK((dm - ref).cwiseAbs().maxCoeff() < 1e-5f);
+
+    Eigen::Tensor<float, 2, Eigen::RowMajor> dt(M, N);
+    kern(a, b, bb, dt);
+    CHECK(std::abs(dt(3, 4) - ref(3, 4)) < 1e-5f);
+
+    Eigen::MatrixXf col(M, K);  // column-major
+    CHECK_THROWS_WITH_AS(kern(col, b, bb, d), doctest::Contains("[loom.eigen.E701]"), user_error);
+    RowMajor wrong(K, M);
+    CHECK_THROWS_WITH_AS(kern(wrong, b, bb, d),
+                         "[loom.runtime.E604] argument 0 ('A') of kernel 'kernel' must have shape "
+                         "[7, 5], got [5, 7]",
+                         user_error);
+  }
+}
