@@ -127,6 +127,8 @@ class State {
   std::string cache_read(const std::string& stage, ir::MemoryScope scope,
                          std::vector<std::string> readers);
   std::string cache_write(const std::string& stage, ir::MemoryScope scope);
+  /// Returns the new stage's name ("<stage>.rf").
+  std::string rfactor(const std::string& stage, int iter, int factor_axis);
   void pragma_unroll(const std::string& stage, int iter, int max_step);
   void storage_align(const std::string& stage, int axis, int64_t factor, int64_t offset);
   void follow_split(const std::string& stage, int iter, int src_step, int n_split);

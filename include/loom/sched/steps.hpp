@@ -94,6 +94,15 @@ struct CacheWriteStep {
   std::string stage;
   ir::MemoryScope scope;
 };
+/// Factor a reduction: leaf `iter` (a reduce loop, typically one part of a split reduction) becomes
+/// a spatial axis, at position `factor_axis` among the output axes, of a new stage "<stage>.rf"
+/// that reduces over the stage's other reduce loops; the stage then reduces "<stage>.rf" over that
+/// axis. Parallel or vectorized partial sums of a long reduction come from this.
+struct RfactorStep {
+  std::string stage;
+  int iter;
+  int factor_axis;
+};
 /// auto_unroll_max_step: unroll the innermost loops under `iter` while their product stays within
 /// `max_step`.
 struct PragmaStep {
@@ -109,7 +118,8 @@ struct StorageAlignStep {
 
 using Step = std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
                           AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep,
-                          CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep>;
+                          CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep,
+                          RfactorStep>;
 
 /// Short record prefix of a step ("SP", "FU", ...), as in Ansor's records.
 const char* step_tag(const Step& s);

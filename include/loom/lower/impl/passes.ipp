@@ -44,12 +44,20 @@ class loop_simplifier : public ir::StmtMutator {
 /// vectorizable and keeps constant offsets into register tiles.
 class loop_partitioner : public ir::StmtMutator {
  protected:
-  // Conditions, mins and maxes in `s` that use `v`.
-  static std::vector<ir::Expr> dependent_terms(const ir::Stmt& s, const ir::Variable* v) {
+  // Conditions, mins and maxes in `s` that use `v`; also the ranges of the loops inside `s`,
+  // which proving them needs.
+  static std::vector<ir::Expr> dependent_terms(const ir::Stmt& s, const ir::Variable* v,
+                                               ir::RangeMap& inner_ranges) {
     struct collector : ir::StmtVisitor {
       const ir::Variable* v;
       std::vector<ir::Expr> out;
+      ir::RangeMap* ranges;
       using ir::StmtVisitor::visit;
+      void visit_For(const ir::For* op) override {
+        auto *mn = ir::as_const_int(op->min), *ext = ir::as_const_int(op->extent);
+        if (mn && ext) (*ranges)[op->variable()] = {*mn, *mn + *ext - 1};
+        ir::StmtVisitor::visit_For(op);
+      }
       void add(const ir::Expr& e) {
         if (ir::uses_var(e, v)) out.push_back(e);
       }
@@ -71,11 +79,14 @@ class loop_partitioner : public ir::StmtMutator {
       }
     } c;
     c.v = v;
+    c.ranges = &inner_ranges;
     c.visit(s);
     return c.out;
   }
 
-  bool all_resolve(const std::vector<ir::Expr>& terms, const ir::Variable* v, int64_t lo, int64_t hi) {
+  bool all_resolve(const std::vector<ir::Expr>& terms, const ir::Variable* v, int64_t lo, int64_t hi,
+                   const ir::RangeMap& inner) {
+    for (auto& [var, r] : inner) ranges_[var] = r;
     ranges_[v] = {lo, hi};
     bool ok = true;
     for (auto& t : terms) {
@@ -86,6 +97,7 @@ class loop_partitioner : public ir::StmtMutator {
       }
     }
     ranges_.erase(v);
+    for (auto& [var, r] : inner) ranges_.erase(var);
     return ok;
   }
 
@@ -98,14 +110,15 @@ class loop_partitioner : public ir::StmtMutator {
       return r;
     }
     const int64_t lo = *cmin, hi = *cmin + *cext - 1;
-    auto terms = dependent_terms(op->body, op->variable());
+    ir::RangeMap inner;
+    auto terms = dependent_terms(op->body, op->variable(), inner);
     bool peel_first = false, peel_last = false;
-    if (!terms.empty() && !all_resolve(terms, op->variable(), lo, hi)) {
-      if (all_resolve(terms, op->variable(), lo, hi - 1))
+    if (!terms.empty() && !all_resolve(terms, op->variable(), lo, hi, inner)) {
+      if (all_resolve(terms, op->variable(), lo, hi - 1, inner))
         peel_last = true;
-      else if (all_resolve(terms, op->variable(), lo + 1, hi))
+      else if (all_resolve(terms, op->variable(), lo + 1, hi, inner))
         peel_first = true;
-      else if (*cext >= 4 && all_resolve(terms, op->variable(), lo + 1, hi - 1))
+      else if (*cext >= 4 && all_resolve(terms, op->variable(), lo + 1, hi - 1, inner))
         peel_first = peel_last = true;
     }
     const int64_t main_lo = lo + (peel_first ? 1 : 0), main_hi = hi - (peel_last ? 1 : 0);

@@ -353,6 +353,121 @@ struct step_applier {
     st.rebuild_tensor_map();
   }
 
+  // The value of every reduce root iterator of `s` in terms of its reduce leaves (variables in
+  // `leaf_vars`), through the split and fuse relations; plus conditions for non-divisible splits.
+  static void reduce_root_values(const Stage& s, const std::unordered_map<int, ir::Expr>& leaf_vars,
+                                 std::unordered_map<int, ir::Expr>& value, std::vector<ir::Expr>& conds) {
+    std::function<ir::Expr(int)> val = [&](int id) -> ir::Expr {
+      if (auto it = value.find(id); it != value.end()) return it->second;
+      if (auto it = leaf_vars.find(id); it != leaf_vars.end()) return value[id] = it->second;
+      for (auto& sp : s.splits)
+        if (sp.parent == id) {
+          ir::Expr v = val(sp.children[0]);
+          int64_t covered = s.iters[sp.children[0]].extent;
+          for (size_t c = 1; c < sp.children.size(); ++c) {
+            v = v * ir::Expr(s.iters[sp.children[c]].extent) + val(sp.children[c]);
+            covered *= s.iters[sp.children[c]].extent;
+          }
+          if (covered != s.iters[id].extent) conds.push_back(v < ir::Expr(s.iters[id].extent));
+          return value[id] = v;
+        }
+      for (auto& fu : s.fuses) {
+        auto it = std::find(fu.fused.begin(), fu.fused.end(), id);
+        if (it == fu.fused.end()) continue;
+        int64_t inner = 1;
+        for (auto jt = it + 1; jt != fu.fused.end(); ++jt) inner *= s.iters[*jt].extent;
+        ir::Expr v = val(fu.result);
+        if (inner > 1) v = ir::floordiv(v, ir::Expr(inner));
+        if (it != fu.fused.begin()) v = ir::floormod(v, ir::Expr(s.iters[id].extent));
+        return value[id] = v;
+      }
+      LOOM_INTERNAL_CHECK(false) << "iterator " << s.iters[id].name << " is not derived";
+      return ir::Expr();
+    };
+    for (int r = s.num_spatial_axes; r < static_cast<int>(s.op->axes.size()) + static_cast<int>(s.op->body.as<ir::Reduce>()->axes.size()); ++r) val(r);
+  }
+
+  void operator()(const RfactorStep& x) {
+    Stage& s = compute_stage(x.stage, "rfactor");
+    const ir::Reduce* red = s.op->body.as<ir::Reduce>();
+    LOOM_USER_CHECK(red, "loom.sched.E240") << "rfactor: stage '" << s.name << "' is not a reduction";
+    check_iter(s, x.iter, "rfactor");
+    LOOM_USER_CHECK(s.leaf(x.iter).kind == IterKind::Reduce, "loom.sched.E241")
+        << "rfactor: loop '" << s.leaf(x.iter).name << "' of stage '" << s.name
+        << "' is not a reduction loop";
+    bool spatial_untouched = s.location == ComputeLocation::Root;
+    for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
+      const Iterator& it = s.leaf(p);
+      if (it.kind == IterKind::Spatial) spatial_untouched = spatial_untouched && s.leaves[p] < s.num_spatial_axes;
+      spatial_untouched = spatial_untouched && it.annotation == Annotation::None;
+    }
+    for (int p = 0; p < s.num_spatial_axes; ++p)
+      spatial_untouched = spatial_untouched && s.leaves[p] == p;
+    LOOM_USER_CHECK(spatial_untouched, "loom.sched.E242")
+        << "rfactor: stage '" << s.name << "' had its spatial loops transformed, annotated or was "
+        << "moved; rfactor must come right after splitting or fusing its reduction loops";
+    const int nspatial = s.num_spatial_axes;
+    LOOM_USER_CHECK(x.factor_axis >= 0 && x.factor_axis <= nspatial, "loom.sched.E243")
+        << "rfactor: factor_axis " << x.factor_axis << " must be in [0, " << nspatial << "]";
+    for (auto& o : st.stages_)
+      LOOM_USER_CHECK(!(o.location == ComputeLocation::At && o.attach_stage == s.name), "loom.sched.E244")
+          << "rfactor: stage '" << o.name << "' is computed inside '" << s.name << "'";
+    std::string name = s.name + ".rf";
+    for (auto& o : st.stages_)
+      LOOM_USER_CHECK(o.name != name, "loom.sched.E227") << "rfactor: stage '" << name << "' exists already";
+
+    // C.rf[spatial..., f] = reduce over the other reduce leaves, with the reduce roots rebuilt
+    // from the leaves (and a condition where a split does not divide).
+    const int factored = s.leaves[x.iter];
+    std::vector<ir::IterVar> rf_axes, rf_reduce;
+    std::unordered_map<const ir::Variable*, ir::Expr> sub;
+    for (int d = 0; d < nspatial; ++d) {
+      ir::IterVar a{ir::Variable::make(s.op->axes[d].name()), s.op->axes[d].extent, ir::IterKind::Spatial};
+      sub[s.op->axes[d].variable()] = a.var;
+      rf_axes.push_back(a);
+    }
+    ir::IterVar fa{ir::Variable::make(s.iters[factored].name), s.iters[factored].extent, ir::IterKind::Spatial};
+    rf_axes.insert(rf_axes.begin() + x.factor_axis, fa);
+    std::unordered_map<int, ir::Expr> leaf_vars{{factored, fa.var}};
+    for (int leaf : s.leaves)
+      if (leaf != factored && s.iters[leaf].kind == IterKind::Reduce) {
+        ir::IterVar r{ir::Variable::make(s.iters[leaf].name), s.iters[leaf].extent, ir::IterKind::Reduce};
+        leaf_vars[leaf] = r.var;
+        rf_reduce.push_back(r);
+      }
+    std::unordered_map<int, ir::Expr> values;
+    std::vector<ir::Expr> conds;
+    reduce_root_values(s, leaf_vars, values, conds);
+    for (size_t r = 0; r < red->axes.size(); ++r)
+      sub[red->axes[r].variable()] = values.at(nspatial + static_cast<int>(r));
+    ir::Expr cond;
+    if (red->condition.defined()) conds.push_back(ir::substitute(red->condition, sub));
+    for (auto& c : conds) cond = cond.defined() ? (cond && c) : c;
+    ir::Expr rf_body;
+    ir::Expr src = ir::substitute(red->source, sub);
+    if (rf_reduce.empty()) {
+      // Nothing left to reduce: each element is one term (or the identity where out of range).
+      rf_body = cond.defined() ? ir::Select::make(cond, src, ir::reduce_identity(red->op, src.dtype())) : src;
+    } else {
+      rf_body = ir::Reduce::make(red->op, src, rf_reduce, cond);
+    }
+    ir::Tensor rf = ir::make_compute(name, rf_axes, rf_body, s.op->tag);
+    // C[spatial...] = reduce over f of C.rf[spatial..., f].
+    ir::IterVar kf{ir::Variable::make(s.iters[factored].name), s.iters[factored].extent, ir::IterKind::Reduce};
+    std::vector<ir::Expr> idx;
+    for (int d = 0; d < nspatial; ++d) idx.push_back(s.op->axes[d].var);
+    idx.insert(idx.begin() + x.factor_axis, kf.var);
+    ir::Tensor c2 = ir::make_compute(s.op.name(), s.op->axes,
+                                     ir::Reduce::make(red->op, ir::TensorRead::make(rf, idx), {kf}),
+                                     s.op->tag);
+    const int si = st.stage_index(s.name);
+    Stage rs = detail_sched::make_stage(rf, name, false);
+    Stage ns = detail_sched::make_stage(c2, s.name, s.is_output);
+    st.stages_[si] = ns;
+    st.stages_.insert(st.stages_.begin() + si, rs);
+    st.rebuild_tensor_map();
+  }
+
   void operator()(const PragmaStep& x) {
     Stage& s = compute_stage(x.stage, "pragma");
     check_iter(s, x.iter, "pragma");
@@ -451,6 +566,10 @@ LOOM_DECL std::string State::cache_read(const std::string& stage, ir::MemoryScop
 LOOM_DECL std::string State::cache_write(const std::string& stage, ir::MemoryScope scope) {
   LOOM_STATE_WRAPPER((CacheWriteStep{stage, scope}));
   return stage + "." + scope_name(scope);
+}
+LOOM_DECL std::string State::rfactor(const std::string& stage, int iter, int factor_axis) {
+  LOOM_STATE_WRAPPER((RfactorStep{stage, iter, factor_axis}));
+  return stage + ".rf";
 }
 LOOM_DECL void State::pragma_unroll(const std::string& stage, int iter, int max_step) {
   LOOM_STATE_WRAPPER((PragmaStep{stage, iter, max_step}));

@@ -74,6 +74,7 @@ inline const std::vector<layout>& layouts() {
       {"CHW", {"stage", "scope"}},
       {"PR", {"stage", "iter", "max_step"}},
       {"SA", {"stage", "axis", "factor", "offset"}},
+      {"RF", {"stage", "iter", "factor_axis"}},
   };
   return table;
 }
@@ -100,7 +101,7 @@ class step_reader {
       }
     LOOM_USER_CHECK(layout_ != nullptr, "loom.sched.E250")
         << "step " << index_ << ": unknown step tag " << show(j_[0])
-        << " (expected one of SP, FSP, FFSP, FU, RE, AN, CA, CR, CI, CHR, CHW, PR, SA)";
+        << " (expected one of SP, FSP, FFSP, FU, RE, AN, CA, CR, CI, CHR, CHW, PR, SA, RF)";
     LOOM_USER_CHECK(j_.size() == layout_->fields.size() + 1, "loom.sched.E250")
         << "step " << index_ << " (" << tag << "): expected " << layout_->fields.size()
         << " fields after the tag (" << field_list() << "), got " << j_.size() - 1;
@@ -253,6 +254,7 @@ inline Step read_step(const json& j, size_t index) {
     case 10: return CacheWriteStep{r.string(0), r.scope(1)};
     case 11: return PragmaStep{r.string(0), r.position(1), r.small_integer(2)};
     case 12: return StorageAlignStep{r.string(0), r.position(1), r.integer(2), r.integer(3)};
+    case 13: return RfactorStep{r.string(0), r.position(1), r.position(2)};
   }
   LOOM_INTERNAL_CHECK(false) << "step tag table and Step variant disagree";
   return ComputeRootStep{};
@@ -262,7 +264,7 @@ inline Step read_step(const json& j, size_t index) {
 
 LOOM_DECL nlohmann::json to_json(const Step& step) {
   using json = nlohmann::json;
-  static_assert(std::variant_size_v<Step> == 13,
+  static_assert(std::variant_size_v<Step> == 14,
                 "a new step needs a record layout here and in detail_record::layouts()");
   json j = json::array();
   auto add = [&](const auto&... fields) { (j.push_back(json(fields)), ...); };
@@ -295,6 +297,8 @@ LOOM_DECL nlohmann::json to_json(const Step& step) {
           add(s.iter, s.max_step);
         } else if constexpr (std::is_same_v<T, StorageAlignStep>) {
           add(s.axis, s.factor, s.offset);
+        } else if constexpr (std::is_same_v<T, RfactorStep>) {
+          add(s.iter, s.factor_axis);
         }
         // ComputeRootStep, ComputeInlineStep: the stage is all there is.
       },

@@ -57,7 +57,7 @@ LOOM_DECL ir::MemoryScope parse_scope(const std::string& s) {
 
 LOOM_DECL const char* step_tag(const Step& s) {
   static const char* tags[] = {"SP", "FSP", "FFSP", "FU", "RE", "AN", "CA",
-                               "CR", "CI", "CHR", "CHW", "PR", "SA"};
+                               "CR", "CI", "CHR", "CHW", "PR", "SA", "RF"};
   return tags[s.index()];
 }
 
@@ -111,6 +111,8 @@ LOOM_DECL std::string to_string(const Step& step) {
           os << "cache_write " << s.stage << ' ' << scope_name(s.scope);
         } else if constexpr (std::is_same_v<T, PragmaStep>) {
           os << "pragma " << s.stage << " @" << s.iter << " auto_unroll_max_step=" << s.max_step;
+        } else if constexpr (std::is_same_v<T, RfactorStep>) {
+          os << "rfactor " << s.stage << " @" << s.iter << " axis " << s.factor_axis;
         } else if constexpr (std::is_same_v<T, StorageAlignStep>) {
           os << "storage_align " << s.stage << " axis " << s.axis << " factor " << s.factor
              << " offset " << s.offset;
