@@ -34,6 +34,18 @@
 #define LOOM_DECL inline
 #endif
 
+/// The LLVM backend's non-template bodies. Linking `loom::llvm` compiles them once in a small
+/// static library (LOOM_LLVM_COMPILED=1) so that no user translation unit pays for LLVM's
+/// headers; without it they are inline like the rest of loom.
+#ifndef LOOM_LLVM_COMPILED
+#define LOOM_LLVM_COMPILED 0
+#endif
+#if defined(LOOM_SEPARATE_COMPILATION) || LOOM_LLVM_COMPILED
+#define LOOM_LLVM_DECL
+#else
+#define LOOM_LLVM_DECL inline
+#endif
+
 /// Debug-only checks on hot paths, compiled out unless LOOM_ENABLE_ASSERTS is defined.
 #ifndef LOOM_ENABLE_ASSERTS
 #define LOOM_ENABLE_ASSERTS 0

@@ -23,22 +23,25 @@
 /// - `body` must not throw (it is normally generated code; `loom::runtime::parallel_for` below
 ///   wraps C++ callables and carries their exceptions across).
 ///
-/// Why a small thread pool and not OpenMP. OpenMP (libgomp) was the first choice, and was
-/// implemented and measured here (2-core machine shared with other builds, load average ~4):
-/// its join barrier waits for every team thread, so when a worker has been descheduled an
-/// isolated 2-thread `parallel for` took 8-20 ms (median, libgomp defaults; still ~15 us
-/// median but 3-5 ms p90 with OMP_WAIT_POLICY=passive), against a few microseconds for a
-/// protocol where the caller takes over chunks that no worker has claimed. OpenMP also fits a
-/// header-only library badly: every including translation unit would need `-fopenmp` (a TU
-/// without it silently gets a serial, ODR-violating copy of the inline function), the flag
-/// would switch on `#pragma omp` in users' own code, libgomp's teams do not survive `fork()`
-/// (search measurers fork), and every calling thread gets its own team. The pool below needs
-/// only `Threads::Threads`, which `loom::loom` already links.
+/// Why a small thread pool and not OpenMP. OpenMP (libgomp) was the first choice; it was
+/// implemented and measured against this pool on the 2-core development machine while other
+/// builds kept it loaded (load average 5-8), which is also what a tuner's measurement phase
+/// looks like. libgomp's join barrier waits for every team thread, so whenever its worker had
+/// lost the core, a 2-thread loop stalled for a scheduler time slice: an isolated empty loop took
+/// 6 us to 20 ms (median; p90 12-30 ms), 2 tasks of 50 us took 52 us when the worker had a core
+/// and 12-24 ms otherwise. Here the caller takes over every chunk no worker has claimed, so the
+/// same loops cost 0.15-0.3 us (p90 about 1 us) and at worst the serial time (100 us). OpenMP
+/// also fits a header-only library badly: every including translation unit would need
+/// `-fopenmp` (a TU without it silently gets a serial, ODR-violating copy of the inline
+/// function), the flag would switch on `#pragma omp` in users' own code, libgomp's teams do not
+/// survive `fork()` (search measurers fork) and every calling thread gets a team of its own.
+/// The pool needs only `Threads::Threads`, which `loom::loom` already links.
 ///
-/// The pool: `num_threads() - 1` persistent workers, started on first use, never stopped.
-/// After a loop they spin for about 50 microseconds (consecutive parallel loops of a kernel
-/// then need no wake-up), then sleep on a condition variable. The default thread count is
-/// `LOOM_NUM_THREADS` when set, otherwise the number of cores the process may run on.
+/// The pool: `num_threads() - 1` persistent workers, started on first use, never stopped. They
+/// spin (yielding) while a loop runs and for about 50 microseconds after it, so the consecutive
+/// parallel loops of a kernel need no wake-up, then sleep on a condition variable. The default
+/// thread count is `LOOM_NUM_THREADS` when set, otherwise the number of cores the process may
+/// run on.
 #ifndef LOOM_RUNTIME_PARALLEL_HPP
 #define LOOM_RUNTIME_PARALLEL_HPP
 

@@ -43,7 +43,7 @@ CompiledKernel compile(const ir::LoweredFunc& f, const CodegenOptions& options =
 }  // namespace cpu_jit
 LOOM_END_NAMESPACE
 
-#ifndef LOOM_SEPARATE_COMPILATION
+#if !defined(LOOM_SEPARATE_COMPILATION) && !LOOM_LLVM_COMPILED
 #include "loom/backend/llvm/impl/codegen.ipp"
 #endif
 

@@ -166,7 +166,7 @@ LOOM_END_NAMESPACE
 
 // When module_builder.hpp is the header being included, it includes the bodies itself, after its
 // own declarations, which the bodies need.
-#if LOOM_WITH_LLVM && !defined(LOOM_SEPARATE_COMPILATION) && \
+#if LOOM_WITH_LLVM && !defined(LOOM_SEPARATE_COMPILATION) && !LOOM_LLVM_COMPILED && \
     !defined(LOOM_BACKEND_LLVM_MODULE_BUILDER_HPP)
 #include "loom/backend/llvm/impl/jit.ipp"
 #endif

@@ -26,7 +26,7 @@
 #include <llvm/Config/llvm-config.h>
 
 #if !defined(LLVM_VERSION_MAJOR) || LLVM_VERSION_MAJOR < 19
-#error "loom's CPU backend needs LLVM 19 (apt install llvm-19-dev); an older LLVM is on the include path"
+#error "loom's CPU backend needs LLVM 19 (apt install llvm-19-dev); found an older LLVM"
 #else
 // LLVM 19 is what loom is built and tested with. Newer releases are accepted on a best-effort
 // basis: add shims at the bottom as their APIs drift.
@@ -49,8 +49,8 @@
 #include <llvm/IR/Verifier.h>
 
 // ORC JIT.
-#include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/IRCompileLayer.h>
 #include <llvm/ExecutionEngine/Orc/IRTransformLayer.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>

@@ -8,8 +8,8 @@
 //   master rewrites the descriptor only after every chunk of g has finished.
 // - The master returns as soon as `done_ == chunks`. It never waits for a worker that has not
 //   started: a late worker finds every chunk claimed and goes back to sleep.
-// - Workers spin for a short while after a job (back-to-back parallel loops of one kernel then
-//   cost no wake-up), then sleep on a condition variable.
+// - Workers spin while a job runs and for a short while after it (back-to-back parallel loops
+//   of one kernel then cost no wake-up), then sleep on a condition variable.
 #include "loom/runtime/parallel.hpp"
 
 #include "loom/error.hpp"
@@ -34,7 +34,7 @@ LOOM_BEGIN_NAMESPACE
 namespace runtime {
 namespace detail_parallel {
 
-/// How long an idle worker spins before it sleeps.
+/// How long an idle worker spins after the last loop before it sleeps.
 inline constexpr std::chrono::microseconds worker_spin{50};
 
 inline void cpu_relax() noexcept {
@@ -71,20 +71,18 @@ class thread_pool {
     for (int spins = 0; done_.load(std::memory_order_acquire) != chunks; ++spins) {
       // Only chunks that a running worker has claimed are left: wait for it briefly, then give
       // it the core in case it was preempted on ours.
-      if (spins < 4096) cpu_relax();
-      else std::this_thread::yield();
+      if (spins < 4096)
+        cpu_relax();
+      else
+        std::this_thread::yield();
     }
     return status_.load(std::memory_order_relaxed);
   }
 
-  /// Number of worker threads started so far.
-  int workers() const noexcept { return started_.load(std::memory_order_relaxed); }
-
  private:
-  /// Claims and runs chunks of the current job until none is left; true if it ran any.
-  /// `worker` is the worker's index, or -1 for the master.
-  bool work(int worker) noexcept {
-    bool ran = false;
+  /// Claims and runs chunks of the current job until none is left. `worker` is the worker's
+  /// index, or -1 for the master.
+  void work(int worker) noexcept {
     uint64_t c = claim_.load(std::memory_order_acquire);
     for (;;) {
       const int64_t chunks = chunks_.load(std::memory_order_relaxed);
@@ -93,7 +91,7 @@ class thread_pool {
       loom_parallel_body body = body_.load(std::memory_order_relaxed);
       void* closure = closure_.load(std::memory_order_relaxed);
       const int64_t k = static_cast<int64_t>(c & 0xffffffffu);
-      if (k >= chunks || worker >= helpers) return ran;
+      if (k >= chunks || worker >= helpers) return;
       if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
                                         std::memory_order_acquire))
         continue;
@@ -105,24 +103,26 @@ class thread_pool {
         status_.compare_exchange_strong(ok, rc, std::memory_order_relaxed);
       }
       done_.fetch_add(1, std::memory_order_acq_rel);
-      ran = true;
       c = claim_.load(std::memory_order_acquire);
     }
   }
 
   void worker_main(int index) noexcept {
     uint64_t seen = epoch_.load(std::memory_order_acquire);
-    bool spin = false;
     for (;;) {
-      // After a loop it took part in, a worker spins a little: the next parallel loop of the
-      // same kernel usually follows at once. After a wake-up that found every chunk taken it
-      // sleeps again at once: on a loaded machine its spinning would steal the core of the
-      // thread it should help. The spin yields, for the same reason.
+      // A worker spins while a loop is still running and for a little while after it: the
+      // next parallel loop of the same kernel usually follows at once, and a sleeping worker
+      // can take longer to wake than a loop lasts; if it timed out during each loop it would
+      // never get a chunk again. The spin yields often, so that on a loaded machine it does
+      // not keep the thread it should help off the core.
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; epoch_.load(std::memory_order_acquire) == seen; ++i) {
         cpu_relax();
         if ((i & 63) != 63) continue;
-        if (spin && std::chrono::steady_clock::now() - start < worker_spin) {
+        const auto now = std::chrono::steady_clock::now();
+        if (done_.load(std::memory_order_relaxed) < chunks_.load(std::memory_order_relaxed))
+          start = now;  // a loop is running
+        if (now - start < worker_spin) {
           std::this_thread::yield();
           continue;
         }
@@ -133,7 +133,7 @@ class thread_pool {
         break;
       }
       seen = epoch_.load(std::memory_order_acquire);
-      spin = work(index);
+      work(index);
     }
   }
 

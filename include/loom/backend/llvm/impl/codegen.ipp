@@ -540,7 +540,7 @@ class codegen {
 
 }  // namespace detail_cg
 
-LOOM_DECL CompiledKernel compile(const ir::LoweredFunc& f, const CodegenOptions& options) {
+LOOM_LLVM_DECL CompiledKernel compile(const ir::LoweredFunc& f, const CodegenOptions& options) {
   Engine& engine = Engine::global();
   std::string symbol = engine.unique_name(f.name.empty() ? "loom_kernel" : f.name);
   ModuleBundle bundle = new_module(engine, symbol);

@@ -36,7 +36,7 @@ LOOM_BEGIN_NAMESPACE
 namespace cpu_jit {
 namespace detail {
 
-[[noreturn]] LOOM_DECL void fail_with(const char* id, const std::string& what, llvm::Error err) {
+[[noreturn]] LOOM_LLVM_DECL void fail_with(const char* id, const std::string& what, llvm::Error err) {
   // LOOM_BACKEND_FAIL spelled out: the macro's loop hides from the compiler that this never
   // returns.
   ::loom::detail::error_reporter reporter(true, ::loom::detail::error_tier::backend, id);
@@ -140,13 +140,13 @@ struct module_job {
 /// add_module. Materialisation runs on the thread that looks the symbols up (in-place dispatch),
 /// so the reason for a failed link ("Symbols not found: ...") lands here and can go into the
 /// exception instead of only being printed.
-LOOM_DECL std::string*& captured_errors() noexcept {
+LOOM_LLVM_DECL std::string*& captured_errors() noexcept {
   thread_local std::string* sink = nullptr;
   return sink;
 }
 
 /// Runs `default<O{level}>` on `m`. Does not throw (it runs inside the IR transform).
-LOOM_DECL llvm::Error run_pipeline(llvm::Module& m, llvm::TargetMachine& tm, int level) noexcept {
+LOOM_LLVM_DECL llvm::Error run_pipeline(llvm::Module& m, llvm::TargetMachine& tm, int level) noexcept {
   static const char* const pipelines[] = {"default<O0>", "default<O1>", "default<O2>",
                                           "default<O3>"};
   level = std::clamp(level, 0, 3);
@@ -164,7 +164,7 @@ LOOM_DECL llvm::Error run_pipeline(llvm::Module& m, llvm::TargetMachine& tm, int
   return llvm::unwrap(err);
 }
 
-LOOM_DECL int register_bits(llvm::TargetMachine& tm, const char* prefer_width) {
+LOOM_LLVM_DECL int register_bits(llvm::TargetMachine& tm, const char* prefer_width) {
   // TTI is per function (function attributes select the subtarget), so ask about a dummy one.
   llvm::LLVMContext ctx;
   llvm::Module m("loom_probe", ctx);
@@ -188,7 +188,7 @@ struct engine_access {
 
 }  // namespace detail
 
-// --- Engine ---------------------------------------------------------------------------------------
+// --- Engine --------------------------------------------------------------------------------------
 
 struct Engine::Impl {
   std::string cpu, features, triple, data_layout;
@@ -233,8 +233,7 @@ struct Engine::Impl {
 
   /// Called by CompiledModule::Impl's destructor.
   void remove(llvm::orc::ResourceTrackerSP& tracker) noexcept {
-    if (llvm::Error err = tracker->remove())
-      jit->getExecutionSession().reportError(std::move(err));
+    if (llvm::Error err = tracker->remove()) jit->getExecutionSession().reportError(std::move(err));
     tracker = nullptr;
     live.fetch_sub(1, std::memory_order_relaxed);
     // Interned symbol names are freed only on request; unique kernel names would otherwise pile
@@ -244,7 +243,7 @@ struct Engine::Impl {
   }
 };
 
-LOOM_DECL Engine::Engine() : impl_(std::make_unique<Impl>()) {
+LOOM_LLVM_DECL Engine::Engine() : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   if (llvm::InitializeNativeTarget() || llvm::InitializeNativeTargetAsmPrinter())
     LOOM_BACKEND_FAIL("loom.llvm.E501")
@@ -323,8 +322,7 @@ LOOM_DECL Engine::Engine() : impl_(std::make_unique<Impl>()) {
   s.jit->getIRTransformLayer().setTransform(
       [impl = &s](llvm::orc::ThreadSafeModule tsm, llvm::orc::MaterializationResponsibility&)
           -> llvm::Expected<llvm::orc::ThreadSafeModule> {
-        if (llvm::Error err =
-                tsm.withModuleDo([&](llvm::Module& m) { return impl->transform(m); }))
+        if (llvm::Error err = tsm.withModuleDo([&](llvm::Module& m) { return impl->transform(m); }))
           return err;
         return tsm;
       });
@@ -335,39 +333,39 @@ LOOM_DECL Engine::Engine() : impl_(std::make_unique<Impl>()) {
   s.preferred_vector_bits = preferred_vector_register_bits(*tm);
 }
 
-LOOM_DECL Engine::~Engine() = default;
+LOOM_LLVM_DECL Engine::~Engine() = default;
 
-LOOM_DECL Engine& Engine::global() {
+LOOM_LLVM_DECL Engine& Engine::global() {
   // Never destroyed: CompiledModule handles in static objects may be destroyed after any static
   // engine would be, and tearing down LLVM during static destruction gains nothing.
   static Engine* engine = new Engine();
   return *engine;
 }
 
-LOOM_DECL const std::string& Engine::cpu_name() const noexcept { return impl_->cpu; }
-LOOM_DECL const std::string& Engine::features() const noexcept { return impl_->features; }
-LOOM_DECL bool Engine::has_feature(std::string_view name) const noexcept {
+LOOM_LLVM_DECL const std::string& Engine::cpu_name() const noexcept { return impl_->cpu; }
+LOOM_LLVM_DECL const std::string& Engine::features() const noexcept { return impl_->features; }
+LOOM_LLVM_DECL bool Engine::has_feature(std::string_view name) const noexcept {
   const auto& f = impl_->enabled_features;
   return std::binary_search(f.begin(), f.end(), name,
                             [](std::string_view a, std::string_view b) { return a < b; });
 }
-LOOM_DECL const std::string& Engine::triple() const noexcept { return impl_->triple; }
-LOOM_DECL const std::string& Engine::data_layout() const noexcept { return impl_->data_layout; }
-LOOM_DECL int Engine::vector_bits() const noexcept { return impl_->vector_bits; }
-LOOM_DECL int Engine::preferred_vector_bits() const noexcept {
+LOOM_LLVM_DECL const std::string& Engine::triple() const noexcept { return impl_->triple; }
+LOOM_LLVM_DECL const std::string& Engine::data_layout() const noexcept { return impl_->data_layout; }
+LOOM_LLVM_DECL int Engine::vector_bits() const noexcept { return impl_->vector_bits; }
+LOOM_LLVM_DECL int Engine::preferred_vector_bits() const noexcept {
   return impl_->preferred_vector_bits;
 }
-LOOM_DECL std::string Engine::unique_name(std::string_view prefix) {
+LOOM_LLVM_DECL std::string Engine::unique_name(std::string_view prefix) {
   std::string name(prefix);
   name += '_';
   name += std::to_string(impl_->name_counter.fetch_add(1, std::memory_order_relaxed));
   return name;
 }
-LOOM_DECL std::size_t Engine::live_modules() const noexcept {
+LOOM_LLVM_DECL std::size_t Engine::live_modules() const noexcept {
   return impl_->live.load(std::memory_order_relaxed);
 }
 
-// --- CompiledModule -------------------------------------------------------------------------------
+// --- CompiledModule ------------------------------------------------------------------------------
 
 struct CompiledModule::Impl {
   detail::engine_access::engine_impl* engine = nullptr;
@@ -384,18 +382,18 @@ struct CompiledModule::Impl {
   }
 };
 
-LOOM_DECL CompiledModule detail::engine_access::make(std::unique_ptr<module_impl> impl) {
+LOOM_LLVM_DECL CompiledModule detail::engine_access::make(std::unique_ptr<module_impl> impl) {
   CompiledModule m;
   m.impl_ = std::move(impl);
   return m;
 }
 
-LOOM_DECL CompiledModule::CompiledModule() noexcept = default;
-LOOM_DECL CompiledModule::CompiledModule(CompiledModule&& other) noexcept = default;
-LOOM_DECL CompiledModule& CompiledModule::operator=(CompiledModule&& other) noexcept = default;
-LOOM_DECL CompiledModule::~CompiledModule() = default;
+LOOM_LLVM_DECL CompiledModule::CompiledModule() noexcept = default;
+LOOM_LLVM_DECL CompiledModule::CompiledModule(CompiledModule&& other) noexcept = default;
+LOOM_LLVM_DECL CompiledModule& CompiledModule::operator=(CompiledModule&& other) noexcept = default;
+LOOM_LLVM_DECL CompiledModule::~CompiledModule() = default;
 
-LOOM_DECL void* CompiledModule::find_symbol(std::string_view name) const noexcept {
+LOOM_LLVM_DECL void* CompiledModule::find_symbol(std::string_view name) const noexcept {
   if (!impl_) return nullptr;
   const auto& syms = impl_->symbols;
   auto it = std::lower_bound(syms.begin(), syms.end(), name,
@@ -403,7 +401,7 @@ LOOM_DECL void* CompiledModule::find_symbol(std::string_view name) const noexcep
   return it != syms.end() && it->first == name ? it->second : nullptr;
 }
 
-LOOM_DECL void* CompiledModule::symbol(std::string_view name) const {
+LOOM_LLVM_DECL void* CompiledModule::symbol(std::string_view name) const {
   void* address = find_symbol(name);
   if (!address) {
     std::string known;
@@ -416,29 +414,29 @@ LOOM_DECL void* CompiledModule::symbol(std::string_view name) const {
   return address;
 }
 
-LOOM_DECL std::vector<std::string> CompiledModule::symbol_names() const {
+LOOM_LLVM_DECL std::vector<std::string> CompiledModule::symbol_names() const {
   std::vector<std::string> names;
   if (impl_)
     for (const auto& entry : impl_->symbols) names.push_back(entry.first);
   return names;
 }
 
-LOOM_DECL const std::string& CompiledModule::optimized_ir() const noexcept {
+LOOM_LLVM_DECL const std::string& CompiledModule::optimized_ir() const noexcept {
   static const std::string none;
   return impl_ ? impl_->ir : none;
 }
-LOOM_DECL const std::string& CompiledModule::assembly() const noexcept {
+LOOM_LLVM_DECL const std::string& CompiledModule::assembly() const noexcept {
   static const std::string none;
   return impl_ ? impl_->assembly : none;
 }
-LOOM_DECL double CompiledModule::compile_seconds() const noexcept {
+LOOM_LLVM_DECL double CompiledModule::compile_seconds() const noexcept {
   return impl_ ? impl_->seconds : 0.0;
 }
-LOOM_DECL void CompiledModule::reset() noexcept { impl_.reset(); }
+LOOM_LLVM_DECL void CompiledModule::reset() noexcept { impl_.reset(); }
 
-// --- module_builder.hpp ---------------------------------------------------------------------------
+// --- module_builder.hpp --------------------------------------------------------------------------
 
-LOOM_DECL ModuleBundle new_module(Engine& engine, std::string_view name) {
+LOOM_LLVM_DECL ModuleBundle new_module(Engine& engine, std::string_view name) {
   ModuleBundle b;
   b.context = std::make_unique<llvm::LLVMContext>();
   b.module = std::make_unique<llvm::Module>(llvm::StringRef(name.data(), name.size()), *b.context);
@@ -446,13 +444,13 @@ LOOM_DECL ModuleBundle new_module(Engine& engine, std::string_view name) {
   return b;
 }
 
-LOOM_DECL void configure_module(Engine& engine, llvm::Module& module) {
+LOOM_LLVM_DECL void configure_module(Engine& engine, llvm::Module& module) {
   auto& jit = *detail::engine_access::impl(engine).jit;
   if (module.getTargetTriple().empty()) module.setTargetTriple(jit.getTargetTriple().str());
   if (module.getDataLayout().isDefault()) module.setDataLayout(jit.getDataLayout());
 }
 
-LOOM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::Module> module,
+LOOM_LLVM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::Module> module,
                                     std::unique_ptr<llvm::LLVMContext> context,
                                     const CompileOptions& options) {
   LOOM_USER_CHECK(module && context, "loom.llvm.E508")
@@ -472,6 +470,8 @@ LOOM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::Module
     llvm::raw_string_ostream os(problems);
     if (llvm::verifyModule(*module, &os)) {
       os.flush();
+      while (!problems.empty() && (problems.back() == '\n' || problems.back() == ' '))
+        problems.pop_back();
       LOOM_BACKEND_FAIL("loom.llvm.E502")
           << "invalid LLVM module '" << module_name << "': " << problems;
     }
@@ -538,8 +538,7 @@ LOOM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::Module
     }
     auto& main = s.jit->getMainJITDylib();
     auto found = s.jit->getExecutionSession().lookup(
-        llvm::orc::makeJITDylibSearchOrder(&main,
-                                           llvm::orc::JITDylibLookupFlags::MatchAllSymbols),
+        llvm::orc::makeJITDylibSearchOrder(&main, llvm::orc::JITDylibLookupFlags::MatchAllSymbols),
         std::move(lookup));
     if (!found) {
       std::string msg = llvm::toString(found.takeError());
@@ -556,47 +555,46 @@ LOOM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::Module
 
   impl->ir = std::move(job.ir);
   impl->assembly = std::move(job.assembly);
-  impl->seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  impl->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return detail::engine_access::make(std::move(impl));
 }
 
-LOOM_DECL CompiledModule add_module(Engine& engine, ModuleBundle&& bundle,
+LOOM_LLVM_DECL CompiledModule add_module(Engine& engine, ModuleBundle&& bundle,
                                     const CompileOptions& options) {
   return add_module(engine, std::move(bundle.module), std::move(bundle.context), options);
 }
 
-LOOM_DECL const llvm::DataLayout& data_layout(Engine& engine) {
+LOOM_LLVM_DECL const llvm::DataLayout& data_layout(Engine& engine) {
   return detail::engine_access::impl(engine).jit->getDataLayout();
 }
 
-LOOM_DECL const llvm::Triple& target_triple(Engine& engine) {
+LOOM_LLVM_DECL const llvm::Triple& target_triple(Engine& engine) {
   return detail::engine_access::impl(engine).jit->getTargetTriple();
 }
 
-LOOM_DECL std::unique_ptr<llvm::TargetMachine> create_target_machine(Engine& engine) {
-  return detail::take_or_fail(detail::engine_access::impl(engine).pool->create(),
-                              "loom.llvm.E501", "cannot create a TargetMachine for the host");
+LOOM_LLVM_DECL std::unique_ptr<llvm::TargetMachine> create_target_machine(Engine& engine) {
+  return detail::take_or_fail(detail::engine_access::impl(engine).pool->create(), "loom.llvm.E501",
+                              "cannot create a TargetMachine for the host");
 }
 
-LOOM_DECL int max_vector_register_bits(llvm::TargetMachine& tm) {
+LOOM_LLVM_DECL int max_vector_register_bits(llvm::TargetMachine& tm) {
   // X86 reads "prefer-vector-width" as an override of the subtarget's preference (Intel's
   // AVX-512 cores prefer 256); other targets ignore it and report their register width.
   return detail::register_bits(tm, "4096");
 }
 
-LOOM_DECL int preferred_vector_register_bits(llvm::TargetMachine& tm) {
+LOOM_LLVM_DECL int preferred_vector_register_bits(llvm::TargetMachine& tm) {
   return detail::register_bits(tm, nullptr);
 }
 
-LOOM_DECL void optimize_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
+LOOM_LLVM_DECL void optimize_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
   LOOM_USER_CHECK(opt_level >= 0 && opt_level <= 3, "loom.llvm.E508")
       << "optimize_module: opt_level must be 0..3, not " << opt_level;
   if (llvm::Error err = detail::run_pipeline(module, tm, opt_level))
     detail::fail_with("loom.llvm.E506", "the optimisation pipeline failed", std::move(err));
 }
 
-LOOM_DECL std::string print_module(const llvm::Module& module) {
+LOOM_LLVM_DECL std::string print_module(const llvm::Module& module) {
   std::string text;
   llvm::raw_string_ostream os(text);
   module.print(os, nullptr);
@@ -604,7 +602,7 @@ LOOM_DECL std::string print_module(const llvm::Module& module) {
   return text;
 }
 
-LOOM_DECL std::string emit_assembly(const llvm::Module& module, llvm::TargetMachine& tm) {
+LOOM_LLVM_DECL std::string emit_assembly(const llvm::Module& module, llvm::TargetMachine& tm) {
   // Code generation rewrites IR (CodeGenPrepare and friends), so it runs on a copy.
   auto clone = llvm::CloneModule(module);
   llvm::SmallString<0> text;
