@@ -1,0 +1,86 @@
+/// \file
+/// Random annotation (layer search/): Ansor's "init rules", which turn a sketch
+/// (search/sketch.hpp) into a complete program by random choices. CPU order (ansor.md §1.5):
+///
+///  1. FillTileSize — every unset split length is drawn: a uniformly chosen ordered
+///     factorization of the loop's extent whose innermost factor is at most
+///     `max_innermost_split_factor`; with `allow_non_divisible_tiles`, sometimes free lengths
+///     that need not divide (loom lowers the tails). The sketch's history is replayed with the
+///     lengths filled in, so every later step (follow_split, compute_at) sees real extents.
+///  2. ChangeComputeLocation — every stage that is not tiled, not multi-level-tiled and not
+///     inlined moves to the root, or to one of the candidate loops of its single consumer (and
+///     of the stage that consumer is computed inside), uniformly.
+///  3. Parallel — the outer spatial loops of every root stage are fused and parallelized until
+///     their product exceeds `parallel_granularity × num_cores`.
+///  4. Unroll — every stage with a reduction gets `auto_unroll_max_step` from the candidates.
+///  5. Vectorization — a random number of the innermost spatial loops (product at most
+///     `max_vectorize_size`; one loop for a tiled stage) is fused and vectorized.
+///
+/// Randomness: only `rng()` is used, reduced modulo the number of choices, so a seed gives the
+/// same programs on every platform (the standard fixes mt19937_64's output, not the
+/// distributions').
+#ifndef LOOM_SEARCH_ANNOTATE_HPP
+#define LOOM_SEARCH_ANNOTATE_HPP
+
+#include "loom/search/sketch.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+/// One random complete program from `sketch`, or nothing when the draw is rejected (a step was
+/// illegal in the state it met, e.g. a split length that leaves no loop to fuse).
+std::optional<sched::State> try_sample_program(const sched::State& sketch, const Task& task,
+                                               const SearchOptions& options,
+                                               std::mt19937_64& rng);
+
+/// Like try_sample_program, retrying up to `options.max_sample_attempts` draws. Throws
+/// loom::user_error `[loom.search.E810]` if every draw is rejected.
+sched::State sample_program(const sched::State& sketch, const Task& task,
+                            const SearchOptions& options, std::mt19937_64& rng);
+
+/// Up to `count` distinct programs (by printed loop nest), each from a sketch chosen uniformly
+/// (Ansor's SampleInitPopulation without the cost model); gives up after `20 × count` draws.
+std::vector<sched::State> sample_programs(const std::vector<sched::State>& sketches,
+                                          const Task& task, const SearchOptions& options,
+                                          std::mt19937_64& rng, int count);
+
+// --- the init rules on their own (for tests and for mutation) -----------------------------------
+
+/// Every ordered list of `n` inner split lengths (outer to inner) whose product divides `extent`
+/// and whose last entry is at most `max_innermost`; the outer loop takes the rest. Memoized.
+const std::vector<std::vector<int64_t>>& perfect_tilings(int64_t extent, int n,
+                                                         int max_innermost);
+
+/// FillTileSize: the sketch replayed with every unset split length drawn. Throws
+/// loom::user_error from replay if a drawn length is illegal, and `[loom.search.E811]` if a
+/// split with unset lengths has an unknown extent.
+sched::State fill_tile_sizes(const sched::State& sketch, const SearchOptions& options,
+                             std::mt19937_64& rng);
+/// The loops of the stage's single consumer (and of the stage that consumer is computed inside)
+/// where `stage` may be computed, as (stage index, leaf position); Ansor's
+/// GetComputeLocationCandidates.
+std::vector<std::pair<int, int>> compute_location_candidates(const SketchContext& ctx,
+                                                             const sched::State& state,
+                                                             int stage);
+/// ChangeComputeLocation (see the file comment).
+void change_compute_location(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
+/// Parallel (see the file comment).
+void annotate_parallel(const SketchContext& ctx, sched::State& state);
+/// Unroll (see the file comment).
+void annotate_unroll(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
+/// Vectorization (see the file comment).
+void annotate_vectorize(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
+
+}  // namespace search
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/search/impl/annotate.ipp"
+#endif
+
+#endif  // LOOM_SEARCH_ANNOTATE_HPP

@@ -1,0 +1,310 @@
+// Bodies of loom/search/annotate.hpp: Ansor's random annotation (init rules) for CPU targets.
+#include "loom/search/annotate.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <tuple>
+#include <unordered_set>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+namespace detail_search {
+
+// A uniform choice in [0, n) from the raw engine output (see the file comment of annotate.hpp).
+inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
+
+inline bool attached_at(const sched::State& state, const sched::Stage& target, int iter_id) {
+  for (const sched::Stage& o : state.stages())
+    if (o.location == sched::ComputeLocation::At && o.attach_stage == target.name &&
+        o.attach_iter == iter_id)
+      return true;
+  return false;
+}
+
+inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vector<int64_t>& cur,
+                              std::vector<std::vector<int64_t>>& out) {
+  if (static_cast<int>(cur.size()) == n) {
+    out.push_back(cur);
+    return;
+  }
+  const bool innermost = static_cast<int>(cur.size()) == n - 1;
+  for (int64_t d = 1; d <= rest; ++d) {
+    if (rest % d != 0) continue;
+    if (innermost && d > max_innermost) break;
+    cur.push_back(d);
+    enumerate_tilings(rest / d, n, max_innermost, cur, out);
+    cur.pop_back();
+  }
+}
+
+// Free lengths for a non-divisible tiling: drawn inner to outer, each at most what the inner
+// ones leave of the extent, so the tiles cover less than twice the extent and the tails stay
+// short.
+inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost,
+                                        std::mt19937_64& rng) {
+  std::vector<int64_t> lengths(n);
+  int64_t rest = extent;
+  for (int j = n - 1; j >= 0; --j) {
+    const int64_t cap = std::max<int64_t>(
+        1, j == n - 1 ? std::min<int64_t>(rest, max_innermost) : rest);
+    lengths[j] = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap)));
+    rest = (rest + lengths[j] - 1) / lengths[j];
+  }
+  return lengths;
+}
+
+}  // namespace detail_search
+
+LOOM_DECL const std::vector<std::vector<int64_t>>& perfect_tilings(int64_t extent, int n,
+                                                                   int max_innermost) {
+  // The same few extents recur in every sample of a task: enumerate each once. std::map never
+  // moves its values, so the returned reference stays valid while others are added.
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int, int>, std::vector<std::vector<int64_t>>> memo;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto key = std::make_tuple(extent, n, max_innermost);
+  auto it = memo.find(key);
+  if (it != memo.end()) return it->second;
+  std::vector<std::vector<int64_t>> out;
+  std::vector<int64_t> cur;
+  detail_search::enumerate_tilings(std::max<int64_t>(extent, 1), n, std::max(max_innermost, 1),
+                                   cur, out);
+  return memo.emplace(key, std::move(out)).first->second;
+}
+
+LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchOptions& options,
+                                       std::mt19937_64& rng) {
+  std::vector<sched::Step> steps = sketch.steps();
+  for (sched::Step& step : steps) {
+    auto* sp = std::get_if<sched::SplitStep>(&step);
+    if (!sp || std::all_of(sp->lengths.begin(), sp->lengths.end(), [](auto& l) { return l; }))
+      continue;
+    LOOM_USER_CHECK(sp->extent > 0, "loom.search.E811")
+        << "fill_tile_sizes: the split of loop " << sp->iter << " of stage '" << sp->stage
+        << "' has unset lengths but no known extent to factorize";
+    const int n = static_cast<int>(sp->lengths.size());
+    std::vector<int64_t> lengths;
+    const bool free = options.allow_non_divisible_tiles &&
+                      static_cast<double>(rng() % 1000000) < options.non_divisible_probability * 1e6;
+    if (free) {
+      lengths = detail_search::free_tiling(sp->extent, n, options.max_innermost_split_factor, rng);
+    } else {
+      const auto& all = perfect_tilings(sp->extent, n, options.max_innermost_split_factor);
+      lengths = all[detail_search::draw(rng, all.size())];
+    }
+    for (int j = 0; j < n; ++j)
+      if (!sp->lengths[j]) sp->lengths[j] = lengths[j];
+  }
+  // Replaying (rather than patching the sketch's stages) recomputes every extent that depends
+  // on the lengths: follow_split copies, outer loops, fused loops.
+  return sched::replay(sketch.dag_ptr(), steps);
+}
+
+LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const SketchContext&,
+                                                                       const sched::State& state,
+                                                                       int stage) {
+  std::vector<std::pair<int, int>> out;
+  const auto cons = state.consumers(stage);
+  if (cons.size() != 1) return out;
+  const int t = cons[0];
+  const sched::Stage& target = state.stages()[t];
+  const bool target_attached = target.location == sched::ComputeLocation::At;
+  const bool target_tiled = is_tiled(target);
+  bool visited_reduce = false;
+  for (int p = 0; p < static_cast<int>(target.leaves.size()); ++p) {
+    const sched::Iterator& it = target.leaf(p);
+    if (it.kind == sched::IterKind::Reduce) {
+      visited_reduce = true;
+      if (!target_tiled) break;  // an untiled reduction: inside it means once per term
+    } else if (visited_reduce) {
+      break;  // a spatial loop inside a reduce tile: the inner tile
+    }
+    if (it.annotation == sched::Annotation::Unroll) break;
+    if (it.extent == 1) continue;
+    // Inside another stage the first tile level has one iteration; skip it.
+    if (target_attached && it.kind == sched::IterKind::Spatial && it.name.size() >= 2 &&
+        it.name.compare(it.name.size() - 2, 2, ".0") == 0)
+      continue;
+    out.emplace_back(t, p);
+    // Deeper than a loop where another stage is computed would reorder the two.
+    if (detail_search::attached_at(state, target, target.leaves[p])) break;
+  }
+  if (target_attached) {
+    // The loops of the stage the consumer is computed in, outside the consumer's own position.
+    const int tt = state.stage_index(target.attach_stage);
+    const sched::Stage& outer = state.stages()[tt];
+    for (int p = 0; p < static_cast<int>(outer.leaves.size()); ++p) {
+      const sched::Iterator& it = outer.leaf(p);
+      if (it.kind == sched::IterKind::Reduce ||
+          detail_search::attached_at(state, outer, outer.leaves[p]))
+        break;
+      if (it.annotation == sched::Annotation::Unroll) break;
+      if (it.extent == 1) continue;
+      out.emplace_back(tt, p);
+    }
+  }
+  return out;
+}
+
+LOOM_DECL void change_compute_location(const SketchContext& ctx, sched::State& state,
+                                       std::mt19937_64& rng) {
+  if (ctx.options().disable_change_compute_location) return;
+  for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
+    const sched::Stage& s = state.stages()[si];
+    if (s.is_placeholder || s.is_output || s.location == sched::ComputeLocation::Inlined ||
+        is_tiled(s) || needs_multi_level_tiling(ctx, state, si))
+      continue;
+    const std::string name = s.name;
+    const auto cands = compute_location_candidates(ctx, state, si);
+    const size_t choice = detail_search::draw(rng, cands.size() + 2);
+    try {
+      if (choice == 0) {
+        // As in Ansor, "inline" only takes a stage out of another stage's loops; a root stage
+        // stays where it is (the sketch rules already inlined what is always worth inlining).
+        if (!has_reduce(s) && s.location == sched::ComputeLocation::At) state.compute_inline(name);
+      } else if (choice == 1) {
+        if (s.location != sched::ComputeLocation::Root) state.compute_root(name);
+      } else {
+        const auto& [t, p] = cands[choice - 2];
+        state.compute_at(name, state.stages()[t].name, p);
+      }
+    } catch (const user_error&) {
+      // An illegal move leaves the state unchanged: the stage keeps its location.
+    }
+  }
+}
+
+LOOM_DECL void annotate_parallel(const SketchContext& ctx, sched::State& state) {
+  const int64_t limit = int64_t{ctx.options().parallel_granularity} *
+                        std::max(1, ctx.task().target.num_cores);
+  for (size_t si = 0; si < state.stages().size(); ++si) {
+    const sched::Stage& s = state.stages()[si];
+    if (s.is_placeholder || s.location != sched::ComputeLocation::Root || s.leaves.empty())
+      continue;
+    int64_t degree = 1;
+    int count = 0;
+    for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
+      const sched::Iterator& it = s.leaf(p);
+      if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None) break;
+      ++count;
+      degree *= std::max<int64_t>(it.extent, 1);
+      if (degree > limit || detail_search::attached_at(state, s, s.leaves[p])) break;
+    }
+    // TODO(#4): Ansor recurses into the stages computed at a loop of extent 1 here; without
+    // nested-parallel pruning that could nest parallel loops, so it is left out.
+    if (count == 0 || degree == 1) continue;
+    const std::string name = s.name;
+    try {
+      if (count > 1) {
+        std::vector<int> iters(count);
+        std::iota(iters.begin(), iters.end(), 0);
+        state.fuse(name, iters);
+      }
+      state.annotate(name, 0, sched::Annotation::Parallel);
+    } catch (const user_error&) {
+    }
+  }
+}
+
+LOOM_DECL void annotate_unroll(const SketchContext& ctx, sched::State& state,
+                               std::mt19937_64& rng) {
+  const auto& cands = ctx.options().auto_unroll_candidates;
+  if (cands.empty()) return;
+  for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
+    const sched::Stage& s = state.stages()[si];
+    if (s.is_placeholder || s.location == sched::ComputeLocation::Inlined || s.leaves.empty() ||
+        !has_reduce(s))
+      continue;
+    state.pragma_unroll(s.name, 0, cands[detail_search::draw(rng, cands.size())]);
+  }
+}
+
+LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
+                                  std::mt19937_64& rng) {
+  for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
+    const sched::Stage& s = state.stages()[si];
+    if (s.is_placeholder || s.location == sched::ComputeLocation::Inlined || s.leaves.empty())
+      continue;
+    const int64_t limit = ctx.options().max_vectorize_size > 0
+                              ? ctx.options().max_vectorize_size
+                              : ctx.task().target.vector_lanes(s.op.dtype().bytes());
+    const int n = static_cast<int>(s.leaves.size());
+    int64_t product = 1;
+    int count = 0;
+    while (count < n) {
+      const int p = n - 1 - count;
+      const sched::Iterator& it = s.leaf(p);
+      if (detail_search::attached_at(state, s, s.leaves[p]) ||
+          it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None)
+        break;
+      // In a tiled stage the loop outside the innermost one strides over a tile: fusing it
+      // would not give contiguous accesses.
+      if (is_tiled(s) && count != 0) break;
+      product *= std::max<int64_t>(it.extent, 1);
+      if (product > limit) break;
+      ++count;
+    }
+    // Ansor fuses a random 1 .. count-1 of the candidates.
+    if (count > 1) count = 1 + static_cast<int>(detail_search::draw(rng, count - 1));
+    if (count == 0) continue;
+    const std::string name = s.name;
+    try {
+      if (count > 1) {
+        std::vector<int> iters(count);
+        std::iota(iters.begin(), iters.end(), n - count);
+        state.fuse(name, iters);
+      }
+      state.annotate(name, n - count, sched::Annotation::Vectorize);
+    } catch (const user_error&) {
+    }
+  }
+}
+
+LOOM_DECL std::optional<sched::State> try_sample_program(const sched::State& sketch,
+                                                         const Task& task,
+                                                         const SearchOptions& options,
+                                                         std::mt19937_64& rng) {
+  try {
+    sched::State s = fill_tile_sizes(sketch, options, rng);
+    const SketchContext ctx(task, options);
+    change_compute_location(ctx, s, rng);
+    annotate_parallel(ctx, s);
+    annotate_unroll(ctx, s, rng);
+    annotate_vectorize(ctx, s, rng);
+    return s;
+  } catch (const user_error&) {
+    return std::nullopt;
+  }
+}
+
+LOOM_DECL sched::State sample_program(const sched::State& sketch, const Task& task,
+                                      const SearchOptions& options, std::mt19937_64& rng) {
+  for (int a = 0; a < std::max(1, options.max_sample_attempts); ++a)
+    if (auto s = try_sample_program(sketch, task, options, rng)) return *s;
+  LOOM_USER_FAIL("loom.search.E810")
+      << "sample_program: all " << options.max_sample_attempts
+      << " random annotations of the sketch were rejected:\n"
+      << sketch.to_string();
+  return sketch;
+}
+
+LOOM_DECL std::vector<sched::State> sample_programs(const std::vector<sched::State>& sketches,
+                                                    const Task& task,
+                                                    const SearchOptions& options,
+                                                    std::mt19937_64& rng, int count) {
+  std::vector<sched::State> out;
+  if (sketches.empty() || count <= 0) return out;
+  std::unordered_set<std::string> seen;
+  for (int draws = 0; draws < 20 * count && static_cast<int>(out.size()) < count; ++draws) {
+    const sched::State& sketch = sketches[detail_search::draw(rng, sketches.size())];
+    auto s = try_sample_program(sketch, task, options, rng);
+    if (s && seen.insert(s->to_string()).second) out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+}  // namespace search
+LOOM_END_NAMESPACE

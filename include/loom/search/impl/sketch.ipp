@@ -1,0 +1,315 @@
+// Bodies of loom/search/sketch.hpp: the derivation engine and the built-in CPU sketch rules.
+#include "loom/search/sketch.hpp"
+
+#include <algorithm>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+LOOM_DECL SketchContext::SketchContext(const Task& task, const SearchOptions& options)
+    : task_(&task), options_(&options) {
+  // The initial state names the ops (deduplicating repeated names); reuse its naming rather
+  // than repeating it here.
+  sched::State init(task.dag);
+  for (int i = 0; i < task.dag->num_ops(); ++i) op_stage_names_.push_back(init.stages()[i].name);
+}
+
+LOOM_DECL StageOrigin SketchContext::origin(const sched::State& state, int stage) const {
+  StageOrigin o;
+  const std::string& name = state.stages().at(stage).name;
+  auto op_named = [&](const std::string& n) {
+    auto it = std::find(op_stage_names_.begin(), op_stage_names_.end(), n);
+    return it == op_stage_names_.end() ? -1 : static_cast<int>(it - op_stage_names_.begin());
+  };
+  for (const sched::Step& step : state.steps()) {
+    auto* cw = std::get_if<sched::CacheWriteStep>(&step);
+    if (!cw) continue;
+    if (name == cw->stage + "." + sched::scope_name(cw->scope)) {
+      o.op = op_named(cw->stage);
+      o.cache_write_local = true;
+      return o;
+    }
+    if (name == cw->stage) o.cache_write_copy = true;
+  }
+  o.op = op_named(name);
+  return o;
+}
+
+LOOM_DECL bool is_tiled(const sched::Stage& stage) { return !stage.splits.empty(); }
+
+LOOM_DECL bool has_reduce(const sched::Stage& stage) {
+  return !stage.is_placeholder && stage.op->body.as<ir::Reduce>() != nullptr;
+}
+
+LOOM_DECL bool needs_multi_level_tiling(const SketchContext& ctx, const sched::State& state,
+                                        int stage) {
+  const sched::Stage& s = state.stages().at(stage);
+  if (s.is_placeholder || s.location == sched::ComputeLocation::Inlined) return false;
+  StageOrigin o = ctx.origin(state, stage);
+  return o.op >= 0 && !o.cache_write_copy && ctx.dag().info(o.op).needs_multi_level_tiling;
+}
+
+LOOM_DECL bool is_strictly_inlineable(const SketchContext& ctx, const sched::State& state,
+                                      int stage) {
+  StageOrigin o = ctx.origin(state, stage);
+  return o.op >= 0 && !o.cache_write_local && !o.cache_write_copy &&
+         ctx.dag().info(o.op).is_strictly_inlineable;
+}
+
+LOOM_DECL bool has_cache_write_stage(const SketchContext& ctx, const sched::State& state,
+                                     int stage) {
+  return ctx.origin(state, stage).cache_write_local;
+}
+
+LOOM_DECL int single_elementwise_matched_consumer(const SketchContext& ctx,
+                                                  const sched::State& state, int stage) {
+  const auto cons = state.consumers(stage);
+  if (cons.size() != 1) return -1;
+  const int c = cons[0];
+  const StageOrigin p = ctx.origin(state, stage), q = ctx.origin(state, c);
+  if (p.op < 0 || q.op < 0) return -1;
+  if (p.cache_write_local) return q.cache_write_copy && q.op == p.op ? c : -1;
+  if (q.cache_write_local || q.cache_write_copy || p.cache_write_copy) return -1;
+  // The stages between the two were inlined, so the consumer reads the producer through a
+  // chain of ops; every link must be element-wise for the tiles to line up (Ansor's
+  // ElementWiseMatch follows the same chain).
+  int cur = p.op;
+  for (int guard = 0; cur != q.op && guard < ctx.dag().num_ops(); ++guard) {
+    cur = ctx.dag().single_elementwise_matched_consumer(cur);
+    if (cur < 0) return -1;
+  }
+  return cur == q.op ? c : -1;
+}
+
+namespace detail_search {
+
+inline void check_structure(const std::string& structure) {
+  const auto n_s = std::count(structure.begin(), structure.end(), 'S');
+  const auto n_r = std::count(structure.begin(), structure.end(), 'R');
+  LOOM_USER_CHECK(n_s >= 1 && n_r >= 1 && n_s + n_r == static_cast<long>(structure.size()),
+                  "loom.search.E801")
+      << "tiling structure '" << structure << "' must consist of the letters S (spatial level) "
+      << "and R (reduction level), with at least one of each, e.g. \"SSRSRS\"";
+}
+
+}  // namespace detail_search
+
+LOOM_DECL std::vector<int> multi_level_tile(sched::State& state, int stage,
+                                            const std::string& structure) {
+  detail_search::check_structure(structure);
+  const int n_s = static_cast<int>(std::count(structure.begin(), structure.end(), 'S'));
+  const int n_r = static_cast<int>(structure.size()) - n_s;
+  const std::string name = state.stages().at(stage).name;
+  const std::vector<int> roots = state.stages()[stage].leaves;
+  std::vector<std::vector<int>> levels;  // per root loop: its tile loops, outer to inner
+  std::vector<int> spatial_steps;
+  for (int id : roots) {
+    const sched::Stage& s = state.stage(name);
+    const bool spatial = s.iters[id].kind == sched::IterKind::Spatial;
+    const int parts = spatial ? n_s : n_r;
+    const int pos = s.leaf_position(id);
+    if (parts == 1) {
+      levels.push_back({id});
+      continue;
+    }
+    state.apply(sched::SplitStep{name, pos, s.iters[id].extent,
+                                 std::vector<std::optional<int64_t>>(parts - 1)});
+    if (spatial) spatial_steps.push_back(static_cast<int>(state.steps().size()) - 1);
+    const sched::Stage& t = state.stage(name);
+    levels.emplace_back(t.leaves.begin() + pos, t.leaves.begin() + pos + parts);
+  }
+  // Level k of the structure's letter c takes the k-th tile loop of every root loop of kind c.
+  std::vector<int> ids;
+  int seen_s = 0, seen_r = 0;
+  for (char c : structure) {
+    const bool spatial = c == 'S';
+    const int level = spatial ? seen_s++ : seen_r++;
+    for (size_t r = 0; r < roots.size(); ++r) {
+      const bool is_spatial =
+          state.stage(name).iters[roots[r]].kind == sched::IterKind::Spatial;
+      if (is_spatial == spatial) ids.push_back(levels[r][level]);
+    }
+  }
+  const sched::Stage& s = state.stage(name);
+  std::vector<int> order;
+  for (int id : ids) order.push_back(s.leaf_position(id));
+  state.reorder(name, order);
+  return spatial_steps;
+}
+
+namespace detail_search {
+
+// Splits every spatial loop of `consumer` like the producer's tiling down to `level` (1: the
+// outermost tiles, 2: the two outermost) and orders the parts level by level (Ansor's
+// FollowTiling). Returns the position of the last loop of that level: the fusion point.
+inline int follow_tiling(sched::State& state, const std::string& consumer,
+                         const std::vector<int>& split_steps, int level) {
+  const std::vector<int> roots = state.stage(consumer).leaves;
+  std::vector<std::vector<int>> parts;
+  size_t k = 0;
+  for (int id : roots) {
+    const sched::Stage& s = state.stage(consumer);
+    if (s.iters[id].kind != sched::IterKind::Spatial || k >= split_steps.size()) continue;
+    const int pos = s.leaf_position(id);
+    state.follow_split(consumer, pos, split_steps[k++], level);
+    const sched::Stage& t = state.stage(consumer);
+    parts.emplace_back(t.leaves.begin() + pos, t.leaves.begin() + pos + level + 1);
+  }
+  std::vector<int> ids;
+  for (int l = 0; l <= level; ++l)
+    for (auto& p : parts) ids.push_back(p[l]);
+  const sched::Stage& s = state.stage(consumer);
+  for (int id : s.leaves)  // loops that were not split stay innermost, in their order
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  std::vector<int> order;
+  for (int id : ids) order.push_back(s.leaf_position(id));
+  state.reorder(consumer, order);
+  return level * static_cast<int>(parts.size()) - 1;
+}
+
+}  // namespace detail_search
+
+LOOM_DECL SketchRule rule_always_inline() {
+  return {"AlwaysInline",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const sched::Stage& s = st.stages()[i];
+            if (s.is_placeholder || s.is_output || s.location == sched::ComputeLocation::Inlined ||
+                has_reduce(s))
+              return RuleCondition::Skip;
+            return is_strictly_inlineable(ctx, st, i) ? RuleCondition::ApplyAndSkipRest
+                                                      : RuleCondition::Skip;
+          },
+          [](const SketchContext&, const sched::State& st, int i) {
+            sched::State s = st;
+            s.compute_inline(st.stages()[i].name);
+            return std::vector<std::pair<sched::State, int>>{{std::move(s), i - 1}};
+          }};
+}
+
+LOOM_DECL SketchRule rule_add_cache_write() {
+  return {"AddCacheWrite",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            if (!ctx.options().enable_cache_write || !needs_multi_level_tiling(ctx, st, i) ||
+                has_cache_write_stage(ctx, st, i) ||
+                single_elementwise_matched_consumer(ctx, st, i) >= 0)
+              return RuleCondition::Skip;
+            return RuleCondition::Apply;
+          },
+          [](const SketchContext&, const sched::State& st, int i) {
+            sched::State s = st;
+            s.cache_write(st.stages()[i].name, ir::MemoryScope::Local);
+            // "X.local" now sits at index i and X at i + 1: stay at i so that the tiling rules
+            // see the new stage, whose consumer X matches it element-wise.
+            return std::vector<std::pair<sched::State, int>>{{std::move(s), i}};
+          }};
+}
+
+LOOM_DECL SketchRule rule_multi_level_tiling_with_fusion() {
+  return {"MultiLevelTilingWithFusion",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            if (!needs_multi_level_tiling(ctx, st, i) ||
+                single_elementwise_matched_consumer(ctx, st, i) < 0)
+              return RuleCondition::Skip;
+            // A cache stage exists only to be fused into its copy; without one the plain
+            // tiling (next rule) is a sketch of its own.
+            return has_cache_write_stage(ctx, st, i) ? RuleCondition::ApplyAndSkipRest
+                                                     : RuleCondition::Apply;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const std::string& structure = ctx.options().cpu_tiling_structure;
+            sched::State base = st;
+            const std::vector<int> steps = multi_level_tile(base, i, structure);
+            const int c = single_elementwise_matched_consumer(ctx, base, i);
+            if (c < 0) return std::vector<std::pair<sched::State, int>>{};
+            const std::string producer = st.stages()[i].name, consumer = base.stages()[c].name;
+            std::vector<std::pair<sched::State, int>> out;
+            for (int level : {1, 2}) {
+              if (structure.size() < static_cast<size_t>(level) || structure[level - 1] != 'S' ||
+                  steps.empty())
+                continue;
+              sched::State s = base;
+              const int at = detail_search::follow_tiling(s, consumer, steps, level);
+              s.compute_at(producer, consumer, at);
+              out.emplace_back(std::move(s), i - 1);
+            }
+            return out;
+          }};
+}
+
+LOOM_DECL SketchRule rule_multi_level_tiling() {
+  return {"MultiLevelTiling",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return needs_multi_level_tiling(ctx, st, i) ? RuleCondition::ApplyAndSkipRest
+                                                        : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            sched::State s = st;
+            multi_level_tile(s, i, ctx.options().cpu_tiling_structure);
+            return std::vector<std::pair<sched::State, int>>{{std::move(s), i - 1}};
+          }};
+}
+
+LOOM_DECL SketchRule rule_skip_stage() {
+  return {"SkipStage",
+          [](const SketchContext&, const sched::State&, int) { return RuleCondition::Apply; },
+          [](const SketchContext&, const sched::State& st, int i) {
+            return std::vector<std::pair<sched::State, int>>{{st, i - 1}};
+          }};
+}
+
+LOOM_DECL const std::vector<SketchRule>& cpu_sketch_rules() {
+  // TODO(#4): AddRfactor (Ansor rule 6) goes between AlwaysInline and AddCacheWrite once
+  // sched/ has an rfactor step; SimplifyComputeWithConstTensor (winograd) is not planned.
+  static const std::vector<SketchRule> rules = {
+      rule_always_inline(), rule_add_cache_write(), rule_multi_level_tiling_with_fusion(),
+      rule_multi_level_tiling(), rule_skip_stage()};
+  return rules;
+}
+
+LOOM_DECL std::vector<sched::State> generate_sketches(const Task& task,
+                                                      const SearchOptions& options,
+                                                      const std::vector<SketchRule>& custom_rules) {
+  detail_search::check_structure(options.cpu_tiling_structure);
+  LOOM_USER_CHECK(task.target.is_cpu(), "loom.search.E802")
+      << "generate_sketches: target '" << task.target.to_string()
+      << "' is not a CPU; the GPU sketch rules (cache_read to shared memory, thread binding) "
+      << "are not implemented yet";
+  std::vector<SketchRule> rules = custom_rules;
+  rules.insert(rules.end(), cpu_sketch_rules().begin(), cpu_sketch_rules().end());
+  const SketchContext ctx(task, options);
+  constexpr size_t max_sketches = 10000;
+
+  sched::State init(task.dag);
+  std::vector<std::pair<sched::State, int>> work{{init, static_cast<int>(init.stages().size()) - 1}};
+  std::vector<std::pair<sched::State, int>> next;
+  std::vector<sched::State> out;
+  // Every built-in rule either moves to an earlier stage or inserts a stage and stays; more
+  // rounds than that allows means a rule never advances.
+  const size_t max_rounds = 4 * init.stages().size() + 16;
+  for (size_t round = 0; !work.empty(); ++round) {
+    LOOM_USER_CHECK(round <= max_rounds, "loom.search.E803")
+        << "generate_sketches: the rules did not finish after " << max_rounds
+        << " rounds; a rule probably returns its input without moving to an earlier stage";
+    next.clear();
+    for (auto& [state, stage] : work) {
+      if (stage < 0) {
+        out.push_back(std::move(state));
+        continue;
+      }
+      for (const SketchRule& rule : rules) {
+        const RuleCondition c = rule.condition(ctx, state, stage);
+        if (c == RuleCondition::Skip) continue;
+        for (auto& succ : rule.apply(ctx, state, stage)) next.push_back(std::move(succ));
+        if (c == RuleCondition::ApplyAndSkipRest) break;
+      }
+    }
+    LOOM_USER_CHECK(out.size() + next.size() <= max_sketches, "loom.search.E803")
+        << "generate_sketches: the rules produced more than " << max_sketches
+        << " states; a rule probably returns its input without moving to an earlier stage";
+    std::swap(work, next);
+  }
+  return out;
+}
+
+}  // namespace search
+LOOM_END_NAMESPACE

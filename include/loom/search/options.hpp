@@ -1,0 +1,61 @@
+/// \file
+/// `SearchOptions`: every knob of the schedule search space in one documented struct (layer
+/// search/). Sketch generation (search/sketch.hpp) and random annotation (search/annotate.hpp)
+/// read it; the defaults are Ansor's CPU defaults (TVM `auto_scheduler` DEFAULT_PARAMS and
+/// `GetDefaultHardwareParams`), with loom's own additions marked as such.
+#ifndef LOOM_SEARCH_OPTIONS_HPP
+#define LOOM_SEARCH_OPTIONS_HPP
+
+#include "loom/config.hpp"
+
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+/// Parameters of the search space. Plain data; copy and edit freely.
+struct SearchOptions {
+  // --- sketch generation -----------------------------------------------------------------------
+
+  /// Multi-level tiling structure for CPU targets (Ansor `cpu_multi_level_tiling_structure`):
+  /// one letter per tile level, `S` a level of every spatial loop, `R` a level of every
+  /// reduction loop, outermost first. "SSRSRS" splits each spatial loop into 4 parts and each
+  /// reduction loop into 2 and orders them S0 S1 R0 S2 R1 S3. The first two letters must be `S`
+  /// for the fusion sketches (the consumer follows the tiling at level 1 or 2).
+  std::string cpu_tiling_structure = "SSRSRS";
+  /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
+  /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
+  bool enable_cache_write = true;
+
+  // --- random annotation ---------------------------------------------------------------------
+
+  /// Largest innermost split length FillTileSize may pick (Ansor `max_innermost_split_factor`).
+  int max_innermost_split_factor = 64;
+  /// Values for the `auto_unroll_max_step` pragma of stages with a reduction (Ansor CPU
+  /// `cpu_auto_unroll_configs`); one is drawn uniformly per stage.
+  std::vector<int> auto_unroll_candidates = {0, 16, 64, 512};
+  /// Outer spatial loops of a root stage are fused and parallelized until their product exceeds
+  /// `parallel_granularity * target.num_cores` (Ansor uses 16).
+  int parallel_granularity = 16;
+  /// Largest product of innermost spatial loops that is fused and vectorized (Ansor
+  /// `max_vectorize_size`). 0 means the target's vector lanes for the stage's element type.
+  int max_vectorize_size = 16;
+  /// loom addition: let FillTileSize draw split lengths that do not divide the extent (lowering
+  /// guards the tail). Ansor samples perfect tilings only; non-divisible lengths make prime and
+  /// odd extents tileable.
+  bool allow_non_divisible_tiles = false;
+  /// With `allow_non_divisible_tiles`, the probability that one split is filled with free
+  /// (possibly non-dividing) lengths instead of a perfect factorization.
+  double non_divisible_probability = 0.25;
+  /// Skip Ansor's ChangeComputeLocation init rule (Ansor `disable_change_compute_location`).
+  bool disable_change_compute_location = false;
+  /// How many random draws `sample_program` makes before it gives up on a sketch: a draw is
+  /// rejected when a step is illegal in the state it meets.
+  int max_sample_attempts = 16;
+};
+
+}  // namespace search
+LOOM_END_NAMESPACE
+
+#endif  // LOOM_SEARCH_OPTIONS_HPP

@@ -1,0 +1,163 @@
+/// \file
+/// Sketch generation (layer search/): Ansor's derivation rules, which turn a computation into a
+/// small set of *sketches* — schedules whose loop structure (tiling, fusion, cache stages) is
+/// fixed but whose split lengths are left unset, to be filled by random annotation
+/// (search/annotate.hpp).
+///
+/// The derivation engine (Ansor §4.1, TVM `SketchPolicy::GenerateSketches`) visits the stages of
+/// a state from the last (the output) towards the inputs. For the working stage it tries the
+/// rules in order; every rule whose condition is not `Skip` contributes the successor states its
+/// `apply` returns, each paired with the next stage to work on, and a rule whose condition is
+/// `ApplyAndSkipRest` stops the later rules. A state whose working stage is below 0 is a finished
+/// sketch. There is no deduplication: the rules are written so that each path is a different
+/// sketch.
+///
+/// The built-in CPU rules, in the order they are tried (ansor.md §1.4):
+///
+/// | rule                       | condition                                   | result            |
+/// |----------------------------|---------------------------------------------|-------------------|
+/// | AlwaysInline               | computed, not an output, no reduction,      | ApplyAndSkipRest  |
+/// |                            | strictly inlineable                         |                   |
+/// | (AddRfactor)               | not implemented: loom has no rfactor step   |                   |
+/// | AddCacheWrite              | needs multi-level tiling, no element-wise   | Apply (the state  |
+/// |                            | matched consumer, no cache-write stage yet  | goes on uncached) |
+/// | MultiLevelTilingWithFusion | needs multi-level tiling and has a single   | ApplyAndSkipRest  |
+/// |                            | element-wise matched consumer               | after cache_write,|
+/// |                            |                                             | else Apply        |
+/// | MultiLevelTiling           | needs multi-level tiling                    | ApplyAndSkipRest  |
+/// | SkipStage                  | always                                      | Apply             |
+///
+/// How to add a sketch rule:
+///  1. Write its condition as a function of the context, the state and the working stage; keep
+///     it cheap and side-effect free, and decide Apply vs ApplyAndSkipRest by whether the
+///     stage may still take the later rules' shapes.
+///  2. Write its apply: copy the state, edit it with `sched::State` steps (stages by name; a
+///     cache stage inserted at the working index shifts later stages, so return the index of
+///     the stage to visit next explicitly), and return one (state, next stage) per sketch.
+///  3. Built-in: add a `rule_xxx()` factory below and put it in `cpu_sketch_rules()` at its
+///     place in Ansor's order. User rule: pass it to `generate_sketches` in `custom_rules`; it
+///     runs before the built-in ones.
+///  4. Tests (tests/unit/search/test_sketch.cpp): the condition on its own for a stage that
+///     meets it and one that does not, and the sketch counts of the workloads it changes.
+#ifndef LOOM_SEARCH_SKETCH_HPP
+#define LOOM_SEARCH_SKETCH_HPP
+
+#include "loom/sched/state.hpp"
+#include "loom/search/options.hpp"
+#include "loom/search/task.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+/// What a sketch rule's condition says about the working stage.
+enum class RuleCondition : uint8_t {
+  Skip,             ///< the rule does not apply
+  Apply,            ///< apply it, and try the later rules too
+  ApplyAndSkipRest  ///< apply it, and try no later rule on this state
+};
+
+/// Where a stage's computation comes from: which op of the DAG it computes and whether a
+/// cache_write made it. The DAG's static analysis (OpInfo) is per op, so the rules look a stage
+/// up through this.
+struct StageOrigin {
+  int op = -1;                    ///< index into dag.ops(); -1 for stages the DAG does not have
+  bool cache_write_local = false;  ///< "X.local": computes X's body (X is `op`)
+  bool cache_write_copy = false;   ///< X after cache_write(X): only copies "X.local"
+};
+
+/// What the rules need besides the state: the task, the options, and the names the initial
+/// state gives the DAG's ops (to map stages back to ops). It refers to `task` and `options`,
+/// which must outlive it.
+class SketchContext {
+ public:
+  SketchContext(const Task& task, const SearchOptions& options);
+
+  const Task& task() const { return *task_; }
+  const ComputeDAG& dag() const { return *task_->dag; }
+  const SearchOptions& options() const { return *options_; }
+  /// The origin of stage `stage` of `state`.
+  StageOrigin origin(const sched::State& state, int stage) const;
+
+ private:
+  const Task* task_;
+  const SearchOptions* options_;
+  std::vector<std::string> op_stage_names_;
+};
+
+/// One derivation rule. `condition` and `apply` receive the working stage's index.
+struct SketchRule {
+  using ConditionFn =
+      std::function<RuleCondition(const SketchContext&, const sched::State&, int stage)>;
+  /// Successor states, each with the index of the stage to work on next (-1: done).
+  using ApplyFn = std::function<std::vector<std::pair<sched::State, int>>(
+      const SketchContext&, const sched::State&, int stage)>;
+
+  std::string name;
+  ConditionFn condition;
+  ApplyFn apply;
+};
+
+// --- the built-in rules (factories, so tests can run one condition on its own) -----------------
+
+/// Ansor rule 2: inline a strictly inlineable element-wise stage.
+SketchRule rule_always_inline();
+/// Ansor rule 5: add a local accumulator stage ("X.local") and tile that instead.
+SketchRule rule_add_cache_write();
+/// Ansor rule 4: multi-level tiling, and the single element-wise consumer follows the spatial
+/// tiling at level 1 or 2 with the tiled stage computed inside it (two sketches).
+SketchRule rule_multi_level_tiling_with_fusion();
+/// Ansor rule 3: multi-level tiling with the options' structure.
+SketchRule rule_multi_level_tiling();
+/// Ansor rule 1: leave the stage as it is.
+SketchRule rule_skip_stage();
+
+/// The built-in CPU rules in Ansor's order (see the table at the top).
+const std::vector<SketchRule>& cpu_sketch_rules();
+
+/// All sketches of `task`: `custom_rules` are tried before the built-in rules for every state.
+/// Throws loom::user_error `[loom.search.E801]` for a malformed tiling structure,
+/// `[loom.search.E802]` for a non-CPU target (the GPU rules are not written yet),
+/// `[loom.search.E803]` if the rules produce more than 10000 states or do not finish (a rule
+/// that never advances the working stage).
+std::vector<sched::State> generate_sketches(const Task& task, const SearchOptions& options = {},
+                                            const std::vector<SketchRule>& custom_rules = {});
+
+// --- predicates the rules share (Ansor's search_policy/utils.h), on states ---------------------
+
+/// Ansor's NeedsMultiLevelTiling for the stage (a cache_write copy never does).
+bool needs_multi_level_tiling(const SketchContext& ctx, const sched::State& state, int stage);
+/// Ansor's IsStrictlyInlineable for the stage (cache stages are not).
+bool is_strictly_inlineable(const SketchContext& ctx, const sched::State& state, int stage);
+/// The stage was made by cache_write (Ansor's HasCacheWriteStage).
+bool has_cache_write_stage(const SketchContext& ctx, const sched::State& state, int stage);
+/// The single consumer (through inlined stages) that reads the stage element by element, with
+/// every op in between inlined and element-wise, or -1 (Ansor's
+/// GetSingleElementwiseMatchedConsumer). The copy a cache_write leaves behind matches its
+/// ".local" stage.
+int single_elementwise_matched_consumer(const SketchContext& ctx, const sched::State& state,
+                                        int stage);
+/// Whether the stage has been split (Ansor's IsTiled).
+bool is_tiled(const sched::Stage& stage);
+/// Whether the stage computes a reduction.
+bool has_reduce(const sched::Stage& stage);
+
+/// Multi-level tiling of stage `stage` with `structure` (e.g. "SSRSRS"), split lengths unset:
+/// each spatial loop is split into #S parts, each reduction loop into #R parts, and the loops
+/// are reordered level by level. Returns the split step ids of the spatial loops, in axis order
+/// (what a consumer follows). Throws `[loom.search.E801]` for a malformed structure.
+std::vector<int> multi_level_tile(sched::State& state, int stage, const std::string& structure);
+
+}  // namespace search
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/search/impl/sketch.ipp"
+#endif
+
+#endif  // LOOM_SEARCH_SKETCH_HPP

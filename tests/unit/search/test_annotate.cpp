@@ -1,0 +1,334 @@
+// Random annotation (loom/search/annotate.hpp): each init rule on its own, determinism, and the
+// property that every program sampled from the sketches of the operator library's ops computes
+// what the DAG computes (lowered, run by the loop-nest interpreter, compared with the DAG
+// interpreter through tests/support/random_schedule.hpp).
+#include <doctest/doctest.h>
+
+#include <loom/ops.hpp>
+#include <loom/search/annotate.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/random_schedule.hpp"
+
+using namespace loom;
+
+namespace {
+
+Target test_target() {
+  Target t = Target::host();
+  t.num_cores = 4;
+  t.vector_bits = 256;
+  return t;
+}
+
+loom_test::workload make(std::string name, std::vector<ir::Tensor> inputs,
+                         std::vector<ir::Tensor> outputs, int64_t reduction_length) {
+  return loom_test::make_workload(std::move(name), std::move(inputs), std::move(outputs),
+                                  reduction_length);
+}
+
+// --- operator-library workloads at small, odd shapes ----------------------------------------------
+
+loom_test::workload op_matmul() {
+  auto a = placeholder<float>("A", {13, 19});
+  auto b = placeholder<float>("B", {19, 17});
+  return make("matmul 13x17x19", {a, b}, {ops::matmul(a, b)}, 19);
+}
+
+loom_test::workload op_matmul_relu() {
+  auto a = placeholder<float>("A", {9, 7});
+  auto b = placeholder<float>("B", {7, 12});
+  return make("matmul+relu 9x12x7", {a, b}, {ops::relu(ops::matmul(a, b))}, 7);
+}
+
+loom_test::workload op_conv2d() {
+  auto x = placeholder<float>("X", {1, 3, 7, 7});
+  auto w = placeholder<float>("W", {4, 3, 3, 3});
+  auto bias = placeholder<float>("bias", {4});
+  auto y = ops::relu(ops::bias_add(ops::conv2d_nchw(x, w, {.padding = {1, 1}}), bias, 1));
+  return make("conv2d+bias+relu 3->4 7x7 pad 1", {x, w, bias}, {y}, 27);
+}
+
+loom_test::workload op_depthwise() {
+  auto x = placeholder<float>("X", {1, 3, 7, 5});
+  auto w = placeholder<float>("W", {3, 1, 3, 3});
+  return make("depthwise 3x7x5 pad 1", {x, w},
+              {ops::depthwise_conv2d_nchw(x, w, {.padding = {1, 1}})}, 9);
+}
+
+loom_test::workload op_softmax() {
+  auto x = placeholder<float>("X", {5, 11});
+  return make("softmax 5x11", {x}, {ops::softmax(x)}, 11);
+}
+
+loom_test::workload op_batch_matmul() {
+  auto a = placeholder<float>("A", {3, 5, 7});
+  auto b = placeholder<float>("B", {3, 7, 6});
+  return make("batch_matmul 3x5x6x7", {a, b}, {ops::batch_matmul(a, b)}, 7);
+}
+
+loom_test::workload op_layer_norm() {
+  auto x = placeholder<float>("X", {5, 13});
+  auto g = placeholder<float>("gamma", {13});
+  auto b = placeholder<float>("beta", {13});
+  return make("layer_norm 5x13", {x, g, b}, {ops::layer_norm(x, g, b)}, 13);
+}
+
+struct sample_stats {
+  int sketches = 0, programs = 0, wrong = 0;
+};
+
+// Samples `count` distinct programs from the sketches of `w` and checks every one end to end.
+sample_stats check_samples(const loom_test::workload& w, const search::SearchOptions& options,
+                           uint64_t seed, int count) {
+  sample_stats st;
+  Task task(w.dag, test_target());
+  auto sketches = search::generate_sketches(task, options);
+  st.sketches = static_cast<int>(sketches.size());
+  const auto ref = loom_test::make_reference(w, static_cast<uint32_t>(seed));
+  std::mt19937_64 rng(seed);
+  auto programs = search::sample_programs(sketches, task, options, rng, count);
+  for (auto& p : programs) {
+    ++st.programs;
+    // A program is its history: replaying it must rebuild the same loop nest.
+    CHECK(sched::replay(w.dag, p.steps()).to_string() == p.to_string());
+    // No sampled program may take a shape that lowering is known to get wrong.
+    CHECK_MESSAGE(loom_test::known_bug(p).empty(), loom_test::known_bug(p) << "\n" << p.to_string());
+    auto r = loom_test::run_and_compare(w, ref, p);
+    if (!r.ok) ++st.wrong;
+    CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << p.to_string());
+  }
+  MESSAGE(w.name << ": " << st.sketches << " sketches, " << st.programs << " programs checked, "
+                 << st.wrong << " wrong"
+                 << std::string(options.allow_non_divisible_tiles ? " (non-divisible tiles)" : ""));
+  return st;
+}
+
+std::vector<loom_test::workload> property_workloads() {
+  return {op_matmul(),  op_matmul_relu(),   op_conv2d(),    op_depthwise(),
+          op_softmax(), op_batch_matmul(), op_layer_norm()};
+}
+
+search::SearchOptions options_with_free_tiles() {
+  search::SearchOptions o;
+  o.allow_non_divisible_tiles = true;
+  o.non_divisible_probability = 0.5;
+  return o;
+}
+
+const sched::SplitStep* first_split(const sched::State& s) {
+  for (auto& step : s.steps())
+    if (auto* sp = std::get_if<sched::SplitStep>(&step)) return sp;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_SUITE("search") {
+  TEST_CASE("perfect tilings are the ordered factorizations with a bounded innermost factor") {
+    // Pairs (a, b) with a * b dividing 12: sum over m | 12 of the divisor count of m = 18.
+    const auto& t12 = search::perfect_tilings(12, 2, 64);
+    CHECK(t12.size() == 18);
+    CHECK(std::set<std::vector<int64_t>>(t12.begin(), t12.end()).size() == t12.size());
+    for (auto& t : t12) CHECK(12 % (t[0] * t[1]) == 0);
+    // A prime has the trivial tilings and the prime in one place.
+    CHECK(search::perfect_tilings(13, 3, 64).size() == 4);
+    for (auto& t : search::perfect_tilings(64, 3, 4)) CHECK(t.back() <= 4);
+    CHECK(search::perfect_tilings(1, 3, 64) == std::vector<std::vector<int64_t>>{{1, 1, 1}});
+  }
+
+  TEST_CASE("FillTileSize fills every split with divisors unless non-divisible tiles are on") {
+    Task task(op_matmul().dag, test_target());
+    const search::SearchOptions options;
+    auto sketches = search::generate_sketches(task, options);
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 20; ++i)
+      for (auto& sketch : sketches) {
+        sched::State s = search::fill_tile_sizes(sketch, options, rng);
+        REQUIRE(s.steps().size() == sketch.steps().size());
+        for (auto& step : s.steps())
+          if (auto* sp = std::get_if<sched::SplitStep>(&step)) {
+            int64_t prod = 1;
+            for (auto& l : sp->lengths) {
+              REQUIRE(l.has_value());
+              prod *= *l;
+            }
+            CHECK(sp->extent % prod == 0);
+            CHECK(*sp->lengths.back() <= options.max_innermost_split_factor);
+          }
+      }
+
+    const search::SearchOptions free = options_with_free_tiles();
+    int non_dividing = 0;
+    for (int i = 0; i < 40; ++i) {
+      sched::State s = search::fill_tile_sizes(sketches[0], free, rng);
+      for (auto& step : s.steps())
+        if (auto* sp = std::get_if<sched::SplitStep>(&step)) {
+          int64_t prod = 1;
+          for (auto& l : sp->lengths) prod *= *l;
+          non_dividing += sp->extent % prod != 0;
+        }
+    }
+    CHECK(non_dividing > 0);
+  }
+
+  TEST_CASE("the same seed samples the same program") {
+    Task task(op_conv2d().dag, test_target());
+    const search::SearchOptions options;
+    auto sketches = search::generate_sketches(task, options);
+    for (auto& sketch : sketches) {
+      std::mt19937_64 a(42), b(42);
+      CHECK(search::sample_program(sketch, task, options, a).to_string() ==
+            search::sample_program(sketch, task, options, b).to_string());
+    }
+  }
+
+  TEST_CASE("Parallel fuses the outer spatial loops of root stages up to the granularity") {
+    Task task(op_matmul().dag, test_target());
+    search::SearchOptions options;
+    options.parallel_granularity = 1;  // at most 4 iterations before the fusion stops
+    auto sketches = search::generate_sketches(task, options);
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 10; ++i)
+      for (auto& sketch : sketches) {
+        sched::State s = search::fill_tile_sizes(sketch, options, rng);
+        const search::SketchContext ctx(task, options);
+        search::annotate_parallel(ctx, s);
+        const sched::Stage& c = s.stage("matmul");
+        const sched::Iterator& outer = c.leaf(0);
+        // The product of all fused loops but the last stays within 4; a lone loop of extent 1
+        // is left alone.
+        if (outer.annotation == sched::Annotation::Parallel) {
+          CHECK(outer.kind == sched::IterKind::Spatial);
+          CHECK(outer.extent > 1);
+        } else {
+          CHECK(outer.extent == 1);
+        }
+        for (auto& st : s.stages())
+          if (st.location != sched::ComputeLocation::Root)
+            for (int id : st.leaves) CHECK(st.iters[id].annotation != sched::Annotation::Parallel);
+      }
+  }
+
+  TEST_CASE("Unroll puts a candidate auto_unroll_max_step on every stage with a reduction") {
+    Task task(op_softmax().dag, test_target());
+    search::SearchOptions options;
+    options.auto_unroll_candidates = {16, 64};
+    auto sketches = search::generate_sketches(task, options);
+    std::mt19937_64 rng(5);
+    std::set<int> seen;
+    for (int i = 0; i < 20; ++i) {
+      sched::State s = search::sample_program(sketches[0], task, options, rng);
+      for (auto& st : s.stages()) {
+        if (st.is_placeholder) continue;
+        if (search::has_reduce(st)) {
+          CHECK((st.auto_unroll_max_step == 16 || st.auto_unroll_max_step == 64));
+          seen.insert(st.auto_unroll_max_step);
+        } else {
+          CHECK(st.auto_unroll_max_step == 0);
+        }
+      }
+    }
+    CHECK(seen.size() == 2);
+  }
+
+  TEST_CASE("Vectorization vectorizes innermost spatial loops within the size limit") {
+    Task task(op_batch_matmul().dag, test_target());
+    search::SearchOptions options;
+    options.max_vectorize_size = 4;
+    auto sketches = search::generate_sketches(task, options);
+    std::mt19937_64 rng(11);
+    int vectorized = 0;
+    for (int i = 0; i < 30; ++i) {
+      sched::State s =
+          search::sample_program(sketches[i % sketches.size()], task, options, rng);
+      for (auto& st : s.stages())
+        for (size_t p = 0; p < st.leaves.size(); ++p) {
+          const sched::Iterator& it = st.leaf(static_cast<int>(p));
+          if (it.annotation != sched::Annotation::Vectorize) continue;
+          ++vectorized;
+          CHECK(p + 1 == st.leaves.size());  // innermost
+          CHECK(it.kind == sched::IterKind::Spatial);
+          CHECK(it.extent <= 4);
+        }
+    }
+    CHECK(vectorized > 0);
+  }
+
+  TEST_CASE("ChangeComputeLocation moves an untiled producer among root and its consumer's loops") {
+    Task task(op_conv2d().dag, test_target());
+    const search::SearchOptions options;
+    const search::SketchContext ctx(task, options);
+    auto sketches = search::generate_sketches(task, options);
+    std::mt19937_64 rng(13);
+    std::set<std::string> where;
+    for (int i = 0; i < 60; ++i) {
+      const sched::State& sketch = sketches[i % sketches.size()];
+      sched::State s = search::fill_tile_sizes(sketch, options, rng);
+      const int pad = s.stage_index("conv2d_nchw_pad");
+      auto cands = search::compute_location_candidates(ctx, s, pad);
+      for (auto& [t, p] : cands) {
+        const sched::Stage& target = s.stages()[t];
+        CHECK(target.leaf(p).extent != 1);
+        CHECK(target.leaf(p).annotation == sched::Annotation::None);
+      }
+      search::change_compute_location(ctx, s, rng);
+      const sched::Stage& ps = s.stage("conv2d_nchw_pad");
+      where.insert(ps.location == sched::ComputeLocation::Root ? "root" : ps.attach_stage);
+      // Tiled stages keep the location the sketch gave them.
+      CHECK(s.stage("conv2d_nchw").location == sketch.stage("conv2d_nchw").location);
+    }
+    CHECK(where.count("root"));
+    CHECK(where.size() >= 2);
+  }
+
+  TEST_CASE("sampling rejects a sketch whose splits cannot be filled") {
+    Task task(op_matmul().dag, test_target());
+    sched::State sketch(task.dag);
+    // A split recorded without its extent: FillTileSize has nothing to factorize.
+    sketch.apply(sched::SplitStep{"matmul", 0, -1, {std::nullopt}});
+    search::SearchOptions options;
+    options.max_sample_attempts = 3;
+    std::mt19937_64 rng(1);
+    CHECK_THROWS_WITH_AS(search::fill_tile_sizes(sketch, options, rng),
+                         doctest::Contains("[loom.search.E811]"), user_error);
+    CHECK_FALSE(search::try_sample_program(sketch, task, options, rng).has_value());
+    CHECK_THROWS_WITH_AS(search::sample_program(sketch, task, options, rng),
+                         doctest::Contains("[loom.search.E810]"), user_error);
+    REQUIRE(first_split(sketch) != nullptr);
+  }
+
+  TEST_CASE("every sampled program of the operator library's ops computes the DAG's result") {
+    const search::SearchOptions options;
+    int total = 0, wrong = 0;
+    uint64_t seed = 1000;
+    for (auto& w : property_workloads()) {
+      auto st = check_samples(w, options, ++seed, 40);
+      CHECK(st.programs >= 20);
+      total += st.programs;
+      wrong += st.wrong;
+    }
+    MESSAGE("perfect tilings: " << total << " programs, " << wrong << " wrong");
+    CHECK(wrong == 0);
+  }
+
+  TEST_CASE("sampled programs with non-divisible tiles compute the DAG's result too") {
+    const search::SearchOptions options = options_with_free_tiles();
+    int total = 0, wrong = 0;
+    uint64_t seed = 2000;
+    for (auto& w : property_workloads()) {
+      auto st = check_samples(w, options, ++seed, 24);
+      CHECK(st.programs >= 12);
+      total += st.programs;
+      wrong += st.wrong;
+    }
+    MESSAGE("non-divisible tilings: " << total << " programs, " << wrong << " wrong");
+    CHECK(wrong == 0);
+  }
+}
