@@ -309,6 +309,9 @@ class lowering {
     const int e = st_.stage_index(ps.attach_stage);
     const Stage& es = st_.stages()[e];
     const int pos = es.leaf_position(ps.attach_iter);
+    LOOM_USER_CHECK(pos >= 0, "loom.lower.E413")
+        << "stage '" << ps.name << "' is computed at a loop of '" << es.name
+        << "' that no longer exists";
     auto cons = st_.consumers(p);
     LOOM_USER_CHECK(cons.size() == 1, "loom.lower.E411")
         << "stage '" << ps.name << "' is computed inside '" << es.name << "' but is read by "
@@ -328,6 +331,11 @@ class lowering {
           << "stage '" << ps.name << "' is computed inside '" << es.name << "', but its consumer '"
           << st_.stages()[x].name << "' is not computed inside '" << es.name << "'";
       add_leaves(cur, 0);
+      if (cs.attach_stage == es.name)
+        LOOM_USER_CHECK(es.leaf_position(cs.attach_iter) >= pos, "loom.lower.E412")
+            << "stage '" << ps.name << "' is computed inside loop '" << es.iters[ps.attach_iter].name
+            << "' of '" << es.name << "', but its consumer is computed outside that loop (at '"
+            << es.iters[cs.attach_iter].name << "'); compute it at the consumer's loop or outside";
       cur = st_.stage_index(cs.attach_stage);
     }
     const auto& shape = ps.op.shape();

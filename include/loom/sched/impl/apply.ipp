@@ -339,6 +339,11 @@ struct step_applier {
     LOOM_USER_CHECK(untouched, "loom.sched.E232")
         << "cache_write: stage '" << s.name << "' was already transformed; cache_write must come "
         << "before any split, fuse, reorder, annotation or compute location of the stage";
+    for (auto& o : st.stages_)
+      LOOM_USER_CHECK(!(o.location == ComputeLocation::At && o.attach_stage == s.name),
+                      "loom.sched.E237")
+          << "cache_write: stage '" << o.name << "' is computed inside '" << s.name
+          << "', whose loops cache_write replaces; apply cache_write before compute_at";
     std::string name = new_stage_name(s.name, x.scope, "cache_write");
     ir::Tensor local = detail_sched::fresh_copy(s.op, name);
     std::vector<ir::Expr> idx;
