@@ -199,6 +199,12 @@ auto if_then_else(const C& c, const A& a, const B& b) {
   auto y = detail::as_expr<T>(b);
   return SelectExpr<C, decltype(x), decltype(y)>(c, x, y);
 }
+/// Both branches plain numbers of one type: `if_then_else(x > 0, 1.0f, 0.0f)`.
+template <dsl_expr C, dsl_literal A, dsl_literal B>
+  requires std::is_same_v<A, B>
+auto if_then_else(const C& c, const A& a, const B& b) {
+  return SelectExpr<C, Const<A>, Const<A>>(c, Const<A>(a), Const<A>(b));
+}
 template <class C, class A, class B>
 ir::Expr to_ir(const SelectExpr<C, A, B>& e, detail::lower_ctx& ctx) {
   return ir::Select::make(to_ir(e.c, ctx), to_ir(e.a, ctx), to_ir(e.b, ctx));

@@ -84,6 +84,8 @@ TEST_SUITE("dsl") {
     CHECK(ir::to_string(g.ir()) ==
           "g[i0] = if_then_else(!(I[i0] == 2) || X[i0] != 0.0f, 0.0f - X[i0], "
           "float32(floordiv(I[i0], 2)))");
+    auto step = compute("step", {3}, [&](Var i) { return if_then_else(X(i) > 0.0f, 1.0f, 0.0f); });
+    CHECK(ir::to_string(step.ir()) == "step[i0] = if_then_else(X[i0] > 0.0f, 1.0f, 0.0f)");
     // An int64 tensor value can index another tensor (a gather).
     auto gather = compute("gather", {3}, [&](Var i) { return X(I(i)); });
     CHECK(ir::to_string(gather.ir()) == "gather[i0] = X[I[i0]]");
