@@ -151,6 +151,13 @@ class lowering {
       if (!info_[si].ready) {
         Buffer b = make_buffer(s.name, s.op.dtype(), s.op.shape(), MemoryScope::Global);
         set_full(static_cast<int>(si), b);
+        if (!s.storage_aligns.empty()) {
+          // Padded rows: the buffer holds the padded size, indexed through the padded strides.
+          stage_info& in = info_[si];
+          in.strides = dense_strides(in.region_extent, s.storage_aligns);
+          in.buffer = make_buffer(s.name, s.op.dtype(), {in.strides[0] * in.region_extent[0]},
+                                  MemoryScope::Global);
+        }
         root_allocs.push_back(info_[si].buffer);
       }
       body.push_back(emit_root(static_cast<int>(si)));

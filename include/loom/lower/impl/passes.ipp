@@ -309,7 +309,20 @@ class vectorize_pass : public ir::StmtMutator {
     ir::Stmt body = mutate(op->body);
     auto* cext = ir::as_const_int(op->extent);
     if (op->for_kind == ir::ForKind::Vectorized) {
-      if (cext && *cext >= 2 && *cext <= 64) {
+      // A body that already holds vectors (an inner vectorized loop) stays serial here: loom's
+      // vectors have one level of lanes.
+      bool has_vectors = false;
+      struct vector_finder : ir::StmtVisitor {
+        bool* found;
+        using ir::StmtVisitor::visit;
+        void visit(const ir::Expr& e) override {
+          if (e.dtype().lanes > 1) *found = true;
+          if (!*found) ir::StmtVisitor::visit(e);
+        }
+      } finder;
+      finder.found = &has_vectors;
+      finder.visit(body);
+      if (!has_vectors && cext && *cext >= 2 && *cext <= 64) {
         loop_vectorizer v(op->variable(), op->min, static_cast<int>(*cext));
         ir::Stmt vec = v.mutate(body);
         if (!v.failed) return vec;

@@ -297,8 +297,13 @@ struct step_applier {
     // The tensor node the readers actually read (the original one after a cache_write).
     const ir::TensorNode* read_node = nullptr;
     std::vector<int> readers;
+    LOOM_USER_CHECK(s.location != ComputeLocation::At, "loom.sched.E238")
+        << "cache_read: stage '" << s.name << "' is computed inside '" << s.attach_stage
+        << "'; apply cache_read before compute_at";
     for (auto& r : x.readers) {
       int ri = st.stage_index(r);
+      LOOM_USER_CHECK(!st.stages_[ri].is_placeholder, "loom.sched.E229")
+          << "cache_read: stage '" << r << "' is a placeholder and reads nothing";
       bool reads = false;
       ir::post_order_visit(st.stages_[ri].op->body, [&](const ir::Expr& e) {
         if (auto* t = e.as<ir::TensorRead>(); t && st.stage_of(t->tensor.get()) == si) {
