@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -233,8 +234,16 @@ bool compare_values(const tensor_data& got, const tensor_data& want, double tol_
 /// Lowers `state`, runs it with the loop-nest interpreter on the reference inputs and compares
 /// every output with the DAG interpreter's. Output buffers start as poison (NaN, 0x5A5A5A5A) so
 /// that an element the kernel never writes is caught.
+/// How a lowered kernel is run: the loop-nest interpreter by default, the JIT in tests/jit.
+using kernel_runner = std::function<void(const loom::ir::LoweredFunc&, std::vector<void*>&)>;
+
+inline void interpret_runner(const loom::ir::LoweredFunc& f, std::vector<void*>& ptrs) {
+  loom::lower::interpret(f, ptrs);
+}
+
 inline check_result run_and_compare(const workload& w, const reference& ref,
-                                    const loom::sched::State& state) {
+                                    const loom::sched::State& state,
+                                    const kernel_runner& run = interpret_runner) {
   check_result res;
   std::vector<tensor_data> outs = ref.outputs;
   for (auto& o : outs) {
@@ -263,7 +272,7 @@ inline check_result run_and_compare(const workload& w, const reference& ref,
     return res;
   }
   try {
-    loom::lower::interpret(f, ptrs);
+    run(f, ptrs);
   } catch (const std::exception& e) {
     res.ok = false;
     res.message = std::string("running the loop nest threw: ") + e.what();
