@@ -28,6 +28,14 @@ using namespace loom;
 
 namespace {
 
+/// `n` floats uniform in [-1, 1).
+std::vector<float> random_floats(std::mt19937& gen, int64_t n) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
 #if LOOM_WITH_LLVM
 double median_ms(int reps, const std::function<void()>& f) {
   std::vector<double> t;
@@ -73,12 +81,7 @@ bool jit_part() {
   double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   std::mt19937 gen(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  auto fill = [&](int64_t count) {
-    std::vector<float> v(count);
-    for (auto& x : v) x = dist(gen);
-    return v;
-  };
+  auto fill = [&](int64_t count) { return random_floats(gen, count); };
   std::vector<float> a = fill(n * n), b = fill(n * n), c(n * n), naive(n * n), eig(n * n);
   auto naive_loop = [&] {
     for (int64_t i = 0; i < n; ++i)
@@ -192,12 +195,7 @@ int main() {
 
   // 3. Evaluate with the reference interpreter, and the same network as plain loops.
   std::mt19937 gen(42);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  auto random = [&](int64_t n) {
-    std::vector<float> v(n);
-    for (auto& x : v) x = dist(gen);
-    return v;
-  };
+  auto random = [&](int64_t n) { return random_floats(gen, n); };
   std::vector<float> a = random(M * K), b = random(K * N), bb = random(N);
   std::vector<float> s(M * N), expected(M * N);
 

@@ -11,6 +11,7 @@
 #include <Eigen/Dense>
 
 #include "support/random.hpp"
+#include "support/ops_check.hpp"
 #include "support/reference_ops.hpp"
 
 #include <array>
@@ -21,22 +22,9 @@ namespace {
 using namespace loom;
 namespace ref = loom_test::ref;
 
-// Evaluates `dag` with `inputs` (in the DAG's input order) and returns its single output.
-template <class T>
-std::vector<T> run(const ComputeDAG& dag, std::vector<std::vector<T>*> inputs) {
-  std::vector<T> out(dag.outputs().at(0).num_elements());
-  std::vector<void*> buffers;
-  for (auto* v : inputs) buffers.push_back(v->data());
-  buffers.push_back(out.data());
-  evaluate(dag, buffers);
-  return out;
-}
+using loom_test::run;
 
-template <class T>
-double scaled_error(const std::vector<T>& got, const std::vector<T>& want, ref::tolerance tol) {
-  REQUIRE(got.size() == want.size());
-  return loom_test::max_scaled_error(got, want, tol.atol, tol.rtol);
-}
+using loom_test::scaled_error;
 
 template <class T>
 ref::tolerance tolerance_for(int64_t k) {

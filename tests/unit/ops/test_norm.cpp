@@ -8,6 +8,7 @@
 #include <loom/ops.hpp>
 
 #include "support/random.hpp"
+#include "support/ops_check.hpp"
 #include "support/reference_ops.hpp"
 
 #include <array>
@@ -19,22 +20,8 @@ namespace {
 using namespace loom;
 namespace ref = loom_test::ref;
 
-// Evaluates `dag` with `inputs` (in the DAG's input order) and returns its single output.
-template <class T>
-std::vector<T> run(const ComputeDAG& dag, std::vector<std::vector<T>*> inputs) {
-  std::vector<T> out(dag.outputs().at(0).num_elements());
-  std::vector<void*> buffers;
-  for (auto* v : inputs) buffers.push_back(v->data());
-  buffers.push_back(out.data());
-  evaluate(dag, buffers);
-  return out;
-}
-
-double scaled_error(const std::vector<float>& got, const std::vector<float>& want,
-                    ref::tolerance tol) {
-  REQUIRE(got.size() == want.size());
-  return loom_test::max_scaled_error(got, want, tol.atol, tol.rtol);
-}
+using loom_test::run;
+using loom_test::scaled_error;
 
 }  // namespace
 
