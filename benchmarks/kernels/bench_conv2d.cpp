@@ -4,6 +4,7 @@
 /// direct loop. Named BM_Conv2d_<Contender>/<N.._C.._H.._W.._K.._R.._S.._P..>/<threads>; every
 /// contender is checked once against a double-precision reference before it is timed.
 #include "baselines/common.hpp"
+#include "baselines/context.hpp"
 #include "baselines/dnnl.hpp"
 #include "baselines/eigen.hpp"
 #include "baselines/naive.hpp"
@@ -203,12 +204,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-#if defined(LOOM_BENCH_HAVE_EIGEN)
-  benchmark::AddCustomContext("eigen", loom_bench::eigen_info());
-#endif
-#if defined(LOOM_BENCH_HAVE_DNNL)
-  benchmark::AddCustomContext("onednn", loom_bench::dnnl_info());
-#endif
+  loom_bench::add_library_context();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

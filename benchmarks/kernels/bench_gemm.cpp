@@ -4,6 +4,7 @@
 /// named BM_Gemm_<Contender>/<M>/<N>/<K>/<threads>; see benchmarks/README.md for how to run them
 /// and how a loom kernel joins as one more contender.
 #include "baselines/common.hpp"
+#include "baselines/context.hpp"
 #include "baselines/dnnl.hpp"
 #include "baselines/eigen.hpp"
 #include "baselines/gemm_bench.hpp"
@@ -77,15 +78,7 @@ int main(int argc, char** argv) {
 
   loom_bench::register_gemm_benchmarks(loom_bench::default_gemm_shapes(), {1, 2});
 
-#if defined(LOOM_BENCH_HAVE_EIGEN)
-  benchmark::AddCustomContext("eigen", loom_bench::eigen_info());
-#endif
-#if defined(LOOM_BENCH_HAVE_OPENBLAS)
-  benchmark::AddCustomContext("openblas", loom_bench::openblas_info());
-#endif
-#if defined(LOOM_BENCH_HAVE_DNNL)
-  benchmark::AddCustomContext("onednn", loom_bench::dnnl_info());
-#endif
+  loom_bench::add_library_context();
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -4,6 +4,7 @@
 /// BM_Softmax_<Contender>/<rows>/<cols>/<threads>; reports GB/s counting one read of x and one
 /// write of y (2 * rows * cols * 4 bytes per call). Checked once against a double reference.
 #include "baselines/common.hpp"
+#include "baselines/context.hpp"
 #include "baselines/dnnl.hpp"
 #include "baselines/eigen.hpp"
 #include "baselines/naive.hpp"
@@ -172,12 +173,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-#if defined(LOOM_BENCH_HAVE_EIGEN)
-  benchmark::AddCustomContext("eigen", loom_bench::eigen_info());
-#endif
-#if defined(LOOM_BENCH_HAVE_DNNL)
-  benchmark::AddCustomContext("onednn", loom_bench::dnnl_info());
-#endif
+  loom_bench::add_library_context();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
