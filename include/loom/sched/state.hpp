@@ -156,6 +156,15 @@ class State {
   void rebuild_tensor_map();
 };
 
+/// The value of iterator `id` of `s` from the values of its leaves, through the split relations
+/// (a parent is the mixed-radix number of its parts) and fuse relations (a fused part is a digit of
+/// the fused value). `value` is indexed by iterator id and holds the leaves' values; derived values
+/// are memoized in it. `extent` gives every iterator's extent (the state's, or those lowering
+/// recomputed for a region). A split whose parts cover more than its parent appends
+/// `(parent id, parent value < parent extent)` to `tails`.
+ir::Expr iterator_value(const Stage& s, int id, const std::vector<int64_t>& extent,
+                        std::vector<ir::Expr>& value, std::vector<std::pair<int, ir::Expr>>& tails);
+
 /// Rebuilds a state by applying `steps` in order to the initial state of `dag`.
 State replay(std::shared_ptr<const ComputeDAG> dag, const std::vector<Step>& steps);
 

@@ -88,38 +88,11 @@ struct stage_loops {
     for (int leaf : s.leaves) rel[leaf] = var[leaf] = Variable::make(s.iters[leaf].name);
     // Values flow from the leaves back to the roots: a split parent is the mixed-radix number of
     // its children, a fused iterator's parts are digits of the fused value.
-    std::function<Expr(int)> value = [&](int id) -> Expr {
-      if (rel[id].defined()) return rel[id];
-      for (auto& sp : s.splits)
-        if (sp.parent == id) {
-          Expr v = value(sp.children[0]);
-          for (size_t c = 1; c < sp.children.size(); ++c)
-            v = v * Expr(extent[sp.children[c]]) + value(sp.children[c]);
-          int64_t covered = 1;
-          for (int c : sp.children) covered *= extent[c];
-          if (covered != extent[id]) {
-            Expr g = v < Expr(extent[id]);
-            (s.iters[id].kind == sched::IterKind::Spatial ? guards : reduce_guards).push_back(g);
-          }
-          rel[id] = v;
-          return v;
-        }
-      for (auto& fu : s.fuses) {
-        auto it = std::find(fu.fused.begin(), fu.fused.end(), id);
-        if (it == fu.fused.end()) continue;
-        int64_t inner = 1;
-        for (auto jt = it + 1; jt != fu.fused.end(); ++jt) inner *= extent[*jt];
-        Expr v = value(fu.result);
-        if (inner > 1) v = floordiv(v, Expr(inner));
-        if (it != fu.fused.begin()) v = floormod(v, Expr(extent[id]));
-        rel[id] = v;
-        return v;
-      }
-      LOOM_INTERNAL_CHECK(false) << "iterator " << s.iters[id].name << " of stage " << s.name
-                                 << " is neither a leaf nor derived";
-      return Expr();
-    };
-    for (size_t r = 0; r < root_extent.size(); ++r) value(static_cast<int>(r));
+    std::vector<std::pair<int, Expr>> tails;
+    for (size_t r = 0; r < root_extent.size(); ++r)
+      sched::iterator_value(s, static_cast<int>(r), extent, rel, tails);
+    for (auto& [id, g] : tails)
+      (s.iters[id].kind == sched::IterKind::Spatial ? guards : reduce_guards).push_back(g);
   }
 };
 

@@ -363,40 +363,6 @@ struct step_applier {
     st.rebuild_tensor_map();
   }
 
-  // The value of every reduce root iterator of `s` in terms of its reduce leaves (variables in
-  // `leaf_vars`), through the split and fuse relations; plus conditions for non-divisible splits.
-  static void reduce_root_values(const Stage& s, const std::unordered_map<int, ir::Expr>& leaf_vars,
-                                 std::unordered_map<int, ir::Expr>& value, std::vector<ir::Expr>& conds) {
-    std::function<ir::Expr(int)> val = [&](int id) -> ir::Expr {
-      if (auto it = value.find(id); it != value.end()) return it->second;
-      if (auto it = leaf_vars.find(id); it != leaf_vars.end()) return value[id] = it->second;
-      for (auto& sp : s.splits)
-        if (sp.parent == id) {
-          ir::Expr v = val(sp.children[0]);
-          int64_t covered = s.iters[sp.children[0]].extent;
-          for (size_t c = 1; c < sp.children.size(); ++c) {
-            v = v * ir::Expr(s.iters[sp.children[c]].extent) + val(sp.children[c]);
-            covered *= s.iters[sp.children[c]].extent;
-          }
-          if (covered != s.iters[id].extent) conds.push_back(v < ir::Expr(s.iters[id].extent));
-          return value[id] = v;
-        }
-      for (auto& fu : s.fuses) {
-        auto it = std::find(fu.fused.begin(), fu.fused.end(), id);
-        if (it == fu.fused.end()) continue;
-        int64_t inner = 1;
-        for (auto jt = it + 1; jt != fu.fused.end(); ++jt) inner *= s.iters[*jt].extent;
-        ir::Expr v = val(fu.result);
-        if (inner > 1) v = ir::floordiv(v, ir::Expr(inner));
-        if (it != fu.fused.begin()) v = ir::floormod(v, ir::Expr(s.iters[id].extent));
-        return value[id] = v;
-      }
-      LOOM_INTERNAL_CHECK(false) << "iterator " << s.iters[id].name << " is not derived";
-      return ir::Expr();
-    };
-    for (int r = s.num_spatial_axes; r < static_cast<int>(s.op->axes.size()) + static_cast<int>(s.op->body.as<ir::Reduce>()->axes.size()); ++r) val(r);
-  }
-
   void operator()(const RfactorStep& x) {
     Stage& s = compute_stage(x.stage, "rfactor");
     const ir::Reduce* red = s.op->body.as<ir::Reduce>();
@@ -438,18 +404,22 @@ struct step_applier {
     }
     ir::IterVar fa{ir::Variable::make(s.iters[factored].name), s.iters[factored].extent, ir::IterKind::Spatial};
     rf_axes.insert(rf_axes.begin() + x.factor_axis, fa);
-    std::unordered_map<int, ir::Expr> leaf_vars{{factored, fa.var}};
+    std::vector<ir::Expr> values(s.iters.size());
+    values[factored] = fa.var;
     for (int leaf : s.leaves)
       if (leaf != factored && s.iters[leaf].kind == IterKind::Reduce) {
         ir::IterVar r{ir::Variable::make(s.iters[leaf].name), s.iters[leaf].extent, ir::IterKind::Reduce};
-        leaf_vars[leaf] = r.var;
+        values[leaf] = r.var;
         rf_reduce.push_back(r);
       }
-    std::unordered_map<int, ir::Expr> values;
-    std::vector<ir::Expr> conds;
-    reduce_root_values(s, leaf_vars, values, conds);
+    std::vector<int64_t> extents;
+    for (auto& it : s.iters) extents.push_back(it.extent);
+    std::vector<std::pair<int, ir::Expr>> tails;
     for (size_t r = 0; r < red->axes.size(); ++r)
-      sub[red->axes[r].variable()] = values.at(nspatial + static_cast<int>(r));
+      sub[red->axes[r].variable()] =
+          iterator_value(s, nspatial + static_cast<int>(r), extents, values, tails);
+    std::vector<ir::Expr> conds;
+    for (auto& t : tails) conds.push_back(t.second);
     ir::Expr cond;
     if (red->condition.defined()) conds.push_back(ir::substitute(red->condition, sub));
     for (auto& c : conds) cond = cond.defined() ? (cond && c) : c;
@@ -498,6 +468,37 @@ struct step_applier {
     s.storage_aligns.push_back({x.axis, x.factor, x.offset});
   }
 };
+
+LOOM_DECL ir::Expr iterator_value(const Stage& s, int id, const std::vector<int64_t>& extent,
+                                  std::vector<ir::Expr>& value,
+                                  std::vector<std::pair<int, ir::Expr>>& tails) {
+  if (value[id].defined()) return value[id];
+  for (auto& sp : s.splits)
+    if (sp.parent == id) {
+      ir::Expr v = iterator_value(s, sp.children[0], extent, value, tails);
+      int64_t covered = extent[sp.children[0]];
+      for (size_t c = 1; c < sp.children.size(); ++c) {
+        v = v * ir::Expr(extent[sp.children[c]]) +
+            iterator_value(s, sp.children[c], extent, value, tails);
+        covered *= extent[sp.children[c]];
+      }
+      if (covered != extent[id]) tails.emplace_back(id, v < ir::Expr(extent[id]));
+      return value[id] = v;
+    }
+  for (auto& fu : s.fuses) {
+    auto it = std::find(fu.fused.begin(), fu.fused.end(), id);
+    if (it == fu.fused.end()) continue;
+    int64_t inner = 1;
+    for (auto jt = it + 1; jt != fu.fused.end(); ++jt) inner *= extent[*jt];
+    ir::Expr v = iterator_value(s, fu.result, extent, value, tails);
+    if (inner > 1) v = ir::floordiv(v, ir::Expr(inner));
+    if (it != fu.fused.begin()) v = ir::floormod(v, ir::Expr(extent[id]));
+    return value[id] = v;
+  }
+  LOOM_INTERNAL_CHECK(false) << "iterator " << s.iters[id].name << " of stage " << s.name
+                             << " is neither a leaf nor derived";
+  return ir::Expr();
+}
 
 LOOM_DECL void State::apply(const Step& step) {
   step_applier a{*this};
