@@ -135,6 +135,13 @@ class State {
   void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps,
                           int level, bool factor_or_nparts);
 
+  /// Clears the lengths of split step `step` in the history and keeps the stages as they are.
+  /// For sketch rules whose later steps (rfactor) need concrete extents: they split with a
+  /// stand-in length, apply the step, then unset the length so that random annotation draws it
+  /// when it replays the history (search/annotate.hpp). Until then the stages show the stand-in
+  /// extents. Throws loom::user_error `[loom.sched.E245]` if `step` is not a split step.
+  void unset_split_lengths(int step);
+
   /// The stages that read `stage` directly or through inlined stages.
   std::vector<int> consumers(int stage) const;
   /// The stages whose tensors `stage` reads directly or through inlined stages.

@@ -7,9 +7,10 @@
 ///     `max_innermost_split_factor`; with `allow_non_divisible_tiles`, sometimes free lengths
 ///     that need not divide (loom lowers the tails). The sketch's history is replayed with the
 ///     lengths filled in, so every later step (follow_split, compute_at) sees real extents.
-///  2. ChangeComputeLocation — every stage that is not tiled, not multi-level-tiled and not
-///     inlined moves to the root, or to one of the candidate loops of its single consumer (and
-///     of the stage that consumer is computed inside), uniformly.
+///  2. ChangeComputeLocation — every stage that is not tiled, not multi-level-tiled, not
+///     inlined and not placed by the sketch (a compute_at/root/inline step in its history) moves
+///     to the root, or to one of the candidate loops of its consumer (and of the stage that
+///     consumer is computed inside), uniformly.
 ///  3. Parallel — the outer spatial loops of every root stage are fused and parallelized until
 ///     their product exceeds `parallel_granularity × num_cores`.
 ///  4. Unroll — every stage with a reduction gets `auto_unroll_max_step` from the candidates.
@@ -63,7 +64,9 @@ sched::State fill_tile_sizes(const sched::State& sketch, const SearchOptions& op
                              std::mt19937_64& rng);
 /// The loops of the stage's single consumer (and of the stage that consumer is computed inside)
 /// where `stage` may be computed, as (stage index, leaf position); Ansor's
-/// GetComputeLocationCandidates.
+/// GetComputeLocationCandidates. loom also accepts several consumers when one is a root stage
+/// and the others are computed inside it: then the candidates are that root's loops down to
+/// the outermost loop where one of the others is computed.
 std::vector<std::pair<int, int>> compute_location_candidates(const SketchContext& ctx,
                                                              const sched::State& state,
                                                              int stage);

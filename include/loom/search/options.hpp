@@ -27,6 +27,15 @@ struct SearchOptions {
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
   bool enable_cache_write = true;
+  /// Whether to emit rfactor sketches for reductions with more reduction than spatial
+  /// parallelism (Ansor rule AddRfactor).
+  bool enable_rfactor = true;
+  /// loom addition: whether to emit the row-fused, vector-partial-sum sketch of memory-bound
+  /// reductions (softmax, norms; rule MemoryBoundReduction).
+  bool enable_memory_bound_reduction = true;
+  /// loom addition: whether to emit sketches that pack the tile of a reused input into a
+  /// contiguous buffer inside the tiled loop nest (rule PackReusedInput).
+  bool enable_packing = true;
 
   // --- random annotation ---------------------------------------------------------------------
 

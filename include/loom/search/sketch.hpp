@@ -107,6 +107,16 @@ struct SketchRule {
 
 /// Ansor rule 2: inline a strictly inlineable element-wise stage.
 SketchRule rule_always_inline();
+/// Ansor rule 6: factor a reduction (all reduce loops fused, then split in two) on the outer or
+/// the inner part (two sketches; the inner part becomes the innermost, vectorizable loop).
+SketchRule rule_add_rfactor();
+/// loom: a memory-bound reduction (not multi-level tiled) whose rows are consumed row by row is
+/// computed inside its consumer's row loop, with partial results in a vector of accumulators
+/// (rfactor by the target's vector lanes) when the rows are long enough.
+SketchRule rule_memory_bound_reduction();
+/// loom: an input whose tile a multi-level-tiled stage reuses is copied into a contiguous
+/// buffer (cache_read) at the stage's first reduce tile level.
+SketchRule rule_pack_reused_input();
 /// Ansor rule 5: add a local accumulator stage ("X.local") and tile that instead.
 SketchRule rule_add_cache_write();
 /// Ansor rule 4: multi-level tiling, and the single element-wise consumer follows the spatial
@@ -142,6 +152,16 @@ bool has_cache_write_stage(const SketchContext& ctx, const sched::State& state, 
 /// ".local" stage.
 int single_elementwise_matched_consumer(const SketchContext& ctx, const sched::State& state,
                                         int stage);
+/// Whether the stage is still as the DAG made it: computed at the root, loops neither split,
+/// fused, reordered nor annotated.
+bool is_untouched(const sched::Stage& stage);
+/// Ansor's NeedsRfactor: an untouched reduction with more reduction than spatial parallelism
+/// (multi-level-tiled ops: spatial size ≤ reduce size and ≤ 16 × cores), or, for other
+/// reductions, a reduction longer than the number of cores.
+bool needs_rfactor(const SketchContext& ctx, const sched::State& state, int stage);
+/// The index lists with which stage `reader` reads stage `target`, in `reader`'s axis variables,
+/// looking through inlined stages in between.
+std::vector<std::vector<ir::Expr>> read_indices(const sched::State& state, int reader, int target);
 /// Whether the stage has been split (Ansor's IsTiled).
 bool is_tiled(const sched::Stage& stage);
 /// Whether the stage computes a reduction.

@@ -80,6 +80,19 @@ loom_test::workload op_layer_norm() {
   return make("layer_norm 5x13", {x, g, b}, {ops::layer_norm(x, g, b)}, 13);
 }
 
+// Rows of 37 >= 2 x 8 lanes: the memory-bound-reduction sketch gets its vector partial sums.
+loom_test::workload op_softmax_long() {
+  auto x = placeholder<float>("X", {3, 37});
+  return make("softmax 3x37", {x}, {ops::softmax(x)}, 37);
+}
+
+// A matrix-vector product: little spatial parallelism, so the rfactor sketches apply.
+loom_test::workload op_matvec() {
+  auto a = placeholder<float>("A", {2, 70});
+  auto b = placeholder<float>("B", {70, 1});
+  return make("matvec 2x1x70", {a, b}, {ops::matmul(a, b)}, 70);
+}
+
 struct sample_stats {
   int sketches = 0, programs = 0, wrong = 0;
 };
@@ -111,8 +124,8 @@ sample_stats check_samples(const loom_test::workload& w, const search::SearchOpt
 }
 
 std::vector<loom_test::workload> property_workloads() {
-  return {op_matmul(),  op_matmul_relu(),   op_conv2d(),    op_depthwise(),
-          op_softmax(), op_batch_matmul(), op_layer_norm()};
+  return {op_matmul(),      op_matmul_relu(),  op_conv2d(),     op_depthwise(), op_softmax(),
+          op_softmax_long(), op_batch_matmul(), op_layer_norm(), op_matvec()};
 }
 
 search::SearchOptions options_with_free_tiles() {
@@ -286,6 +299,46 @@ TEST_SUITE("search") {
     }
     CHECK(where.count("root"));
     CHECK(where.size() >= 2);
+  }
+
+  TEST_CASE("ChangeComputeLocation keeps the locations the sketch chose") {
+    // The memory-bound-reduction sketch of softmax computes softmax_sum (and its partial sums)
+    // inside softmax's row loop; random annotation must not move them.
+    Task task(op_softmax_long().dag, test_target());
+    const search::SearchOptions options;
+    const search::SketchContext ctx(task, options);
+    int checked = 0;
+    std::mt19937_64 rng(5);
+    for (auto& sketch : search::generate_sketches(task, options)) {
+      if (sketch.stage("softmax_sum").location != sched::ComputeLocation::At) continue;
+      for (int i = 0; i < 10; ++i) {
+        sched::State s = search::fill_tile_sizes(sketch, options, rng);
+        search::change_compute_location(ctx, s, rng);
+        CHECK(s.stage("softmax_sum").attach_stage == "softmax");
+        CHECK(s.stage("softmax_sum.rf").attach_stage == "softmax_sum");
+        ++checked;
+      }
+    }
+    CHECK(checked == 40);
+  }
+
+  TEST_CASE("FillTileSize draws the length of an rfactor split") {
+    Task task(op_matvec().dag, test_target());
+    const search::SearchOptions options;
+    std::mt19937_64 rng(9);
+    std::set<int64_t> inner;
+    for (auto& sketch : search::generate_sketches(task, options)) {
+      if (sketch.stages().size() < 4) continue;  // the sketch without matmul.rf
+      for (int i = 0; i < 20; ++i) {
+        sched::State s = search::fill_tile_sizes(sketch, options, rng);
+        const sched::SplitStep* sp = first_split(s);
+        REQUIRE(sp != nullptr);
+        REQUIRE(sp->lengths[0].has_value());
+        CHECK(70 % *sp->lengths[0] == 0);
+        inner.insert(*sp->lengths[0]);
+      }
+    }
+    CHECK(inner.size() >= 3);  // not the stand-in length every time
   }
 
   TEST_CASE("sampling rejects a sketch whose splits cannot be filled") {

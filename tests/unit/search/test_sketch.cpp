@@ -79,18 +79,30 @@ void check_lengths_unset(const std::vector<sched::State>& sketches) {
 }  // namespace
 
 TEST_SUITE("search") {
-  TEST_CASE("matmul has three sketches: plain tiling and a cache-write stage fused at two levels") {
-    // C needs multi-level tiling and has no consumer. AddCacheWrite applies (Apply: the state
-    // also goes on uncached); the uncached state gets MultiLevelTiling (1 sketch). The cached
-    // state works on C.local, whose consumer C matches it element-wise, so
-    // MultiLevelTilingWithFusion fuses it into C at level 1 and at level 2 (2 sketches) and,
-    // being a cache stage, skips the rest. 1 + 2 = 3.
+  TEST_CASE("matmul has six sketches: plain tiling or a fused cache-write stage, B packed or not") {
+    // C needs multi-level tiling and has no consumer; 64x64 outputs are more parallelism than
+    // the 64-long reduction, so no rfactor. AddCacheWrite applies (Apply: the state also goes on
+    // uncached); the uncached state gets MultiLevelTiling (1 sketch). The cached state works on
+    // C.local, whose consumer C matches it element-wise, so MultiLevelTilingWithFusion fuses it
+    // into C at level 1 and at level 2 (2 sketches) and, being a cache stage, skips the rest:
+    // 1 + 2 = 3 states. Then the inputs: B[k, j] runs along C's innermost axis j and is reused
+    // across i, so PackReusedInput adds a packed copy (Apply) beside SkipStage: x2. A[i, k]
+    // does not follow j: SkipStage only. 3 x 2 = 6.
     Task task = matmul_task();
     auto sketches = search::generate_sketches(task);
-    REQUIRE(sketches.size() == 3);
+    REQUIRE(sketches.size() == 6);
     check_lengths_unset(sketches);
-    CHECK(count_with_stage(sketches, "C.local") == 2);
+    CHECK(count_with_stage(sketches, "C.local") == 4);
+    CHECK(count_with_stage(sketches, "B.local") == 3);
+    CHECK(count_with_stage(sketches, "A.local") == 0);
     for (auto& s : sketches) {
+      if (has_stage(s, "B.local")) {
+        // The packed tile of B is copied at the first reduce level (k.0) of the tiled stage.
+        const std::string tiled = has_stage(s, "C.local") ? "C.local" : "C";
+        const sched::Stage& packed = s.stage("B.local");
+        CHECK(packed.attach_stage == tiled);
+        CHECK(s.stage(tiled).iters[packed.attach_iter].name == "k.0");
+      }
       if (!has_stage(s, "C.local")) {
         // SSRSRS: S0 S1 R0 S2 R1 S3.
         CHECK(leaf_names(s.stage("C")) ==
@@ -115,19 +127,23 @@ TEST_SUITE("search") {
     // relu is strictly inlineable but the output, so it stays (SkipStage). The matmul has the
     // element-wise matched consumer relu: no cache write; MultiLevelTilingWithFusion (Apply,
     // no cache stage) gives 2 sketches and MultiLevelTiling still runs after it: 2 + 1 = 3.
+    // B packed or not (as for matmul): 3 x 2 = 6.
     auto sketches = search::generate_sketches(matmul_relu_task());
-    REQUIRE(sketches.size() == 3);
+    REQUIRE(sketches.size() == 6);
     CHECK(count_with_stage(sketches, "matmul.local") == 0);
+    CHECK(count_with_stage(sketches, "B.local") == 3);
     int fused = 0;
     for (auto& s : sketches) fused += s.stage("matmul").location == sched::ComputeLocation::At;
-    CHECK(fused == 2);
+    CHECK(fused == 4);
   }
 
   TEST_CASE("conv2d + bias + relu inlines the bias and fuses the conv through it into relu") {
     // relu: output, SkipStage. bias_add: strictly inlineable, AlwaysInline (skip rest). conv:
     // its only consumer is now relu, reached through the inlined bias_add by element-wise links,
     // so fusion (2) + plain tiling (1) = 3, no cache write. W, pad (a branch: not strictly
-    // inlineable, no reuse) and the inputs: SkipStage.
+    // inlineable, no reuse) and the inputs: SkipStage. No packing: the conv reads W without its
+    // innermost axis x, and X only through the pad stage, which is not an input. 3 spatial
+    // outputs x 64 per channel is more parallelism than the 27-long reduction: no rfactor.
     Task task = conv_bias_relu_task();
     auto sketches = search::generate_sketches(task);
     REQUIRE(sketches.size() == 3);
@@ -148,40 +164,78 @@ TEST_SUITE("search") {
   }
 
   TEST_CASE("batch_matmul tiles all three spatial axes") {
-    // Same derivation as matmul: 3 sketches; the batch axis is tiled like the others.
+    // Same derivation as matmul: 3 tilings x (B[b, k, j] packed or not) = 6; the batch axis
+    // is tiled like the others.
     auto a = placeholder<float>("A", {3, 8, 6});
     auto b = placeholder<float>("B", {3, 6, 5});
     auto sketches = search::generate_sketches(make_task({a, b}, {ops::batch_matmul(a, b)}));
-    REQUIRE(sketches.size() == 3);
+    REQUIRE(sketches.size() == 6);
+    CHECK(count_with_stage(sketches, "B.local") == 3);
     for (auto& s : sketches)
       if (!has_stage(s, "batch_matmul.local"))
         CHECK(s.stage("batch_matmul").leaves.size() == 3 * 4 + 1 * 2);
   }
 
-  TEST_CASE("softmax has a single sketch that leaves every stage untouched") {
+  TEST_CASE("softmax: each row reduction is factored, fused into its row consumer or kept") {
     // No stage needs multi-level tiling (each input misses at most one output axis and only
-    // the row statistics reduce, without a second input). softmax: output. softmax_sum,
-    // softmax_max: reductions, never inlined. softmax_exp calls exp: not strictly inlineable.
-    // So every stage takes SkipStage: 1 sketch, the initial state. (Ansor would add rfactor
-    // sketches for the row reductions; loom has no rfactor step yet.)
+    // the row statistics reduce, without a second input). softmax: output, SkipStage.
+    // softmax_sum: a reduction of 10 > 4 cores: AddRfactor (2) + MemoryBoundReduction (its one
+    // consumer, softmax, reads sum[i0] at its own row i0: computed at that row; 10 < 2 x 8
+    // lanes, so without partial vector sums) + SkipStage = 4. softmax_exp calls exp: not
+    // strictly inlineable, SkipStage. softmax_max: read only by softmax_exp at its row: the same
+    // 4 ways. 4 x 4 = 16, one of them the initial state.
     auto x = placeholder<float>("X", {4, 10});
     auto sketches = search::generate_sketches(make_task({x}, {ops::softmax(x)}));
-    REQUIRE(sketches.size() == 1);
-    CHECK(sketches[0].steps().empty());
+    REQUIRE(sketches.size() == 16);
+    CHECK(std::count_if(sketches.begin(), sketches.end(),
+                        [](auto& s) { return s.steps().empty(); }) == 1);
+    CHECK(count_with_stage(sketches, "softmax_sum.rf") == 8);
+    CHECK(count_with_stage(sketches, "softmax_max.rf") == 8);
+    int fused = 0;
+    for (auto& s : sketches)
+      if (s.stage("softmax_sum").location == sched::ComputeLocation::At) {
+        ++fused;
+        CHECK(s.stage("softmax_sum").attach_stage == "softmax");
+      }
+    CHECK(fused == 4);
   }
 
-  TEST_CASE("layer_norm's output needs multi-level tiling and gets three sketches") {
+  TEST_CASE("softmax with long rows sums each row in a vector of partial sums") {
+    // 64 >= 2 x 8 lanes: MemoryBoundReduction splits the row by 8 (a set length, not drawn),
+    // factors the 8 lanes out as the innermost loop of "softmax_sum.rf", computes that inside
+    // softmax_sum's row loop and softmax_sum inside softmax's row loop.
+    auto x = placeholder<float>("X", {4, 64});
+    auto sketches = search::generate_sketches(make_task({x}, {ops::softmax(x)}));
+    REQUIRE(sketches.size() == 16);
+    int seen = 0;
+    for (auto& s : sketches) {
+      if (s.stage("softmax_sum").location != sched::ComputeLocation::At) continue;
+      ++seen;
+      const sched::Stage& rf = s.stage("softmax_sum.rf");
+      CHECK(rf.location == sched::ComputeLocation::At);
+      CHECK(rf.attach_stage == "softmax_sum");
+      CHECK(rf.leaf(static_cast<int>(rf.leaves.size()) - 1).extent == 8);
+      CHECK(rf.leaf(static_cast<int>(rf.leaves.size()) - 1).kind == sched::IterKind::Spatial);
+    }
+    CHECK(seen == 4);
+  }
+
+  TEST_CASE("layer_norm's output needs multi-level tiling; its statistics may be factored") {
     // The output reads mean[i] and var[i] (missing the column axis) and gamma[j], beta[j]
     // (missing the row axis): at least two inputs miss an output axis, so Ansor's reuse test
     // says multi-level tiling (spatial levels only: it has no reduction). It has no consumer:
-    // cache write (2 fused sketches) + plain tiling (1) = 3. The mean and var reductions are
-    // skipped.
+    // cache write (2 fused sketches) + plain tiling (1) = 3. gamma and beta are read without
+    // a reduce level to pack at: no packing. var: reductions of 10 > 4 cores: AddRfactor (2) +
+    // SkipStage = 3; no MemoryBoundReduction, as its consumer is tiled. mean: read by var (or
+    // var.rf) and by the output, two root stages: the same 3. 3 x 3 x 3 = 27.
     auto x = placeholder<float>("X", {4, 10});
     auto g = placeholder<float>("gamma", {10});
     auto b = placeholder<float>("beta", {10});
     auto sketches = search::generate_sketches(make_task({x, g, b}, {ops::layer_norm(x, g, b)}));
-    REQUIRE(sketches.size() == 3);
-    CHECK(count_with_stage(sketches, "layer_norm.local") == 2);
+    REQUIRE(sketches.size() == 27);
+    CHECK(count_with_stage(sketches, "layer_norm.local") == 18);
+    CHECK(count_with_stage(sketches, "layer_norm_mean.rf") == 18);
+    CHECK(count_with_stage(sketches, "layer_norm_var.rf") == 18);
     for (auto& s : sketches) {
       CHECK_FALSE(search::is_tiled(s.stage("layer_norm_mean")));
       CHECK_FALSE(search::is_tiled(s.stage("layer_norm_var")));
@@ -200,32 +254,71 @@ TEST_SUITE("search") {
     for (auto& s : sketches) CHECK_FALSE(search::is_tiled(s.stage(y.name() + "_pad")));
   }
 
-  TEST_CASE("a reduction with little spatial parallelism has one sketch without rfactor") {
+  TEST_CASE("a reduction with little spatial parallelism gets two rfactor sketches") {
     // R(i) = sum_k X(i, k) with 2 rows and 4096 columns: one input that misses no output axis,
-    // so no multi-level tiling; SkipStage. Ansor would also emit its two rfactor sketches here
-    // (has_more_reduction_parallel); loom has no rfactor step yet.
+    // so no multi-level tiling. AddRfactor: 4096 > 4 cores, two sketches (the outer or the
+    // inner part of k factored out); it is the output, so no row consumer for
+    // MemoryBoundReduction; SkipStage. 2 + 1 = 3.
     auto x = placeholder<float>("X", {2, 4096});
     auto k = reduce_axis(4096, "k");
     auto r = compute("R", {2}, [&](Var i) { return sum(x(i, k), k); });
     Task task = make_task({x}, {r});
     CHECK(task.dag->has_more_reduction_parallel(task.dag->op_index(r), task.target.num_cores));
     auto sketches = search::generate_sketches(task);
-    REQUIRE(sketches.size() == 1);
-    CHECK(sketches[0].steps().empty());
+    REQUIRE(sketches.size() == 3);
+    CHECK(count_with_stage(sketches, "R.rf") == 2);
+    check_lengths_unset(sketches);
+    for (auto& s : sketches) {
+      if (!has_stage(s, "R.rf")) {
+        CHECK(s.steps().empty());
+        continue;
+      }
+      // R.rf[i, f] sums the other part of k; R sums R.rf over f. The inner variant puts f
+      // innermost (after the remaining reduce loop), for vectorized partial sums.
+      const sched::Stage& rf = s.stage("R.rf");
+      CHECK(rf.op->axes.size() == 2);
+      const bool inner = rf.leaf(2).kind == sched::IterKind::Spatial;
+      CHECK(leaf_names(rf) == "i0 k.0 k.1");
+      CHECK(rf.leaf(inner ? 1 : 2).kind == sched::IterKind::Reduce);
+    }
+  }
+
+  TEST_CASE("a matrix-vector product gets rfactor sketches, a large matmul does not") {
+    // 1x1 outputs over a 4096-long reduction: too little reuse for multi-level tiling, more
+    // reduction than spatial parallelism: AddRfactor (2) + SkipStage = 3.
+    auto a = placeholder<float>("A", {1, 4096});
+    auto b = placeholder<float>("B", {4096, 1});
+    auto sketches = search::generate_sketches(make_task({a, b}, {ops::matmul(a, b)}));
+    CHECK(sketches.size() == 3);
+    CHECK(count_with_stage(sketches, "matmul.rf") == 2);
+    // Multi-level tiled with 4 outputs (< 16 x 4 cores and < 1024 reduce): rfactor applies
+    // beside the tilings; with 64 x 64 outputs it does not.
+    Task small = matmul_task(2, 2, 1024);
+    const search::SearchOptions options;
+    const search::SketchContext ctx(small, options);
+    sched::State s(small.dag);
+    CHECK(search::needs_multi_level_tiling(ctx, s, s.stage_index("C")));
+    CHECK(search::needs_rfactor(ctx, s, s.stage_index("C")));
+    Task big = matmul_task();
+    const search::SketchContext bctx(big, options);
+    sched::State bs(big.dag);
+    CHECK_FALSE(search::needs_rfactor(bctx, bs, bs.stage_index("C")));
   }
 
   TEST_CASE("a custom tiling structure changes the tile levels and the fusion levels") {
     // "SRS": 2 spatial levels, 1 reduce level. Fusion at level 2 needs structure[1] == 'S', so
-    // only level 1 remains: 1 cache-write sketch + 1 plain = 2.
+    // only level 1 remains: 1 cache-write sketch + 1 plain = 2, each with B packed or not: 4.
     search::SearchOptions options;
     options.cpu_tiling_structure = "SRS";
     auto sketches = search::generate_sketches(matmul_task(), options);
-    REQUIRE(sketches.size() == 2);
+    REQUIRE(sketches.size() == 4);
     for (auto& s : sketches) {
       const std::string tiled = has_stage(s, "C.local") ? "C.local" : "C";
       CHECK(leaf_names(s.stage(tiled)) == "i0.0 i1.0 k i0.1 i1.1");
     }
     options.enable_cache_write = false;
+    CHECK(search::generate_sketches(matmul_task(), options).size() == 2);
+    options.enable_packing = false;
     CHECK(search::generate_sketches(matmul_task(), options).size() == 1);
   }
 
@@ -344,10 +437,97 @@ TEST_SUITE("search") {
           "i0.0 i1.0 i0.1 i1.1 k.0 i0.2 i1.2 k.1 i0.3 i1.3");
   }
 
+  TEST_CASE("AddRfactor applies to untouched reductions with more reduction parallelism") {
+    auto x = placeholder<float>("X", {2, 4096});
+    auto k = reduce_axis(4096, "k");
+    auto r = compute("R", {2}, [&](Var i) { return sum(x(i, k), k); });
+    Task task = make_task({x}, {r});
+    search::SearchOptions options;
+    const search::SketchContext ctx(task, options);
+    sched::State s(task.dag);
+    auto rule = search::rule_add_rfactor();
+    const int ri = s.stage_index("R");
+    REQUIRE(rule.condition(ctx, s, ri) == RuleCondition::Apply);
+    CHECK(rule.condition(ctx, s, s.stage_index("X")) == RuleCondition::Skip);
+    auto next = rule.apply(ctx, s, ri);
+    REQUIRE(next.size() == 2);
+    for (auto& [st, i] : next) {
+      CHECK(i == ri - 1);
+      CHECK(st.stages()[ri].name == "R.rf");
+      CHECK(st.stages()[ri + 1].name == "R");
+      // The split's length is left for annotation, though rfactor needed a stand-in.
+      REQUIRE(std::holds_alternative<sched::SplitStep>(st.steps()[0]));
+      CHECK_FALSE(std::get<sched::SplitStep>(st.steps()[0]).lengths[0].has_value());
+    }
+    // Once split, the stage is no longer untouched: the rule does not apply twice.
+    sched::State split = s;
+    split.split("R", 1, {8});
+    CHECK(rule.condition(ctx, split, ri) == RuleCondition::Skip);
+    // Few rows of a short reduction: 4 <= 4 cores.
+    auto y = placeholder<float>("Y", {2, 4});
+    auto k2 = reduce_axis(4, "k");
+    auto r2 = compute("R2", {2}, [&](Var i) { return sum(y(i, k2), k2); });
+    Task short_task = make_task({y}, {r2});
+    const search::SketchContext sctx(short_task, options);
+    sched::State ss(short_task.dag);
+    CHECK(rule.condition(sctx, ss, ss.stage_index("R2")) == RuleCondition::Skip);
+    options.enable_rfactor = false;
+    CHECK(rule.condition(ctx, s, ri) == RuleCondition::Skip);
+  }
+
+  TEST_CASE("MemoryBoundReduction needs a consumer that reads the reduction row by row") {
+    auto x = placeholder<float>("X", {4, 64});
+    Task task = make_task({x}, {ops::softmax(x)});
+    search::SearchOptions options;
+    const search::SketchContext ctx(task, options);
+    sched::State s(task.dag);
+    auto rule = search::rule_memory_bound_reduction();
+    CHECK(rule.condition(ctx, s, s.stage_index("softmax_sum")) == RuleCondition::Apply);
+    // softmax_max is read by softmax_exp, which reads it at its row: applies too.
+    CHECK(rule.condition(ctx, s, s.stage_index("softmax_max")) == RuleCondition::Apply);
+    CHECK(rule.condition(ctx, s, s.stage_index("softmax_exp")) == RuleCondition::Skip);
+    CHECK(rule.condition(ctx, s, s.stage_index("softmax")) == RuleCondition::Skip);
+    // A reduction read across rows (a transposed use) is not row-consumed.
+    auto kk = reduce_axis(64, "k");
+    auto rs = compute("RS", {4}, [&](Var i) { return sum(x(i, kk), kk); });
+    auto t = compute("T", {4, 4}, [&](Var i, Var j) { return rs(j) + x(i, j); });
+    Task cross = make_task({x}, {t});
+    const search::SketchContext cctx(cross, options);
+    sched::State cs(cross.dag);
+    CHECK(rule.condition(cctx, cs, cs.stage_index("RS")) == RuleCondition::Skip);
+    options.enable_memory_bound_reduction = false;
+    CHECK(rule.condition(ctx, s, s.stage_index("softmax_sum")) == RuleCondition::Skip);
+  }
+
+  TEST_CASE("PackReusedInput packs inputs read along the innermost axis of a tiled stage") {
+    Task task = matmul_task();
+    search::SearchOptions options;
+    const search::SketchContext ctx(task, options);
+    sched::State s(task.dag);
+    auto rule = search::rule_pack_reused_input();
+    // Not before the reader is tiled.
+    CHECK(rule.condition(ctx, s, s.stage_index("B")) == RuleCondition::Skip);
+    search::multi_level_tile(s, s.stage_index("C"), "SSRSRS");
+    CHECK(rule.condition(ctx, s, s.stage_index("B")) == RuleCondition::Apply);
+    CHECK(rule.condition(ctx, s, s.stage_index("A")) == RuleCondition::Skip);
+    CHECK(rule.condition(ctx, s, s.stage_index("C")) == RuleCondition::Skip);
+    auto next = rule.apply(ctx, s, s.stage_index("B"));
+    REQUIRE(next.size() == 1);
+    CHECK(next[0].second == s.stage_index("B") - 1);
+    const sched::Stage& packed = next[0].first.stage("B.local");
+    CHECK(packed.attach_stage == "C");
+    CHECK(next[0].first.stage("C").leaf_position(packed.attach_iter) == 4);  // k.0
+    options.enable_packing = false;
+    CHECK(rule.condition(ctx, s, s.stage_index("B")) == RuleCondition::Skip);
+  }
+
   TEST_CASE("the built-in CPU rules come in Ansor's order") {
     std::vector<std::string> names;
     for (auto& r : search::cpu_sketch_rules()) names.push_back(r.name);
-    CHECK(names == std::vector<std::string>{"AlwaysInline", "AddCacheWrite",
+    // Ansor's CPU order, with loom's two rules after AddRfactor (they too must see the stage
+    // before the tiling rules change it).
+    CHECK(names == std::vector<std::string>{"AlwaysInline", "AddRfactor", "MemoryBoundReduction",
+                                            "PackReusedInput", "AddCacheWrite",
                                             "MultiLevelTilingWithFusion", "MultiLevelTiling",
                                             "SkipStage"});
   }
@@ -373,8 +553,9 @@ TEST_SUITE("search") {
                                                          : RuleCondition::Skip;
     };
     // It runs on C and again on C.local in the cache-write branch: 1 (C untiled) + 1 (C.local
-    // untiled) + 2 (C.local fused) + 1 (C tiled) = 5.
-    CHECK(search::generate_sketches(matmul_task(), {}, {no_tiling}).size() == 5);
+    // untiled) + 2 (C.local fused) + 1 (C tiled) = 5; the last three have a tiled reader of B,
+    // so each also comes with B packed: 5 + 3 = 8.
+    CHECK(search::generate_sketches(matmul_task(), {}, {no_tiling}).size() == 8);
   }
 
   TEST_CASE("sketch generation rejects bad structures, GPU targets and rules that never finish") {

@@ -506,6 +506,16 @@ LOOM_DECL void State::apply(const Step& step) {
   steps_.push_back(step);
 }
 
+LOOM_DECL void State::unset_split_lengths(int step) {
+  SplitStep* sp = step >= 0 && step < static_cast<int>(steps_.size())
+                      ? std::get_if<SplitStep>(&steps_[step])
+                      : nullptr;
+  LOOM_USER_CHECK(sp, "loom.sched.E245")
+      << "unset_split_lengths: step " << step << " is not a split step of this state's history ("
+      << steps_.size() << " steps)";
+  for (auto& l : sp->lengths) l.reset();
+}
+
 LOOM_DECL std::vector<int> State::consumers(int stage) const {
   std::vector<int> out;
   std::function<void(int)> collect = [&](int s) {

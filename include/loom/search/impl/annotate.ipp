@@ -2,6 +2,7 @@
 #include "loom/search/annotate.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -108,13 +109,33 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
                                                                        int stage) {
   std::vector<std::pair<int, int>> out;
   const auto cons = state.consumers(stage);
-  if (cons.size() != 1) return out;
-  const int t = cons[0];
+  if (cons.empty()) return out;
+  // Several consumers are allowed when one is a root stage and the others are computed inside
+  // it (e.g. a softmax row: the sum and the division both read exp): then the stage may go into
+  // that root's loops, no deeper than where the others are computed, which need it first.
+  int t = cons[0];
+  int deepest = std::numeric_limits<int>::max();
+  if (cons.size() > 1) {
+    t = -1;
+    for (int c : cons)
+      if (state.stages()[c].location == sched::ComputeLocation::Root) {
+        if (t >= 0) return out;
+        t = c;
+      }
+    if (t < 0) return out;
+    for (int c : cons) {
+      if (c == t) continue;
+      const sched::Stage& o = state.stages()[c];
+      if (o.location != sched::ComputeLocation::At || o.attach_stage != state.stages()[t].name)
+        return out;
+      deepest = std::min(deepest, state.stages()[t].leaf_position(o.attach_iter));
+    }
+  }
   const sched::Stage& target = state.stages()[t];
   const bool target_attached = target.location == sched::ComputeLocation::At;
   const bool target_tiled = is_tiled(target);
   bool visited_reduce = false;
-  for (int p = 0; p < static_cast<int>(target.leaves.size()); ++p) {
+  for (int p = 0; p < static_cast<int>(target.leaves.size()) && p <= deepest; ++p) {
     const sched::Iterator& it = target.leaf(p);
     if (it.kind == sched::IterKind::Reduce) {
       visited_reduce = true;
@@ -132,7 +153,7 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
     // Deeper than a loop where another stage is computed would reorder the two.
     if (detail_search::attached_at(state, target, target.leaves[p])) break;
   }
-  if (target_attached) {
+  if (target_attached && cons.size() == 1) {
     // The loops of the stage the consumer is computed in, outside the consumer's own position.
     const int tt = state.stage_index(target.attach_stage);
     const sched::Stage& outer = state.stages()[tt];
@@ -152,10 +173,17 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
 LOOM_DECL void change_compute_location(const SketchContext& ctx, sched::State& state,
                                        std::mt19937_64& rng) {
   if (ctx.options().disable_change_compute_location) return;
+  // A stage whose location the sketch (a rule, or the user's hand-written part) chose keeps it.
+  std::unordered_set<std::string> placed;
+  for (const sched::Step& step : state.steps())
+    if (std::holds_alternative<sched::ComputeAtStep>(step) ||
+        std::holds_alternative<sched::ComputeRootStep>(step) ||
+        std::holds_alternative<sched::ComputeInlineStep>(step))
+      placed.insert(sched::step_stage(step));
   for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
     const sched::Stage& s = state.stages()[si];
     if (s.is_placeholder || s.is_output || s.location == sched::ComputeLocation::Inlined ||
-        is_tiled(s) || needs_multi_level_tiling(ctx, state, si))
+        is_tiled(s) || needs_multi_level_tiling(ctx, state, si) || placed.count(s.name))
       continue;
     const std::string name = s.name;
     const auto cands = compute_location_candidates(ctx, state, si);

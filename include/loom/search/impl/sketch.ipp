@@ -2,6 +2,8 @@
 #include "loom/search/sketch.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <unordered_map>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -59,6 +61,59 @@ LOOM_DECL bool is_strictly_inlineable(const SketchContext& ctx, const sched::Sta
 LOOM_DECL bool has_cache_write_stage(const SketchContext& ctx, const sched::State& state,
                                      int stage) {
   return ctx.origin(state, stage).cache_write_local;
+}
+
+LOOM_DECL bool is_untouched(const sched::Stage& stage) {
+  if (stage.is_placeholder || stage.location != sched::ComputeLocation::Root ||
+      !stage.splits.empty() || !stage.fuses.empty() ||
+      stage.leaves.size() != stage.iters.size())
+    return false;
+  for (size_t p = 0; p < stage.leaves.size(); ++p)
+    if (stage.leaves[p] != static_cast<int>(p) ||
+        stage.iters[p].annotation != sched::Annotation::None)
+      return false;
+  return true;
+}
+
+LOOM_DECL bool needs_rfactor(const SketchContext& ctx, const sched::State& state, int stage) {
+  const sched::Stage& s = state.stages().at(stage);
+  if (!has_reduce(s) || !is_untouched(s)) return false;
+  const StageOrigin o = ctx.origin(state, stage);
+  if (o.op < 0 || o.cache_write_copy || o.cache_write_local) return false;
+  int64_t space = 1, reduce = 1;
+  for (const sched::Iterator& it : s.iters)
+    (it.kind == sched::IterKind::Reduce ? reduce : space) *= std::max<int64_t>(it.extent, 1);
+  const int64_t cores = std::max(1, ctx.task().target.num_cores);
+  if (needs_multi_level_tiling(ctx, state, stage))
+    // Enough spatial parallelism already: factoring the reduction would only add a pass.
+    return !(space > reduce || space > cores * 16);
+  return reduce > cores;
+}
+
+LOOM_DECL std::vector<std::vector<ir::Expr>> read_indices(const sched::State& state, int reader,
+                                                          int target) {
+  std::vector<std::vector<ir::Expr>> out;
+  // Inlined stages are read through: their body, with their axes replaced by the read's indices,
+  // stands where the read was.
+  std::function<void(const ir::Expr&, int)> walk = [&](const ir::Expr& body, int depth) {
+    ir::post_order_visit(body, [&](const ir::Expr& e) {
+      const auto* t = e.as<ir::TensorRead>();
+      if (!t) return;
+      const int si = state.stage_of(t->tensor.get());
+      if (si == target) {
+        out.push_back(t->indices);
+      } else if (si >= 0 && depth < 32 &&
+                 state.stages()[si].location == sched::ComputeLocation::Inlined) {
+        const sched::Stage& in = state.stages()[si];
+        std::unordered_map<const ir::Variable*, ir::Expr> sub;
+        for (size_t d = 0; d < in.op->axes.size() && d < t->indices.size(); ++d)
+          sub[in.op->axes[d].variable()] = t->indices[d];
+        walk(ir::substitute(in.op->body, sub), depth + 1);
+      }
+    });
+  };
+  walk(state.stages().at(reader).op->body, 0);
+  return out;
 }
 
 LOOM_DECL int single_elementwise_matched_consumer(const SketchContext& ctx,
@@ -186,6 +241,194 @@ LOOM_DECL SketchRule rule_always_inline() {
           }};
 }
 
+namespace detail_search {
+
+using Successors = std::vector<std::pair<sched::State, int>>;
+
+// Fuses the reduce loops of an untouched stage into one (at position #spatial) and returns it.
+inline int fuse_reduce_loops(sched::State& s, const std::string& name) {
+  const sched::Stage& g = s.stage(name);
+  const int nspatial = g.num_spatial_axes;
+  const int n = static_cast<int>(g.leaves.size());
+  if (n - nspatial > 1) {
+    std::vector<int> iters;
+    for (int p = nspatial; p < n; ++p) iters.push_back(p);
+    s.fuse(name, iters);
+  }
+  return nspatial;
+}
+
+// Moves leaf `from` of `stage` to the innermost position.
+inline void move_innermost(sched::State& s, const std::string& stage, int from) {
+  const int n = static_cast<int>(s.stage(stage).leaves.size());
+  std::vector<int> order;
+  for (int p = 0; p < n; ++p)
+    if (p != from) order.push_back(p);
+  order.push_back(from);
+  s.reorder(stage, order);
+}
+
+// The consumer stage whose first `rank` loops walk the rows of `stage`, or -1. That stage R is
+// untouched, and every consumer of `stage` (R, and others computed inside R at its row loop,
+// e.g. a second reduction of the same rows) reads it at [axis 0, ..., axis rank-1] of its own
+// axes, directly or through inlined stages.
+inline int row_consumer(const sched::State& st, int stage) {
+  const auto cons = st.consumers(stage);
+  const int rank = st.stages()[stage].num_spatial_axes;
+  int row = -1;
+  for (int c : cons)
+    if (st.stages()[c].location == sched::ComputeLocation::Root) {
+      if (row >= 0) return -1;
+      row = c;
+    }
+  if (row < 0 || rank < 1) return -1;
+  const sched::Stage& rs = st.stages()[row];
+  if (!is_untouched(rs) || rs.num_spatial_axes < rank) return -1;
+  for (int c : cons) {
+    const sched::Stage& cs = st.stages()[c];
+    if (c != row && (cs.location != sched::ComputeLocation::At || cs.attach_stage != rs.name ||
+                     cs.attach_iter != rs.leaves[rank - 1] || cs.num_spatial_axes < rank))
+      return -1;
+    const auto reads = read_indices(st, c, stage);
+    if (reads.empty()) return -1;
+    for (const auto& idx : reads) {
+      if (static_cast<int>(idx.size()) != rank) return -1;
+      for (int d = 0; d < rank; ++d)
+        if (idx[d].as<ir::Variable>() != cs.op->axes[d].variable()) return -1;
+    }
+  }
+  return row;
+}
+
+// Position of the last loop of the first reduce tile level of a multi-level-tiled stage (where
+// Ansor's GPU rule computes shared-memory copies), or -1.
+inline int first_reduce_level_end(const sched::Stage& s) {
+  int p = 0;
+  const int n = static_cast<int>(s.leaves.size());
+  while (p < n && s.leaf(p).kind != sched::IterKind::Reduce) ++p;
+  if (p == n) return -1;
+  while (p + 1 < n && s.leaf(p + 1).kind == sched::IterKind::Reduce) ++p;
+  return p;
+}
+
+// The multi-level-tiled stage that the input `stage` should be packed for, or -1: `stage` is a
+// placeholder with a single consumer, that consumer is multi-level tiled, and it reads `stage`
+// along its innermost spatial axis (the loop that runs through the packed tile contiguously)
+// while missing another spatial axis of extent > 1 (the tile is reused across that loop).
+inline int pack_reader(const SketchContext& ctx, const sched::State& st, int stage) {
+  const sched::Stage& p = st.stages()[stage];
+  if (!p.is_placeholder) return -1;
+  const auto cons = st.consumers(stage);
+  if (cons.size() != 1) return -1;
+  const int c = cons[0];
+  const sched::Stage& cs = st.stages()[c];
+  if (!is_tiled(cs) || !needs_multi_level_tiling(ctx, st, c) || first_reduce_level_end(cs) < 0)
+    return -1;
+  const auto reads = read_indices(st, c, stage);
+  if (reads.empty() || cs.num_spatial_axes < 2) return -1;
+  const auto& axes = cs.op->axes;
+  const ir::Variable* inner = axes[cs.num_spatial_axes - 1].variable();
+  for (const auto& idx : reads) {
+    std::vector<const ir::Variable*> used;
+    for (const ir::Expr& e : idx)
+      for (const ir::Variable* v : ir::free_vars(e)) used.push_back(v);
+    auto uses = [&](const ir::Variable* v) {
+      return std::find(used.begin(), used.end(), v) != used.end();
+    };
+    if (!uses(inner)) return -1;
+    bool reused = false;
+    for (int d = 0; d + 1 < cs.num_spatial_axes; ++d)
+      reused = reused || (axes[d].extent > 1 && !uses(axes[d].variable()));
+    if (!reused) return -1;
+  }
+  return c;
+}
+
+}  // namespace detail_search
+
+LOOM_DECL SketchRule rule_add_rfactor() {
+  return {"AddRfactor",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return ctx.options().enable_rfactor && needs_rfactor(ctx, st, i)
+                       ? RuleCondition::Apply
+                       : RuleCondition::Skip;
+          },
+          [](const SketchContext&, const sched::State& st, int i) {
+            const std::string name = st.stages()[i].name;
+            sched::State base = st;
+            const int r = detail_search::fuse_reduce_loops(base, name);
+            // rfactor needs the extents of the two parts, so the split takes a stand-in length
+            // that is unset again afterwards: random annotation draws it like any tile size.
+            base.split(name, r, {1});
+            const int split_step = static_cast<int>(base.steps().size()) - 1;
+            detail_search::Successors out;
+            for (int part : {0, 1}) {
+              sched::State s = base;
+              const std::string rf = s.rfactor(name, r + part, r);
+              // The inner part as the innermost loop of the partial sums: a vectorizable
+              // accumulator (Ansor's second variant).
+              if (part == 1) detail_search::move_innermost(s, rf, r);
+              s.unset_split_lengths(split_step);
+              out.emplace_back(std::move(s), i - 1);  // "X.rf" is at i, X at i + 1
+            }
+            return out;
+          }};
+}
+
+LOOM_DECL SketchRule rule_memory_bound_reduction() {
+  return {"MemoryBoundReduction",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const sched::Stage& s = st.stages()[i];
+            if (!ctx.options().enable_memory_bound_reduction || !has_reduce(s) ||
+                !is_untouched(s) || needs_multi_level_tiling(ctx, st, i))
+              return RuleCondition::Skip;
+            const StageOrigin o = ctx.origin(st, i);
+            if (o.op < 0 || o.cache_write_copy || o.cache_write_local) return RuleCondition::Skip;
+            return detail_search::row_consumer(st, i) >= 0 ? RuleCondition::Apply
+                                                           : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const sched::Stage& g = st.stages()[i];
+            const std::string name = g.name;
+            const std::string consumer = st.stages()[detail_search::row_consumer(st, i)].name;
+            const int rank = g.num_spatial_axes;
+            int64_t reduce = 1;
+            for (const sched::Iterator& it : g.iters)
+              if (it.kind == sched::IterKind::Reduce) reduce *= std::max<int64_t>(it.extent, 1);
+            const int lanes = ctx.task().target.vector_lanes(g.op.dtype().bytes());
+            sched::State s = st;
+            if (lanes > 1 && reduce >= 2 * lanes) {
+              // Partial results in a vector of `lanes` accumulators, folded once per row.
+              const int r = detail_search::fuse_reduce_loops(s, name);
+              s.split(name, r, {lanes});
+              const std::string rf = s.rfactor(name, r + 1, r);
+              detail_search::move_innermost(s, rf, r);
+              s.compute_at(rf, name, rank - 1);
+            }
+            // One row at a time: the row stays in cache between the reduction and its use.
+            s.compute_at(name, consumer, rank - 1);
+            return detail_search::Successors{{std::move(s), i - 1}};
+          }};
+}
+
+LOOM_DECL SketchRule rule_pack_reused_input() {
+  return {"PackReusedInput",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return ctx.options().enable_packing && detail_search::pack_reader(ctx, st, i) >= 0
+                       ? RuleCondition::Apply
+                       : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            sched::State s = st;
+            const std::string reader = st.stages()[detail_search::pack_reader(ctx, st, i)].name;
+            const std::string packed =
+                s.cache_read(st.stages()[i].name, ir::MemoryScope::Local, {reader});
+            s.compute_at(packed, reader,
+                         detail_search::first_reduce_level_end(s.stage(reader)));
+            return detail_search::Successors{{std::move(s), i - 1}};  // the copy is at i + 1
+          }};
+}
+
 LOOM_DECL SketchRule rule_add_cache_write() {
   return {"AddCacheWrite",
           [](const SketchContext& ctx, const sched::State& st, int i) {
@@ -258,11 +501,12 @@ LOOM_DECL SketchRule rule_skip_stage() {
 }
 
 LOOM_DECL const std::vector<SketchRule>& cpu_sketch_rules() {
-  // TODO(#4): AddRfactor (Ansor rule 6) goes between AlwaysInline and AddCacheWrite once
-  // sched/ has an rfactor step; SimplifyComputeWithConstTensor (winograd) is not planned.
+  // SimplifyComputeWithConstTensor (winograd) is not planned: loom has no const-tensor ops.
   static const std::vector<SketchRule> rules = {
-      rule_always_inline(), rule_add_cache_write(), rule_multi_level_tiling_with_fusion(),
-      rule_multi_level_tiling(), rule_skip_stage()};
+      rule_always_inline(),        rule_add_rfactor(),
+      rule_memory_bound_reduction(), rule_pack_reused_input(),
+      rule_add_cache_write(),      rule_multi_level_tiling_with_fusion(),
+      rule_multi_level_tiling(),   rule_skip_stage()};
   return rules;
 }
 
