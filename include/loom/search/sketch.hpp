@@ -18,7 +18,13 @@
 /// |----------------------------|---------------------------------------------|-------------------|
 /// | AlwaysInline               | computed, not an output, no reduction,      | ApplyAndSkipRest  |
 /// |                            | strictly inlineable                         |                   |
-/// | (AddRfactor)               | not implemented: loom has no rfactor step   |                   |
+/// | AddRfactor                 | untouched reduction with more reduction     | Apply (2 sketches:|
+/// |                            | than spatial parallelism (needs_rfactor)    | outer/inner part) |
+/// | MemoryBoundReduction (loom)| untouched reduction, no multi-level tiling, | Apply             |
+/// |                            | its consumers read it row by row            |                   |
+/// | PackReusedInput (loom)     | input read by one multi-level-tiled stage   | Apply (the state  |
+/// |                            | along its innermost axis, reused across     | goes on unpacked) |
+/// |                            | another                                     |                   |
 /// | AddCacheWrite              | needs multi-level tiling, no element-wise   | Apply (the state  |
 /// |                            | matched consumer, no cache-write stage yet  | goes on uncached) |
 /// | MultiLevelTilingWithFusion | needs multi-level tiling and has a single   | ApplyAndSkipRest  |
@@ -26,6 +32,20 @@
 /// |                            |                                             | else Apply        |
 /// | MultiLevelTiling           | needs multi-level tiling                    | ApplyAndSkipRest  |
 /// | SkipStage                  | always                                      | Apply             |
+///
+/// loom's two rules:
+///  - MemoryBoundReduction: softmax, norms and other row statistics are memory bound; TVM gives
+///    them hand-written schedules. The rule computes the reduction inside its consumer's row
+///    loop (the row stays in cache from the reduction to its use) and, for rows of at least two
+///    vectors, accumulates into a vector of `lanes` partial results (rfactor by the target's
+///    vector lanes, the lanes innermost) that is folded once per row.
+///  - PackReusedInput: the tile of an input that the tiled loops reuse (B of a GEMM, the weights
+///    of a dense layer) is copied into a contiguous buffer at the first reduce tile level, so
+///    the innermost loops stream through it with unit stride (what BLAS packing does).
+///
+/// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops) and the
+/// GPU rules (AddCacheRead, CrossThreadReduction, thread binding), which come with the CUDA
+/// backend.
 ///
 /// How to add a sketch rule:
 ///  1. Write its condition as a function of the context, the state and the working stage; keep
