@@ -135,12 +135,14 @@ class State {
   void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps,
                           int level, bool factor_or_nparts);
 
-  /// Clears the lengths of split step `step` in the history and keeps the stages as they are.
-  /// For sketch rules whose later steps (rfactor) need concrete extents: they split with a
-  /// stand-in length, apply the step, then unset the length so that random annotation draws it
-  /// when it replays the history (search/annotate.hpp). Until then the stages show the stand-in
-  /// extents. Throws loom::user_error `[loom.sched.E245]` if `step` is not a split step.
-  void unset_split_lengths(int step);
+  /// Rewrites the lengths of split step `step` in the history (std::nullopt: unset) and leaves
+  /// the stages as they are until the history is replayed. For sketch rules whose later steps
+  /// (rfactor) need concrete extents: they split with a stand-in length, apply the step, then
+  /// unset the length so that random annotation draws it when it replays the history
+  /// (search/annotate.hpp); and for custom annotation rules that choose some lengths before
+  /// FillTileSize draws the rest. Throws loom::user_error `[loom.sched.E245]` if `step` is not
+  /// a split step or `lengths` has another size than the step's.
+  void set_split_lengths(int step, std::vector<std::optional<int64_t>> lengths);
 
   /// The stages that read `stage` directly or through inlined stages.
   std::vector<int> consumers(int stage) const;

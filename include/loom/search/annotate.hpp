@@ -17,6 +17,11 @@
 ///  5. Vectorization — a random number of the innermost spatial loops (product at most
 ///     `max_vectorize_size`; one loop for a tiled stage) is fused and vectorized.
 ///
+/// The five rules are `InitRule` objects in a table (cpu_init_rules()); users can pass their
+/// own, which run first, in the order given, on the sketch with its unset lengths (so a custom
+/// rule may set some lengths itself, and FillTileSize fills only the rest) — see
+/// examples/03_custom_annotation_rule.cpp.
+///
 /// Randomness: only `rng()` is used, reduced modulo the number of choices, so a seed gives the
 /// same programs on every platform (the standard fixes mt19937_64's output, not the
 /// distributions').
@@ -26,29 +31,56 @@
 #include "loom/search/sketch.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <random>
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
 
+/// One init rule: a random edit of a program on its way from a sketch to a complete program.
+/// It may throw loom::user_error (an illegal step): the draw is then rejected. A rule must use
+/// only `rng()` for randomness to stay reproducible across platforms.
+struct InitRule {
+  using ApplyFn = std::function<void(const SketchContext&, sched::State&, std::mt19937_64&)>;
+  std::string name;
+  ApplyFn apply;
+};
+
+/// The built-in CPU init rules in Ansor's order: FillTileSize, ChangeComputeLocation, Parallel,
+/// Unroll, Vectorization.
+const std::vector<InitRule>& cpu_init_rules();
+
 /// One random complete program from `sketch`, or nothing when the draw is rejected (a step was
 /// illegal in the state it met, e.g. a split length that leaves no loop to fuse).
+/// `custom_rules` run before the built-in ones.
 std::optional<sched::State> try_sample_program(const sched::State& sketch, const Task& task,
                                                const SearchOptions& options,
-                                               std::mt19937_64& rng);
+                                               std::mt19937_64& rng,
+                                               const std::vector<InitRule>& custom_rules = {});
 
 /// Like try_sample_program, retrying up to `options.max_sample_attempts` draws. Throws
 /// loom::user_error `[loom.search.E810]` if every draw is rejected.
 sched::State sample_program(const sched::State& sketch, const Task& task,
-                            const SearchOptions& options, std::mt19937_64& rng);
+                            const SearchOptions& options, std::mt19937_64& rng,
+                            const std::vector<InitRule>& custom_rules = {});
 
 /// Up to `count` distinct programs (by printed loop nest), each from a sketch chosen uniformly
 /// (Ansor's SampleInitPopulation without the cost model); gives up after `20 × count` draws.
 std::vector<sched::State> sample_programs(const std::vector<sched::State>& sketches,
                                           const Task& task, const SearchOptions& options,
-                                          std::mt19937_64& rng, int count);
+                                          std::mt19937_64& rng, int count,
+                                          const std::vector<InitRule>& custom_rules = {});
+
+/// A split whose lengths the search will choose, for sketches written by hand (AutoTVM's
+/// `define_split`): leaf `iter` of `stage` is split into `parts` loops, with the lengths in
+/// `fixed` (outer to inner, `parts - 1` entries) where set and drawn by FillTileSize where
+/// unset. Throws loom::user_error `[loom.search.E812]` for `parts < 2` or a `fixed` of the wrong
+/// size, and the split's own errors for a bad stage or loop.
+void define_split(sched::State& state, const std::string& stage, int iter, int parts,
+                  std::vector<std::optional<int64_t>> fixed = {});
 
 // --- the init rules on their own (for tests and for mutation) -----------------------------------
 

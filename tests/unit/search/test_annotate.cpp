@@ -341,6 +341,61 @@ TEST_SUITE("search") {
     CHECK(inner.size() >= 3);  // not the stand-in length every time
   }
 
+  TEST_CASE("custom init rules run first and may choose lengths that FillTileSize keeps") {
+    Task task(op_matmul().dag, test_target());
+    const search::SearchOptions options;
+    auto sketches = search::generate_sketches(task, options);
+    // Every unset innermost length becomes 1; the other lengths are still drawn.
+    std::vector<std::string> order;
+    search::InitRule innermost_one{
+        "InnermostOne", [&](const search::SketchContext&, sched::State& s, std::mt19937_64&) {
+          order.push_back("InnermostOne");
+          for (int i = 0; i < static_cast<int>(s.steps().size()); ++i)
+            if (auto* sp = std::get_if<sched::SplitStep>(&s.steps()[i])) {
+              auto lengths = sp->lengths;
+              if (!lengths.back()) lengths.back() = 1;
+              s.set_split_lengths(i, lengths);
+            }
+        }};
+    std::mt19937_64 rng(3);
+    auto programs = search::sample_programs(sketches, task, options, rng, 20, {innermost_one});
+    REQUIRE(programs.size() == 20);
+    CHECK(order.size() >= 20);
+    for (auto& p : programs)
+      for (auto& step : p.steps())
+        if (auto* sp = std::get_if<sched::SplitStep>(&step)) CHECK(*sp->lengths.back() == 1);
+    std::vector<std::string> names;
+    for (auto& r : search::cpu_init_rules()) names.push_back(r.name);
+    CHECK(names == std::vector<std::string>{"FillTileSize", "ChangeComputeLocation", "Parallel",
+                                            "Unroll", "Vectorization"});
+    sched::State s(task.dag);
+    CHECK_THROWS_WITH_AS(s.set_split_lengths(0, {1}), doctest::Contains("[loom.sched.E245]"),
+                         user_error);
+  }
+
+  TEST_CASE("define_split leaves the lengths the user does not fix to the search") {
+    Task task(op_matmul().dag, test_target());
+    sched::State sketch(task.dag);
+    search::define_split(sketch, "matmul", 1, 3, {std::nullopt, 4});  // j -> j.0 j.1 j.2(4)
+    search::define_split(sketch, "matmul", 0, 2);                     // i -> i.0 i.1
+    CHECK_THROWS_WITH_AS(search::define_split(sketch, "matmul", 0, 1),
+                         doctest::Contains("[loom.search.E812]"), user_error);
+    CHECK_THROWS_WITH_AS(search::define_split(sketch, "matmul", 0, 3, {2}),
+                         doctest::Contains("[loom.search.E812]"), user_error);
+    const search::SearchOptions options;
+    std::mt19937_64 rng(4);
+    const auto ref = loom_test::make_reference(op_matmul(), 4);
+    for (int i = 0; i < 10; ++i) {
+      sched::State p = search::sample_program(sketch, task, options, rng);
+      auto* sp = std::get_if<sched::SplitStep>(&p.steps()[0]);
+      REQUIRE(sp != nullptr);
+      CHECK(*sp->lengths[1] == 4);
+      CHECK(sp->lengths[0].has_value());
+      auto r = loom_test::run_and_compare(op_matmul(), ref, p);
+      CHECK_MESSAGE(r.ok, r.message);
+    }
+  }
+
   TEST_CASE("sampling rejects a sketch whose splits cannot be filled") {
     Task task(op_matmul().dag, test_target());
     sched::State sketch(task.dag);

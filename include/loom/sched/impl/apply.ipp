@@ -506,14 +506,17 @@ LOOM_DECL void State::apply(const Step& step) {
   steps_.push_back(step);
 }
 
-LOOM_DECL void State::unset_split_lengths(int step) {
+LOOM_DECL void State::set_split_lengths(int step, std::vector<std::optional<int64_t>> lengths) {
   SplitStep* sp = step >= 0 && step < static_cast<int>(steps_.size())
                       ? std::get_if<SplitStep>(&steps_[step])
                       : nullptr;
   LOOM_USER_CHECK(sp, "loom.sched.E245")
-      << "unset_split_lengths: step " << step << " is not a split step of this state's history ("
+      << "set_split_lengths: step " << step << " is not a split step of this state's history ("
       << steps_.size() << " steps)";
-  for (auto& l : sp->lengths) l.reset();
+  LOOM_USER_CHECK(lengths.size() == sp->lengths.size(), "loom.sched.E245")
+      << "set_split_lengths: split step " << step << " has " << sp->lengths.size()
+      << " lengths, " << lengths.size() << " given";
+  sp->lengths = std::move(lengths);
 }
 
 LOOM_DECL std::vector<int> State::consumers(int stage) const {

@@ -291,17 +291,32 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
   }
 }
 
+LOOM_DECL const std::vector<InitRule>& cpu_init_rules() {
+  static const std::vector<InitRule> rules = {
+      {"FillTileSize",
+       [](const SketchContext& ctx, sched::State& s, std::mt19937_64& rng) {
+         s = fill_tile_sizes(s, ctx.options(), rng);
+       }},
+      {"ChangeComputeLocation", change_compute_location},
+      {"Parallel",
+       [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
+         annotate_parallel(ctx, s);
+       }},
+      {"Unroll", annotate_unroll},
+      {"Vectorization", annotate_vectorize}};
+  return rules;
+}
+
 LOOM_DECL std::optional<sched::State> try_sample_program(const sched::State& sketch,
                                                          const Task& task,
                                                          const SearchOptions& options,
-                                                         std::mt19937_64& rng) {
+                                                         std::mt19937_64& rng,
+                                                         const std::vector<InitRule>& custom_rules) {
   try {
-    sched::State s = fill_tile_sizes(sketch, options, rng);
     const SketchContext ctx(task, options);
-    change_compute_location(ctx, s, rng);
-    annotate_parallel(ctx, s);
-    annotate_unroll(ctx, s, rng);
-    annotate_vectorize(ctx, s, rng);
+    sched::State s = sketch;
+    for (const InitRule& rule : custom_rules) rule.apply(ctx, s, rng);
+    for (const InitRule& rule : cpu_init_rules()) rule.apply(ctx, s, rng);
     return s;
   } catch (const user_error&) {
     return std::nullopt;
@@ -309,9 +324,10 @@ LOOM_DECL std::optional<sched::State> try_sample_program(const sched::State& ske
 }
 
 LOOM_DECL sched::State sample_program(const sched::State& sketch, const Task& task,
-                                      const SearchOptions& options, std::mt19937_64& rng) {
+                                      const SearchOptions& options, std::mt19937_64& rng,
+                                      const std::vector<InitRule>& custom_rules) {
   for (int a = 0; a < std::max(1, options.max_sample_attempts); ++a)
-    if (auto s = try_sample_program(sketch, task, options, rng)) return *s;
+    if (auto s = try_sample_program(sketch, task, options, rng, custom_rules)) return *s;
   LOOM_USER_FAIL("loom.search.E810")
       << "sample_program: all " << options.max_sample_attempts
       << " random annotations of the sketch were rejected:\n"
@@ -319,16 +335,34 @@ LOOM_DECL sched::State sample_program(const sched::State& sketch, const Task& ta
   return sketch;
 }
 
+LOOM_DECL void define_split(sched::State& state, const std::string& stage, int iter, int parts,
+                            std::vector<std::optional<int64_t>> fixed) {
+  LOOM_USER_CHECK(parts >= 2, "loom.search.E812")
+      << "define_split: a split of loop " << iter << " of stage '" << stage << "' into " << parts
+      << " parts; it needs at least 2";
+  if (fixed.empty()) fixed.resize(parts - 1);
+  LOOM_USER_CHECK(static_cast<int>(fixed.size()) == parts - 1, "loom.search.E812")
+      << "define_split: " << fixed.size() << " fixed lengths given for a split into " << parts
+      << " parts; give " << parts - 1 << " (outer to inner, std::nullopt where the search "
+      << "chooses) or none";
+  const sched::Stage& s = state.stage(stage);
+  LOOM_USER_CHECK(iter >= 0 && iter < static_cast<int>(s.leaves.size()), "loom.search.E812")
+      << "define_split: stage '" << stage << "' has " << s.leaves.size() << " loops, no loop "
+      << iter;
+  state.apply(sched::SplitStep{stage, iter, s.leaf(iter).extent, std::move(fixed)});
+}
+
 LOOM_DECL std::vector<sched::State> sample_programs(const std::vector<sched::State>& sketches,
                                                     const Task& task,
                                                     const SearchOptions& options,
-                                                    std::mt19937_64& rng, int count) {
+                                                    std::mt19937_64& rng, int count,
+                                                    const std::vector<InitRule>& custom_rules) {
   std::vector<sched::State> out;
   if (sketches.empty() || count <= 0) return out;
   std::unordered_set<std::string> seen;
   for (int draws = 0; draws < 20 * count && static_cast<int>(out.size()) < count; ++draws) {
     const sched::State& sketch = sketches[detail_search::draw(rng, sketches.size())];
-    auto s = try_sample_program(sketch, task, options, rng);
+    auto s = try_sample_program(sketch, task, options, rng, custom_rules);
     if (s && seen.insert(s->to_string()).second) out.push_back(std::move(*s));
   }
   return out;

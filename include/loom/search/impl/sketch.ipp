@@ -368,7 +368,7 @@ LOOM_DECL SketchRule rule_add_rfactor() {
               // The inner part as the innermost loop of the partial sums: a vectorizable
               // accumulator (Ansor's second variant).
               if (part == 1) detail_search::move_innermost(s, rf, r);
-              s.unset_split_lengths(split_step);
+              s.set_split_lengths(split_step, {std::nullopt});
               out.emplace_back(std::move(s), i - 1);  // "X.rf" is at i, X at i + 1
             }
             return out;
