@@ -15,6 +15,7 @@
 #include "loom/runtime/kernel.hpp"
 #include "loom/runtime/parallel.hpp"
 #include "loom/sched/default_schedule.hpp"
+#include "loom/sched/layout_rewrite.hpp"
 #include "loom/search/task.hpp"
 
 LOOM_BEGIN_NAMESPACE
@@ -29,6 +30,23 @@ struct BuildOptions {
 Kernel build(const Task& task, const sched::State& state, const BuildOptions& options = {});
 /// Builds `task` with the default schedule (sched/default_schedule.hpp).
 Kernel build(const Task& task, const BuildOptions& options = {});
+
+/// A kernel whose constant input (a weight) is stored in the layout its loop nest walks
+/// (sched/layout_rewrite.hpp). Run `pack` once per value of the input — arguments (input,
+/// packed buffer of `packed_shape`) — then call `kernel` as often as needed, with the packed
+/// buffer at position `argument` instead of the input.
+struct PackedKernel {
+  Kernel pack;
+  Kernel kernel;
+  std::string input;
+  std::vector<int64_t> packed_shape;
+  int argument = -1;
+};
+
+/// Rewrites input `input`'s layout for `state` and builds both kernels; throws what
+/// sched::rewrite_layout and build() throw.
+PackedKernel build_with_packed_input(const Task& task, const sched::State& state,
+                                     const std::string& input, const BuildOptions& options = {});
 
 LOOM_END_NAMESPACE
 

@@ -14,6 +14,7 @@
 #include <loom/loom.hpp>
 #include <loom/lower/interpret.hpp>
 #include <loom/lower/lower.hpp>
+#include <loom/sched/layout_rewrite.hpp>
 #include <loom/sched/state.hpp>
 
 #include <algorithm>
@@ -292,6 +293,20 @@ inline check_result run_and_compare(const workload& w, const reference& ref,
     }
   }
   return res;
+}
+
+/// The workload and reference for a layout-rewritten schedule: the input at `rw.argument`
+/// replaced by its packed form, computed from the reference input by the DAG interpreter
+/// running `rw.transform`; the expected outputs stay the original ones.
+inline std::pair<workload, reference> packed_reference(const workload& w, const reference& ref,
+                                                       const loom::sched::LayoutRewrite& rw) {
+  reference r = ref;
+  tensor_data packed = random_tensor(rw.packed, 0);
+  std::vector<void*> ptrs{r.inputs[rw.argument].data(), packed.data()};
+  loom::evaluate(*rw.transform, ptrs);
+  r.inputs[rw.argument] = std::move(packed);
+  return {workload{w.name + " (packed " + rw.packed.name() + ")", rw.dag, w.reduction_length},
+          std::move(r)};
 }
 
 // --- random legal schedules ----------------------------------------------------------------------

@@ -26,4 +26,22 @@ LOOM_DECL Kernel build(const Task& task, const BuildOptions& options) {
   return build(task, sched::default_schedule(task.dag, task.target), options);
 }
 
+LOOM_DECL PackedKernel build_with_packed_input(const Task& task, const sched::State& state,
+                                               const std::string& input,
+                                               const BuildOptions& options) {
+  LOOM_USER_CHECK(state.dag().workload_key() == task.workload_key(), "loom.runtime.E611")
+      << "build_with_packed_input(): the schedule was made for workload "
+      << state.dag().workload_key() << ", not for this task's " << task.workload_key();
+  sched::LayoutRewrite rw = sched::rewrite_layout(state, input);
+  BuildOptions pack_options = options;
+  pack_options.name = options.name + "_pack_" + input;
+  PackedKernel out;
+  out.pack = build(Task(rw.transform, task.target), pack_options);
+  out.kernel = build(Task(rw.dag, task.target), rw.state, options);
+  out.input = input;
+  out.packed_shape = rw.packed.shape();
+  out.argument = rw.argument;
+  return out;
+}
+
 LOOM_END_NAMESPACE
