@@ -205,6 +205,27 @@ TEST_SUITE("sched") {
     }
   }
 
+  TEST_CASE("a tiled stage computed inside one tile of its consumer loops over that tile only") {
+    // The Ansor fusion shape: the copy C follows C.local's tiling down to level 2, and C.local
+    // is computed there. Inside one tile of C, C.local's two outer tile loops (split for the
+    // whole 64 x 64) need one iteration: lowering shrinks them, so no loop runs guarded
+    // iterations that do nothing.
+    auto w = matmul(64, 64, 8);
+    State s(w.dag);
+    const std::string local = s.cache_write("C", loom::ir::MemoryScope::Local);
+    s.split(local, 0, {4, 2, 4});  // step 1: i -> 2 x 4 x 2 x 4
+    s.split(local, 4, {2, 4, 4});  // step 2: j -> 2 x 2 x 4 x 4
+    s.reorder(local, {0, 4, 1, 5, 2, 6, 3, 7, 8});
+    s.follow_split("C", 0, 1, 2);  // C (the copy) follows the two outer levels
+    s.follow_split("C", 3, 2, 2);
+    s.reorder("C", {0, 3, 1, 4, 2, 5});
+    s.compute_at(local, "C", 3);  // inside one (i.2 x j.2) = 8 x 16 tile
+    const std::string text = lowered_text(s);
+    CHECK(text.find("if (") == std::string::npos);
+    CHECK(text.find("IfThenElse") == std::string::npos);
+    check_schedule(w, s);
+  }
+
   TEST_CASE("compute_at at every level of the consumer") {
     SUBCASE("matmul into a tiled relu") {
       auto w = matmul_bias_relu(13, 17, 19);

@@ -72,13 +72,21 @@ struct stage_loops {
     for (size_t id = root_extent.size(); id < n; ++id) {
       if (split_of[id] >= 0) {
         const auto& rel_ = s.splits[split_of[id]];
-        if (static_cast<int>(id) == rel_.children[0]) {
-          int64_t inner = 1;
-          for (size_t c = 1; c < rel_.children.size(); ++c) inner *= s.iters[rel_.children[c]].extent;
-          extent[id] = (extent[rel_.parent] + inner - 1) / inner;
-        } else {
-          extent[id] = s.iters[id].extent;
+        // A part loops over no more tiles than the parent's (region's) extent needs: a
+        // stage computed inside a tile of its consumer covers one tile, so its outer tile
+        // loops shrink to one iteration instead of running guarded. Shrinking keeps the
+        // mixed-radix values: a part only shrinks below its length when every part outside it
+        // has a single iteration (value 0), whatever its radix.
+        int64_t inner = 1;
+        bool seen = false;
+        for (int c : rel_.children) {
+          if (seen) inner *= s.iters[c].extent;
+          seen = seen || c == static_cast<int>(id);
         }
+        const int64_t needed = (extent[rel_.parent] + inner - 1) / inner;
+        extent[id] = static_cast<int>(id) == rel_.children[0]
+                         ? needed
+                         : std::min<int64_t>(s.iters[id].extent, needed);
       } else if (fuse_of[id] >= 0) {
         int64_t e = 1;
         for (int f : s.fuses[fuse_of[id]].fused) e *= extent[f];
