@@ -13,6 +13,8 @@ packages=(
   libbenchmark-dev        # benchmarks
   libopenblas-dev         # benchmark baselines
   libdnnl-dev             # benchmark baselines
+  libxgboost-dev          # benchmark baseline (cost model)
+  zlib1g-dev              # cost-model data set (benchmarks)
 )
 
 missing=()
