@@ -1,0 +1,314 @@
+// Generates the cost-model data set (issue 5): for each workload of cost_workloads.hpp, distinct
+// random programs are sampled from the sketches with fixed seeds (half with perfect tilings, as
+// Ansor samples, half with `allow_non_divisible_tiles`), each is JIT-compiled, checked once
+// against the default schedule's output and timed on one thread. One line per program:
+//
+//   workload \t seconds \t record
+//
+// where `record` is sched::to_record(steps) and `seconds` is "inf" for a failed measurement (the
+// build threw, the process crashed or aborted, or the result was wrong). Each program is built
+// and run in a forked child, so that an LLVM fatal error does not end the run. Features are not stored: bench_cost_model recomputes
+// them by replaying the records, so the data set outlives feature-version changes.
+//
+// Timing. The first call is an untimed warm-up that also says how slow the program is: one
+// slower than kSlowFactor × the workload's best so far (or than kSlowSeconds) keeps that call's
+// time alone; the others get kTimedCalls timed calls and their median counts. The rankings the
+// cost model learns are within a workload, so moderate machine noise is acceptable.
+//
+// Usage: make_cost_dataset OUT.tsv.gz [--programs N] [--only WORKLOAD,WORKLOAD...]
+// Regenerate with scripts/make-cost-dataset.sh.
+#include "cost_workloads.hpp"
+
+#include <loom/cpu.hpp>
+#include <loom/sched/record.hpp>
+#include <loom/search/annotate.hpp>
+#include <loom/search/sketch.hpp>
+
+#if defined(LOOM_BENCH_HAVE_ZLIB)
+#include <zlib.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace loom;
+
+constexpr double kSlowFactor = 20.0;   // slower than this × the best so far: measured once
+constexpr double kSlowSeconds = 0.25;  // ... and so is any program slower than this
+constexpr int kTimedCalls = 3;
+constexpr uint64_t kSeedPerfect = 0x10057001;      // + workload index
+constexpr uint64_t kSeedNonDivisible = 0x10057101;  // + workload index
+
+/// Writes the data set gzip-compressed: through zlib where it was found, else through a `gzip`
+/// child process.
+class GzWriter {
+ public:
+  explicit GzWriter(const std::string& path) {
+#if defined(LOOM_BENCH_HAVE_ZLIB)
+    file_ = gzopen(path.c_str(), "wb9");
+#else
+    const std::string command = "gzip -9 -n > '" + path + "'";
+    file_ = popen(command.c_str(), "w");
+#endif
+    if (!file_) {
+      std::fprintf(stderr, "cannot write %s\n", path.c_str());
+      std::exit(1);
+    }
+  }
+  GzWriter(const GzWriter&) = delete;
+  GzWriter& operator=(const GzWriter&) = delete;
+  ~GzWriter() {
+#if defined(LOOM_BENCH_HAVE_ZLIB)
+    gzclose(file_);
+#else
+    pclose(file_);
+#endif
+  }
+  void write(const std::string& line) {
+#if defined(LOOM_BENCH_HAVE_ZLIB)
+    gzwrite(file_, line.data(), static_cast<unsigned>(line.size()));
+#else
+    std::fwrite(line.data(), 1, line.size(), file_);
+#endif
+  }
+
+ private:
+#if defined(LOOM_BENCH_HAVE_ZLIB)
+  gzFile file_ = nullptr;
+#else
+  FILE* file_ = nullptr;
+#endif
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Buffers for every kernel argument (inputs filled with seeded uniform values in [-1, 1)).
+struct Buffers {
+  std::vector<std::vector<float>> data;
+  std::vector<void*> args;
+  size_t output = 0;
+};
+
+Buffers make_buffers(const Kernel& k) {
+  Buffers b;
+  std::mt19937_64 rng(0x5eed);
+  for (size_t i = 0; i < k.args().size(); ++i) {
+    const KernelArg& a = k.args()[i];
+    size_t n = 1;
+    for (int64_t d : a.shape) n *= static_cast<size_t>(d);
+    b.data.emplace_back(n);
+    if (a.is_output) {
+      b.output = i;
+    } else {
+      for (float& v : b.data.back()) v = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0);
+    }
+  }
+  for (auto& d : b.data) b.args.push_back(d.data());
+  return b;
+}
+
+bool close_to(const std::vector<float>& got, const std::vector<float>& ref) {
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::abs(static_cast<double>(got[i]) - ref[i]);
+    if (!(d <= 1e-3 * (1.0 + std::abs(static_cast<double>(ref[i]))))) return false;
+  }
+  return true;
+}
+
+/// What measuring one program gave.
+struct Outcome {
+  enum Status : int { kOk, kBuildFailed, kWrong, kCrashed };
+  int status = kCrashed;
+  double cost = 0;             ///< seconds, with kOk
+  double compile_seconds = 0;  ///< lowering + JIT compilation
+};
+
+/// Builds, checks and times `p` in this process (see the file comment for the timing rules).
+Outcome measure(const Task& task, const sched::State& p, Buffers& buffers,
+                const std::vector<float>& expected, double best) {
+  Outcome o;
+  try {
+    const auto tc = std::chrono::steady_clock::now();
+    const Kernel k = build(task, p);
+    o.compile_seconds = seconds_since(tc);
+    auto& out = buffers.data[buffers.output];
+    std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+    auto call = [&] {
+      const auto tr = std::chrono::steady_clock::now();
+      k.run_unchecked(buffers.args.data());
+      return seconds_since(tr);
+    };
+    const double warm = call();
+    if (!close_to(out, expected)) {
+      o.status = Outcome::kWrong;
+    } else if (warm > kSlowFactor * best || warm > kSlowSeconds) {
+      o.status = Outcome::kOk;
+      o.cost = warm;
+    } else {
+      double runs[kTimedCalls];
+      for (double& r : runs) r = call();
+      std::sort(runs, runs + kTimedCalls);
+      o.status = Outcome::kOk;
+      o.cost = runs[kTimedCalls / 2];
+    }
+  } catch (const std::exception& e) {
+    o.status = Outcome::kBuildFailed;
+    std::fprintf(stderr, "  build failed: %s\n", e.what());
+  }
+  return o;
+}
+
+/// measure() in a forked child, so that a program that aborts the process (an LLVM fatal
+/// error, a crash in the generated code) is a failed measurement and the search goes on.
+Outcome measure_isolated(const Task& task, const sched::State& p, Buffers& buffers,
+                         const std::vector<float>& expected, double best) {
+  int fd[2];
+  if (pipe(fd) != 0) return measure(task, p, buffers, expected, best);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fd[0]);
+    close(fd[1]);
+    return measure(task, p, buffers, expected, best);
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    const Outcome o = measure(task, p, buffers, expected, best);
+    const ssize_t written = write(fd[1], &o, sizeof o);
+    _exit(written == static_cast<ssize_t>(sizeof o) ? 0 : 1);
+  }
+  close(fd[1]);
+  Outcome o;
+  const ssize_t n = read(fd[0], &o, sizeof o);
+  close(fd[0]);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  if (n != static_cast<ssize_t>(sizeof o)) o = Outcome{};  // kCrashed
+  return o;
+}
+
+/// Up to `count` distinct programs (by record) of each half: perfect tilings, then
+/// non-divisible ones not already drawn.
+std::vector<sched::State> sample_half(const Task& task, bool non_divisible, uint64_t seed, int count,
+                                      std::set<std::string>& seen) {
+  search::SearchOptions options;
+  options.allow_non_divisible_tiles = non_divisible;
+  const auto sketches = search::generate_sketches(task, options);
+  std::mt19937_64 rng(seed);
+  std::vector<sched::State> out;
+  // sample_programs returns distinct programs within one call; the halves may overlap, so
+  // draw a few more than needed and keep the new ones.
+  for (int round = 0; round < 4 && static_cast<int>(out.size()) < count; ++round) {
+    const int want = count - static_cast<int>(out.size());
+    for (sched::State& s : search::sample_programs(sketches, task, options, rng, want + want / 4 + 8)) {
+      if (static_cast<int>(out.size()) >= count) break;
+      if (seen.insert(sched::to_record(s.steps())).second) out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path;
+  int per_workload = 500;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--programs") && i + 1 < argc) {
+      per_workload = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i];
+    } else if (argv[i][0] != '-' && out_path.empty()) {
+      out_path = argv[i];
+    } else {
+      std::fprintf(stderr, "usage: %s OUT.tsv.gz [--programs N] [--only W1,W2,...]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (out_path.empty()) {
+    std::fprintf(stderr, "usage: %s OUT.tsv.gz [--programs N] [--only W1,W2,...]\n", argv[0]);
+    return 2;
+  }
+  runtime::set_num_threads(1);
+  GzWriter writer(out_path);
+  const auto start = std::chrono::steady_clock::now();
+  const auto workloads = loom_bench::cost_workloads();
+  int total = 0, total_failed = 0;
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    const auto& [name, task] = workloads[w];
+    if (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+
+    // Reference output from the default schedule.
+    const Kernel reference = build(task);
+    Buffers buffers = make_buffers(reference);
+    reference.run_unchecked(buffers.args.data());
+    const std::vector<float> expected = buffers.data[buffers.output];
+
+    std::set<std::string> seen;
+    std::vector<sched::State> programs =
+        sample_half(task, false, kSeedPerfect + w, per_workload / 2, seen);
+    const size_t perfect = programs.size();
+    for (sched::State& s :
+         sample_half(task, true, kSeedNonDivisible + w, per_workload - static_cast<int>(perfect), seen))
+      programs.push_back(std::move(s));
+
+    double best = std::numeric_limits<double>::infinity();
+    int build_failed = 0, wrong = 0;
+    double compile_seconds = 0;
+    for (const sched::State& p : programs) {
+      const std::string record = sched::to_record(p.steps());
+      const Outcome o = measure_isolated(task, p, buffers, expected, best);
+      double cost = std::numeric_limits<double>::infinity();
+      compile_seconds += o.compile_seconds;
+      if (o.status == Outcome::kOk) {
+        cost = o.cost;
+      } else if (o.status == Outcome::kWrong) {
+        ++wrong;
+        std::fprintf(stderr, "  wrong result (%s): %s\n", name.c_str(), record.c_str());
+      } else {
+        ++build_failed;
+        std::fprintf(stderr, "  %s (%s): %s\n",
+                     o.status == Outcome::kCrashed ? "build or run crashed" : "build failed",
+                     name.c_str(), record.c_str());
+      }
+      best = std::min(best, cost);
+      char seconds[64];
+      if (std::isfinite(cost))
+        std::snprintf(seconds, sizeof seconds, "%.6e", cost);
+      else
+        std::snprintf(seconds, sizeof seconds, "inf");
+      writer.write(name + "\t" + seconds + "\t" + record + "\n");
+    }
+    total += static_cast<int>(programs.size());
+    total_failed += build_failed + wrong;
+    std::printf("%-38s %4zu programs (%zu perfect, %zu non-divisible), %d build failures or crashes, "
+                "%d wrong, best %.3f ms, %.0f ms compile/program, %.0f s\n",
+                name.c_str(), programs.size(), perfect, programs.size() - perfect, build_failed,
+                wrong, best * 1e3, 1e3 * compile_seconds / std::max<size_t>(1, programs.size()),
+                seconds_since(t0));
+    std::fflush(stdout);
+  }
+  std::printf("%d programs, %d failed, %.0f s -> %s\n", total, total_failed, seconds_since(start),
+              out_path.c_str());
+  return 0;
+}
