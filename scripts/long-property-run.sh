@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # The long run of the search property test (tests/jit/test_search_jit.cpp): every operator of the
 # operator library, programs sampled from its sketches, each lowered, JIT-compiled, run and
-# compared with the reference interpreter. CI checks 50 programs per op; this run multiplies that
-# count by SCALE (about 15,000 programs at the default 10, a few tens of minutes on one core).
+# compared with the reference interpreter. CI checks 30 programs per op; this run multiplies that
+# count by SCALE (about 16,000 programs at the default 17, half an hour of one core).
 #
 # Builds only the loom_tests_jit target in BUILD_DIR, runs only the property test cases, keeps the
 # output in BUILD_DIR/long-property-run.log and prints the number of programs checked and wrong.
 # The exit code is the test program's (non-zero when a program computed a wrong result; its record
 # is in the log).
 #
-# Environment: BUILD_DIR (default build-long), SCALE (default 10), JOBS (build jobs, default 1).
+# Environment: BUILD_DIR (default build-long), SCALE (default 17), JOBS (build jobs, default 1).
 # Run it at low priority on a shared machine: `nice scripts/long-property-run.sh`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build_dir=${BUILD_DIR:-build-long}
-scale=${SCALE:-10}
+scale=${SCALE:-17}
 jobs=${JOBS:-1}
 log="$build_dir/long-property-run.log"
 
