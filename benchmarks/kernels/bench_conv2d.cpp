@@ -9,6 +9,9 @@
 #include "baselines/eigen.hpp"
 #include "baselines/naive.hpp"
 #include "baselines/timing.hpp"
+#if defined(LOOM_BENCH_HAVE_LOOM)
+#include "baselines/loom_tuned.hpp"
+#endif
 
 #include <benchmark/benchmark.h>
 
@@ -107,6 +110,39 @@ void add_contenders() {
     };
     c.set_threads = loom_bench::eigen_set_threads;
     c.max_threads = loom_bench::eigen_max_threads();
+    all.push_back(std::move(c));
+  }
+#endif
+
+#if defined(LOOM_BENCH_HAVE_LOOM)
+  // loom's tuned conv2d + bias + ReLU (baselines/loom_tuned.hpp): NCHW in and out, the weights
+  // read as they are (TuneOptions::constant_inputs was not used for these records).
+  {
+    ConvContender c;
+    c.name = "LoomTuned_BiasReLU";
+    c.bias_relu = true;
+    c.prepare = [](const ConvShape& p, int threads, ConvData& d) {
+      using namespace loom;
+      // Built exactly as tune_workloads builds it, so that the workload keys match.
+      auto x = placeholder<float>("X", {p.n, p.c, p.h, p.w});
+      auto wt = placeholder<float>("W", {p.k, p.c, p.r, p.s});
+      auto bias = placeholder<float>("bias", {p.k});
+      Task task(ComputeDAG(
+          {x, wt, bias},
+          {ops::relu(ops::bias_add(ops::conv2d_nchw(x, wt, {.padding = {p.pad, p.pad}}), bias, 1))}));
+      runtime::set_num_threads(threads);
+      auto best = loom_bench::tuned_program(task);
+      auto kernel = std::make_shared<Kernel>(build(task, best.first));
+      float* out = d.out.data();
+      return ConvInstance{[kernel, &d, out] {
+                            void* args[] = {d.src.data(), d.wei.data(), d.bias.data(), out};
+                            kernel->run_unchecked(args);
+                          },
+                          [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
+                          "tuned (" + best.second + ")"};
+    };
+    c.set_threads = [](int n) { loom::runtime::set_num_threads(n); };
+    c.max_threads = 2;
     all.push_back(std::move(c));
   }
 #endif

@@ -9,6 +9,9 @@
 #include "baselines/eigen.hpp"
 #include "baselines/naive.hpp"
 #include "baselines/timing.hpp"
+#if defined(LOOM_BENCH_HAVE_LOOM)
+#include "baselines/loom_tuned.hpp"
+#endif
 
 #include <benchmark/benchmark.h>
 
@@ -76,6 +79,27 @@ std::vector<SoftmaxContender> make_contenders() {
                  },
                  loom_bench::dnnl_set_threads,
                  loom_bench::dnnl_threads_controllable() ? (1 << 20) : 1});
+#endif
+#if defined(LOOM_BENCH_HAVE_LOOM)
+  // loom's tuned softmax (baselines/loom_tuned.hpp), for the shapes the tuning logs hold.
+  all.push_back({"LoomTuned",
+                 [](int64_t rows, int64_t cols, int threads) {
+                   using namespace loom;
+                   // Built exactly as tune_workloads builds it, so that the workload keys match.
+                   auto x = placeholder<float>("X", {rows, cols});
+                   Task task(ComputeDAG({x}, {ops::softmax(x)}));
+                   runtime::set_num_threads(threads);
+                   auto best = loom_bench::tuned_program(task);
+                   auto kernel = std::make_shared<Kernel>(build(task, best.first));
+                   return std::pair<SoftmaxCall, std::string>(
+                       [kernel](const float* in, float* out) {
+                         void* args[] = {const_cast<float*>(in), out};
+                         kernel->run_unchecked(args);
+                       },
+                       "tuned (" + best.second + ")");
+                 },
+                 [](int n) { loom::runtime::set_num_threads(n); },
+                 2});
 #endif
   return all;
 }

@@ -11,6 +11,7 @@
 #endif
 
 #include "loom/backend/llvm/codegen.hpp"
+#include "loom/backend/llvm/measurer.hpp"
 #include "loom/lower/lower.hpp"
 #include "loom/runtime/kernel.hpp"
 #include "loom/runtime/parallel.hpp"

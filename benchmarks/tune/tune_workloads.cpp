@@ -1,0 +1,210 @@
+// Tunes the workloads of the tuner issue (#6) with loom::tune and writes what a user needs to see:
+//  - one records file per workload, <dir>/<name>.jsonl (what the kernel benchmarks and
+//    loom::tuned_kernel build from);
+//  - a table per workload: trials, failures, wall time split into search / model / build / run,
+//    seconds per trial, best GFLOP/s;
+//  - the best-so-far curves (GFLOP/s against measured trials) as <dir>/curves.csv and as a
+//    picture, <dir>/curves.svg (one panel per workload).
+//
+//   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
+//                  [--constant-weights] [--mode full|random|no-evolution|limited]
+//
+// --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
+// sampled programs with the model but never mutates them, `limited` switches off the
+// cache-write, fusion-related and packing sketch rules. Records of an ablation go to
+// <dir>/<name>.<mode>.jsonl.
+#include <loom/tune.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace loom;
+
+namespace {
+
+struct Workload {
+  std::string name;
+  std::function<Task()> make;
+  std::vector<std::string> weights;  // constant inputs
+};
+
+Task gemm(int64_t m, int64_t k, int64_t n) {
+  auto a = placeholder<float>("A", {m, k});
+  auto b = placeholder<float>("B", {k, n});
+  return Task(ComputeDAG({a, b}, {ops::matmul(a, b)}));
+}
+
+std::vector<Workload> workloads() {
+  std::vector<Workload> w;
+  w.push_back({"gemm_1024", [] { return gemm(1024, 1024, 1024); }, {"B"}});
+  w.push_back({"gemm_512", [] { return gemm(512, 512, 512); }, {"B"}});
+  w.push_back({"gemm_128", [] { return gemm(128, 128, 128); }, {"B"}});
+  w.push_back({"gemm_127x131x129", [] { return gemm(127, 131, 129); }, {"B"}});
+  w.push_back({"bert_ffn_128x768x3072", [] { return gemm(128, 768, 3072); }, {"B"}});
+  w.push_back({"batch_matmul_12x128x128x64",
+               [] {
+                 auto a = placeholder<float>("A", {12, 128, 64});
+                 auto b = placeholder<float>("B", {12, 64, 128});
+                 return Task(ComputeDAG({a, b}, {ops::batch_matmul(a, b)}));
+               },
+               {}});
+  w.push_back({"conv2d_bias_relu_1x64x56x56_k64_3x3",
+               [] {
+                 auto x = placeholder<float>("X", {1, 64, 56, 56});
+                 auto wt = placeholder<float>("W", {64, 64, 3, 3});
+                 auto bias = placeholder<float>("bias", {64});
+                 return Task(ComputeDAG(
+                     {x, wt, bias},
+                     {ops::relu(ops::bias_add(ops::conv2d_nchw(x, wt, {.padding = {1, 1}}), bias, 1))}));
+               },
+               {"W"}});
+  w.push_back({"depthwise_1x32x112x112_3x3",
+               [] {
+                 auto x = placeholder<float>("X", {1, 32, 112, 112});
+                 auto wt = placeholder<float>("W", {32, 1, 3, 3});
+                 return Task(ComputeDAG({x, wt}, {ops::depthwise_conv2d_nchw(x, wt, {.padding = {1, 1}})}));
+               },
+               {}});
+  w.push_back({"softmax_1024x1024",
+               [] {
+                 auto x = placeholder<float>("X", {1024, 1024});
+                 return Task(ComputeDAG({x}, {ops::softmax(x)}));
+               },
+               {}});
+  return w;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+/// One panel per curve: GFLOP/s (y) against trials (x), with the final best written on it.
+void write_svg(const std::string& path, const std::vector<std::string>& names,
+               const std::vector<std::vector<search::CurvePoint>>& curves) {
+  const int cols = 3, pw = 320, ph = 220, margin = 40;
+  const int rows = static_cast<int>((names.size() + cols - 1) / cols);
+  std::ofstream out(path);
+  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << cols * pw << "' height='" << rows * ph
+      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  for (size_t c = 0; c < names.size(); ++c) {
+    const int x0 = static_cast<int>(c % cols) * pw, y0 = static_cast<int>(c / cols) * ph;
+    const auto& pts = curves[c];
+    double ymax = 1, xmax = 1;
+    for (const auto& p : pts) {
+      ymax = std::max(ymax, p.best_gflops);
+      xmax = std::max(xmax, static_cast<double>(p.trial));
+    }
+    const double w = pw - 1.5 * margin, h = ph - 2 * margin;
+    auto X = [&](double v) { return x0 + margin + v / xmax * w; };
+    auto Y = [&](double v) { return y0 + ph - margin - v / (ymax * 1.1) * h; };
+    out << "<text x='" << x0 + margin << "' y='" << y0 + 20 << "' font-weight='bold'>" << names[c]
+        << "</text>\n";
+    out << "<line x1='" << X(0) << "' y1='" << Y(0) << "' x2='" << X(xmax) << "' y2='" << Y(0)
+        << "' stroke='black'/>\n<line x1='" << X(0) << "' y1='" << Y(0) << "' x2='" << X(0)
+        << "' y2='" << Y(ymax * 1.1) << "' stroke='black'/>\n";
+    out << "<text x='" << X(xmax) - 40 << "' y='" << Y(0) + 28 << "'>trials " << xmax << "</text>\n";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", ymax);
+    out << "<text x='" << X(0) + 4 << "' y='" << Y(ymax) - 4 << "'>" << buf << "</text>\n";
+    out << "<polyline fill='none' stroke='#1f77b4' stroke-width='1.5' points='";
+    for (const auto& p : pts) out << X(p.trial) << "," << Y(p.best_gflops) << " ";
+    out << "'/>\n";
+  }
+  out << "</svg>\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int trials = 200;
+  std::string dir = "tuning";
+  std::vector<std::string> only;
+  double seconds = 0;
+  int threads = 0;
+  bool constant_weights = false;
+  std::string mode = "full";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--trials") trials = std::atoi(next().c_str());
+    else if (a == "--dir") dir = next();
+    else if (a == "--only") only = split(next(), ',');
+    else if (a == "--seconds") seconds = std::atof(next().c_str());
+    else if (a == "--threads") threads = std::atoi(next().c_str());
+    else if (a == "--constant-weights") constant_weights = true;
+    else if (a == "--mode") mode = next();
+    else {
+      std::fprintf(stderr,
+                   "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
+                   "[--constant-weights] [--mode full|random|no-evolution|limited]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (threads > 0) runtime::set_num_threads(threads);
+  std::filesystem::create_directories(dir);
+
+  std::vector<std::string> names;
+  std::vector<std::vector<search::CurvePoint>> curves;
+  std::ofstream csv(dir + "/curves" + (mode == "full" ? "" : "." + mode) + ".csv");
+  csv << "workload,trial,elapsed_s,best_gflops\n";
+  std::printf("%-36s %6s %6s %8s %8s %8s %8s %8s %8s %9s\n", "workload", "trials", "failed",
+              "wall_s", "search_s", "model_s", "build_s", "run_s", "s/trial", "GFLOP/s");
+  for (const Workload& w : workloads()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
+    Task task = w.make();
+    TuneOptions o;
+    o.trials = trials;
+    o.time_limit_s = seconds;
+    o.name = w.name;
+    o.records = dir + "/" + w.name + (mode == "full" ? "" : "." + mode) + ".jsonl";
+    if (constant_weights) o.constant_inputs = w.weights;
+    if (mode == "random") {
+      o.model = search::ModelKind::random;
+      o.evolution.generations = 0;
+    } else if (mode == "no-evolution") {
+      o.evolution.generations = 0;
+    } else if (mode == "limited") {
+      o.space.enable_cache_write = false;
+      o.space.enable_packing = false;
+      o.space.enable_rfactor = false;
+      o.space.enable_memory_bound_reduction = false;
+    } else if (mode != "full") {
+      std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+      return 2;
+    }
+    TuneResult r = tune(task, o);
+    const auto& rep = r.report();
+    std::printf("%-36s %6d %6d %8.1f %8.1f %8.1f %8.1f %8.1f %8.3f %9.2f\n", w.name.c_str(),
+                rep.trials, rep.failures, rep.wall_seconds, rep.search_seconds, rep.train_seconds,
+                rep.compile_seconds, rep.run_seconds,
+                rep.trials ? rep.wall_seconds / rep.trials : 0.0, r.best_gflops());
+    std::fflush(stdout);
+    for (const auto& p : rep.curve)
+      csv << w.name << "," << p.trial << "," << p.elapsed_seconds << "," << p.best_gflops << "\n";
+    names.push_back(w.name);
+    curves.push_back(rep.curve);
+  }
+  write_svg(dir + "/curves" + (mode == "full" ? "" : "." + mode) + ".svg", names, curves);
+  return 0;
+}

@@ -1,0 +1,103 @@
+// Bodies of loom/tune.hpp.
+#include "loom/tune.hpp"
+
+#include "loom/backend/llvm/measurer.hpp"
+
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+LOOM_BEGIN_NAMESPACE
+
+LOOM_DECL const sched::State& TuneResult::best_state() const {
+  LOOM_USER_CHECK(report_.best.has_value(), "loom.search.E850")
+      << "tuning found no correct program for workload " << task_.workload_key() << " ("
+      << report_.trials << " measured, " << report_.failures
+      << " failed); raise TuneOptions::trials or look at the errors in the records";
+  return *report_.best;
+}
+
+LOOM_DECL Kernel TuneResult::kernel(const BuildOptions& options) const {
+  return build(task_, best_state(), options);
+}
+
+LOOM_DECL std::optional<PackedKernel> TuneResult::packed_kernel(const BuildOptions& options) const {
+  const std::vector<std::string> packed =
+      cpu_jit::LocalMeasurer::packed_inputs(best_state(), constant_inputs_);
+  if (packed.empty()) return std::nullopt;
+  return build_with_packed_input(task_, best_state(), packed.front(), options);
+}
+
+LOOM_DECL std::string TuneResult::best_schedule() const {
+  return ir::to_string(lower::lower(best_state(), "tuned").body);
+}
+
+LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
+  LOOM_USER_CHECK(task.target.is_cpu(), "loom.search.E852")
+      << "tune(): task targets " << task.target.to_string()
+      << " but loom/tune.hpp tunes for the CPU";
+  cpu_jit::LocalMeasurerOptions local;
+  local.constant_inputs = options.constant_inputs;
+  cpu_jit::LocalMeasurer measurer(options.measure, local);
+  return TuneResult(task, search::tune_with(task, options, measurer), options.constant_inputs);
+}
+
+LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
+                                                             const std::string& records) {
+  const std::vector<search::TuningRecord> all = search::read_records(records);
+  std::optional<search::TuningRecord> best =
+      search::best_record(all, task.workload_key(), task.target.to_string());
+  if (!best) return std::nullopt;
+  return sched::replay(task.dag, best->steps);
+}
+
+LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
+                            const BuildOptions& options) {
+  std::optional<sched::State> best = best_recorded_schedule(task, records);
+  LOOM_USER_CHECK(best.has_value(), "loom.search.E851")
+      << "build_best(): " << records << " has no correct record of workload "
+      << task.workload_key() << " on " << task.target.to_string()
+      << "; tune this task with TuneOptions::records = \"" << records << "\" first";
+  return build(task, *best, options);
+}
+
+LOOM_DECL Kernel tuned_kernel(const Task& task, const std::string& records) {
+  // One entry per (log, workload, target). The first caller builds; callers of the same key
+  // that come meanwhile wait on its future, so a kernel is compiled once per process.
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_future<Kernel>> cache;
+  const std::string key = records + '\n' + task.workload_key() + '\n' + task.target.to_string();
+  std::shared_future<Kernel> future;
+  std::optional<std::promise<Kernel>> promise;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      future = it->second;
+    } else {
+      promise.emplace();
+      future = promise->get_future().share();
+      cache.emplace(key, future);
+    }
+  }
+  if (promise) {
+    try {
+      std::optional<sched::State> best = best_recorded_schedule(task, records);
+      if (!best)
+        std::cerr << "loom: warning: " << records << " has no record of workload "
+                  << task.workload_key() << " on " << task.target.to_string()
+                  << "; using the default schedule (tune the task into this file for a fast "
+                     "kernel)\n";
+      promise->set_value(best ? build(task, *best) : build(task));
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+      // A failure is not cached: the next call tries again.
+      std::lock_guard<std::mutex> lock(mutex);
+      cache.erase(key);
+    }
+  }
+  return future.get();
+}
+
+LOOM_END_NAMESPACE

@@ -1,0 +1,591 @@
+// Bodies of loom/search/mutate.hpp: Ansor's mutation rules and the node-based crossover.
+#include "loom/search/mutate.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+#include <utility>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+namespace detail_mutate {
+
+// A uniform choice in [0, n) from the raw engine output (see the file comment of annotate.hpp).
+inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
+
+// A uniformly random order of 0 .. n-1 (Fisher-Yates on draw(), reproducible everywhere, which
+// std::shuffle is not).
+inline std::vector<int> permutation(std::mt19937_64& rng, int n) {
+  std::vector<int> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  for (int i = n - 1; i > 0; --i) std::swap(p[i], p[draw(rng, static_cast<size_t>(i) + 1)]);
+  return p;
+}
+
+// The divisors of n in increasing order (1 and n included).
+inline std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      low.push_back(d);
+      if (d * d != n) high.push_back(n / d);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+inline bool attached_at(const sched::State& state, const sched::Stage& target, int iter_id) {
+  for (const sched::Stage& o : state.stages())
+    if (o.location == sched::ComputeLocation::At && o.attach_stage == target.name &&
+        o.attach_iter == iter_id)
+      return true;
+  return false;
+}
+
+inline bool is_location_step(const sched::Step& s) {
+  return std::holds_alternative<sched::ComputeAtStep>(s) ||
+         std::holds_alternative<sched::ComputeRootStep>(s) ||
+         std::holds_alternative<sched::ComputeInlineStep>(s);
+}
+
+// `base` (a state whose history is a prefix of `steps`) with the rest of `steps` applied, or
+// nothing when a step is illegal. Replaying from a prefix state skips re-applying the prefix.
+inline std::optional<sched::State> replay_from(sched::State base,
+                                               const std::vector<sched::Step>& steps) {
+  try {
+    for (size_t i = base.steps().size(); i < steps.size(); ++i) base.apply(steps[i]);
+    return base;
+  } catch (const user_error&) {
+    return std::nullopt;
+  }
+}
+
+inline std::optional<sched::State> replay(const sched::State& like,
+                                          const std::vector<sched::Step>& steps) {
+  try {
+    return sched::replay(like.dag_ptr(), steps);
+  } catch (const user_error&) {
+    return std::nullopt;
+  }
+}
+
+// The state after the first `n` steps of `state`'s history.
+inline sched::State replay_prefix(const sched::State& state, size_t n) {
+  sched::State s(state.dag_ptr());
+  for (size_t i = 0; i < n; ++i) s.apply(state.steps()[i]);
+  return s;
+}
+
+// Where random annotation's steps begin in a complete program's history (annotate.hpp: the
+// sketch's steps with their lengths filled, then ChangeComputeLocation's compute_at steps, then
+// the Parallel, Unroll and Vectorization steps, which are the only fuse-then-annotate,
+// annotate and pragma steps; sketches have none).
+struct HistoryParts {
+  /// First step that ChangeComputeLocation made (== annotate_begin when it made none).
+  int location_begin = 0;
+  /// First step of Parallel / Unroll / Vectorization.
+  int annotate_begin = 0;
+};
+
+inline HistoryParts history_parts(const SketchContext& ctx, const sched::State& state) {
+  const std::vector<sched::Step>& steps = state.steps();
+  const int n = static_cast<int>(steps.size());
+  HistoryParts parts{n, n};
+  for (int i = 0; i < n; ++i) {
+    const auto* an = std::get_if<sched::AnnotationStep>(&steps[i]);
+    if (!an && !std::holds_alternative<sched::PragmaStep>(steps[i])) continue;
+    parts.annotate_begin = i;
+    if (an && i > 0) {
+      const auto* fu = std::get_if<sched::FuseStep>(&steps[i - 1]);
+      if (fu && fu->stage == an->stage) parts.annotate_begin = i - 1;
+    }
+    break;
+  }
+  // ChangeComputeLocation visits the stages from the last to the first and writes at most one
+  // step for each stage it may move: one that the sketch did not place, not tiled and not
+  // multi-level tiled. Its steps are therefore the longest run of such location steps, in
+  // decreasing stage order, that ends where annotation begins. A stage is taken as placed by
+  // its sketch when an earlier step placed it, placed another stage inside it, or made it by
+  // cache_read (the built-in rules place what they put inside a stage, and every cache_read
+  // copy, together with that stage).
+  int later_stage = -1;  // stage of the step after i in the run (walking backwards)
+  int i = parts.annotate_begin - 1;
+  for (; i >= 0; --i) {
+    if (!std::holds_alternative<sched::ComputeAtStep>(steps[i]) &&
+        !std::holds_alternative<sched::ComputeRootStep>(steps[i]))
+      break;
+    const std::string& name = sched::step_stage(steps[i]);
+    const int si = state.stage_index(name);
+    if (si <= later_stage) break;
+    const sched::Stage& s = state.stages()[si];
+    if (s.is_placeholder || s.is_output || is_tiled(s) || needs_multi_level_tiling(ctx, state, si))
+      break;
+    bool placed_by_sketch = false;
+    for (int j = 0; j < i && !placed_by_sketch; ++j) {
+      const auto* ca = std::get_if<sched::ComputeAtStep>(&steps[j]);
+      const auto* cr = std::get_if<sched::CacheReadStep>(&steps[j]);
+      placed_by_sketch = (is_location_step(steps[j]) && sched::step_stage(steps[j]) == name) ||
+                         (ca && ca->target == name) ||
+                         (cr && cr->stage + "." + sched::scope_name(cr->scope) == name);
+    }
+    if (placed_by_sketch) break;
+    later_stage = si;
+  }
+  parts.location_begin = i + 1;
+  return parts;
+}
+
+// Whether two steps are the same edit apart from split lengths and pragma values.
+inline bool same_structure(const sched::Step& x, const sched::Step& y) {
+  if (x.index() != y.index()) return false;
+  return std::visit(
+      [&](const auto& a) -> bool {
+        using T = std::decay_t<decltype(a)>;
+        const T& b = std::get<T>(y);
+        if constexpr (std::is_same_v<T, sched::SplitStep>) {
+          return a.stage == b.stage && a.iter == b.iter && a.extent == b.extent &&
+                 a.lengths.size() == b.lengths.size();
+        } else if constexpr (std::is_same_v<T, sched::FollowSplitStep>) {
+          return a.stage == b.stage && a.iter == b.iter && a.src_step == b.src_step &&
+                 a.n_split == b.n_split;
+        } else if constexpr (std::is_same_v<T, sched::FollowFusedSplitStep>) {
+          return a.stage == b.stage && a.iter == b.iter && a.src_steps == b.src_steps &&
+                 a.level == b.level && a.factor_or_nparts == b.factor_or_nparts;
+        } else if constexpr (std::is_same_v<T, sched::FuseStep>) {
+          return a.stage == b.stage && a.iters == b.iters;
+        } else if constexpr (std::is_same_v<T, sched::ReorderStep>) {
+          return a.stage == b.stage && a.order == b.order;
+        } else if constexpr (std::is_same_v<T, sched::AnnotationStep>) {
+          return a.stage == b.stage && a.iter == b.iter && a.annotation == b.annotation;
+        } else if constexpr (std::is_same_v<T, sched::ComputeAtStep>) {
+          return a.stage == b.stage && a.target == b.target && a.target_iter == b.target_iter;
+        } else if constexpr (std::is_same_v<T, sched::CacheReadStep>) {
+          return a.stage == b.stage && a.scope == b.scope && a.readers == b.readers;
+        } else if constexpr (std::is_same_v<T, sched::CacheWriteStep>) {
+          return a.stage == b.stage && a.scope == b.scope;
+        } else if constexpr (std::is_same_v<T, sched::PragmaStep>) {
+          return a.stage == b.stage && a.iter == b.iter;
+        } else if constexpr (std::is_same_v<T, sched::StorageAlignStep>) {
+          return a.stage == b.stage && a.axis == b.axis && a.factor == b.factor &&
+                 a.offset == b.offset;
+        } else if constexpr (std::is_same_v<T, sched::RfactorStep>) {
+          return a.stage == b.stage && a.iter == b.iter && a.factor_axis == b.factor_axis;
+        } else {  // compute_root, compute_inline
+          return a.stage == b.stage;
+        }
+      },
+      x);
+}
+
+// Leaf positions of `stage` in the steps after its parallel fuse, when that fuse takes
+// `new_count` loops instead of `old_count`: position 0 is the parallel loop, position q >= 1 the
+// loop that was `q + old_count - 1` before the fuse. Nothing when the loop is now inside the
+// fused one.
+inline std::optional<int> moved_position(int q, int old_count, int new_count) {
+  if (q == 0) return 0;
+  const int original = q + old_count - 1;
+  if (original < new_count) return std::nullopt;
+  return original - new_count + 1;
+}
+
+// Step `step` (after the parallel fuse of `stage`) with its positions in `stage` renumbered, or
+// nothing when it cannot be (a reorder of the stage, a step that adds stages, a loop that is now
+// fused, or one that refers to the parallel loop other than a pragma).
+inline std::optional<sched::Step> renumbered(const sched::Step& step, const std::string& stage,
+                                             int old_count, int new_count) {
+  if (std::holds_alternative<sched::CacheReadStep>(step) ||
+      std::holds_alternative<sched::CacheWriteStep>(step) ||
+      std::holds_alternative<sched::RfactorStep>(step))
+    return std::nullopt;
+  if (const auto* ca = std::get_if<sched::ComputeAtStep>(&step)) {
+    if (ca->target != stage) return step;
+    auto p = moved_position(ca->target_iter, old_count, new_count);
+    if (!p) return std::nullopt;
+    sched::ComputeAtStep out = *ca;
+    out.target_iter = *p;
+    return sched::Step{out};
+  }
+  if (sched::step_stage(step) != stage) return step;
+  auto move = [&](int q, bool may_be_parallel_loop) -> std::optional<int> {
+    if (q == 0 && !may_be_parallel_loop) return std::nullopt;
+    return moved_position(q, old_count, new_count);
+  };
+  return std::visit(
+      [&](const auto& a) -> std::optional<sched::Step> {
+        using T = std::decay_t<decltype(a)>;
+        T out = a;
+        if constexpr (std::is_same_v<T, sched::PragmaStep>) {
+          auto p = move(a.iter, true);
+          if (!p) return std::nullopt;
+          out.iter = *p;
+        } else if constexpr (std::is_same_v<T, sched::AnnotationStep> ||
+                             std::is_same_v<T, sched::SplitStep> ||
+                             std::is_same_v<T, sched::FollowSplitStep> ||
+                             std::is_same_v<T, sched::FollowFusedSplitStep>) {
+          auto p = move(a.iter, false);
+          if (!p) return std::nullopt;
+          out.iter = *p;
+        } else if constexpr (std::is_same_v<T, sched::FuseStep>) {
+          for (int& q : out.iters) {
+            auto p = move(q, false);
+            if (!p) return std::nullopt;
+            q = *p;
+          }
+        } else if constexpr (std::is_same_v<T, sched::ReorderStep>) {
+          return std::nullopt;
+        }
+        return sched::Step{out};
+      },
+      step);
+}
+
+// Shifts the split-step references of follow steps at or after index `from` by `delta` (a step
+// was inserted or removed at `from`).
+inline void shift_step_references(std::vector<sched::Step>& steps, int from, int delta) {
+  for (sched::Step& s : steps) {
+    if (auto* f = std::get_if<sched::FollowSplitStep>(&s)) {
+      if (f->src_step >= from) f->src_step += delta;
+    } else if (auto* ff = std::get_if<sched::FollowFusedSplitStep>(&s)) {
+      for (int& src : ff->src_steps)
+        if (src >= from) src += delta;
+    }
+  }
+}
+
+// The iterator ids (outer to inner) of the loops split step `step_id` made in the final stage,
+// or nothing when its stage was rebuilt after it (rfactor). A stage's split relations are in
+// the order of its split-making steps since the stage was last rebuilt.
+inline std::vector<int> split_loops(const sched::State& state, int step_id) {
+  const std::vector<sched::Step>& steps = state.steps();
+  const std::string& name = sched::step_stage(steps[step_id]);
+  auto makes_split = [](const sched::Step& s) {
+    return std::holds_alternative<sched::SplitStep>(s) ||
+           std::holds_alternative<sched::FollowSplitStep>(s) ||
+           std::holds_alternative<sched::FollowFusedSplitStep>(s);
+  };
+  auto rebuilds = [&](const sched::Step& s) {
+    return (std::holds_alternative<sched::RfactorStep>(s) ||
+            std::holds_alternative<sched::CacheWriteStep>(s)) &&
+           sched::step_stage(s) == name;
+  };
+  int k = 0;
+  for (int i = 0; i < step_id; ++i) {
+    if (rebuilds(steps[i])) k = 0;
+    if (makes_split(steps[i]) && sched::step_stage(steps[i]) == name) ++k;
+  }
+  for (size_t i = step_id + 1; i < steps.size(); ++i)
+    if (rebuilds(steps[i])) return {};
+  const sched::Stage& st = state.stage(name);
+  if (k >= static_cast<int>(st.splits.size())) return {};
+  return st.splits[k].children;
+}
+
+}  // namespace detail_mutate
+
+LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
+                                                       const sched::State& state,
+                                                       std::mt19937_64& rng) {
+  using detail_mutate::draw;
+  const int max_innermost = std::max(1, ctx.options().max_innermost_split_factor);
+  const std::vector<sched::Step>& steps = state.steps();
+  std::vector<int> candidates;
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+    const auto* sp = std::get_if<sched::SplitStep>(&steps[i]);
+    if (!sp || sp->extent <= 1 || sp->lengths.empty() ||
+        !std::all_of(sp->lengths.begin(), sp->lengths.end(), [](auto& l) { return l; }))
+      continue;
+    if (*sp->lengths.back() > max_innermost) continue;  // as TVM: such a split is left alone
+    candidates.push_back(i);
+  }
+  if (candidates.empty()) return std::nullopt;
+  const int step_id = candidates[draw(rng, candidates.size())];
+  const auto& sp = std::get<sched::SplitStep>(steps[step_id]);
+  const int n = static_cast<int>(sp.lengths.size());
+  int64_t product = 1;
+  for (auto& l : sp.lengths) product *= *l;
+  std::vector<std::optional<int64_t>> lengths = sp.lengths;
+
+  if (sp.extent % product == 0) {
+    // TVM's MutateTileSize: levels 1..n are the lengths, level 0 the implicit outermost loop.
+    // One change: a move between two levels whose loops are fused into one loop (the parallel
+    // loop of outer tiles) is skipped, as it leaves the loop nest as it was.
+    const std::vector<int> split_loops = detail_mutate::split_loops(state, step_id);
+    auto fused_together = [&](int x, int y) {
+      if (split_loops.empty()) return false;
+      const sched::Stage& st = state.stage(sp.stage);
+      for (const sched::FuseRelation& f : st.fuses) {
+        const auto has = [&](int id) {
+          return std::find(f.fused.begin(), f.fused.end(), id) != f.fused.end();
+        };
+        if (has(split_loops[x]) && has(split_loops[y])) return true;
+      }
+      return false;
+    };
+    std::vector<int64_t> level(n + 1);
+    level[0] = sp.extent / product;
+    for (int j = 0; j < n; ++j) level[j + 1] = *sp.lengths[j];
+    const std::vector<int> perm = detail_mutate::permutation(rng, n + 1);
+    bool moved = false;
+    for (int i = 0; i <= n && !moved; ++i) {
+      const int src = perm[i];
+      if (level[src] <= 1) continue;
+      const std::vector<int64_t> factors = detail_mutate::divisors(level[src]);
+      // TVM tries only the next level in the order; the ones after it are tried too.
+      for (int d = 1; d <= n && !moved; ++d) {
+        const int dst = perm[(i + d) % (n + 1)];
+        if (fused_together(src, dst)) continue;
+        size_t max_index = factors.size() - 1;  // factors[1 .. max_index] may move
+        if (dst == n) {
+          while (max_index >= 1 && factors[max_index] * level[dst] > max_innermost) --max_index;
+          if (max_index == 0) continue;
+        }
+        const int64_t factor = factors[1 + draw(rng, max_index)];
+        level[src] /= factor;
+        level[dst] *= factor;
+        moved = true;
+      }
+    }
+    if (!moved) return std::nullopt;
+    for (int j = 0; j < n; ++j) lengths[j] = level[j + 1];
+  } else {
+    // A non-divisible split (drawn with allow_non_divisible_tiles): redraw one length within the
+    // bounds FillTileSize draws free lengths in, i.e. at most what the inner lengths leave of
+    // the extent (and at most max_innermost for the innermost one), a value other than its own.
+    bool redrawn = false;
+    for (int j : detail_mutate::permutation(rng, n)) {
+      int64_t rest = sp.extent;
+      for (int k = n - 1; k > j; --k) rest = (rest + *sp.lengths[k] - 1) / *sp.lengths[k];
+      const int64_t cap =
+          std::max<int64_t>(1, j == n - 1 ? std::min<int64_t>(rest, max_innermost) : rest);
+      const int64_t current = *sp.lengths[j];
+      const bool inside = current >= 1 && current <= cap;
+      if (cap - (inside ? 1 : 0) < 1) continue;
+      int64_t v = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap - (inside ? 1 : 0))));
+      if (inside && v >= current) ++v;
+      lengths[j] = v;
+      redrawn = true;
+      break;
+    }
+    if (!redrawn) return std::nullopt;
+  }
+  std::vector<sched::Step> edited = steps;
+  std::get<sched::SplitStep>(edited[step_id]).lengths = std::move(lengths);
+  // Follow splits read the source step's lengths when they are applied, so they follow.
+  return detail_mutate::replay(state, edited);
+}
+
+LOOM_DECL std::optional<sched::State> mutate_auto_unroll(const SketchContext& ctx,
+                                                         const sched::State& state,
+                                                         std::mt19937_64& rng) {
+  using detail_mutate::draw;
+  const std::vector<sched::Step>& steps = state.steps();
+  std::vector<int> pragmas;
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i)
+    if (std::holds_alternative<sched::PragmaStep>(steps[i])) pragmas.push_back(i);
+  if (pragmas.empty()) return std::nullopt;
+  const int step_id = pragmas[draw(rng, pragmas.size())];
+  const int current = std::get<sched::PragmaStep>(steps[step_id]).max_step;
+  std::vector<int> values;
+  for (int v : ctx.options().auto_unroll_candidates)
+    if (v != current && std::find(values.begin(), values.end(), v) == values.end())
+      values.push_back(v);
+  if (values.empty()) return std::nullopt;
+  std::vector<sched::Step> edited = steps;
+  std::get<sched::PragmaStep>(edited[step_id]).max_step = values[draw(rng, values.size())];
+  return detail_mutate::replay(state, edited);
+}
+
+LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContext& ctx,
+                                                              const sched::State& state,
+                                                              std::mt19937_64& rng) {
+  using detail_mutate::draw;
+  if (ctx.options().disable_change_compute_location) return std::nullopt;
+  const detail_mutate::HistoryParts parts = detail_mutate::history_parts(ctx, state);
+  if (parts.location_begin >= parts.annotate_begin) return std::nullopt;
+  const int step_id =
+      parts.location_begin +
+      static_cast<int>(draw(rng, static_cast<size_t>(parts.annotate_begin - parts.location_begin)));
+  const std::vector<sched::Step>& steps = state.steps();
+  const std::string name = sched::step_stage(steps[step_id]);
+  // The candidates are those of the state the step met, as when ChangeComputeLocation drew it.
+  sched::State before = detail_mutate::replay_prefix(state, step_id);
+  const int si = before.stage_index(name);
+  std::vector<sched::Step> choices;
+  const auto* current = std::get_if<sched::ComputeAtStep>(&steps[step_id]);
+  if (current) choices.push_back(sched::ComputeRootStep{name});
+  for (const auto& [t, p] : compute_location_candidates(ctx, before, si)) {
+    const std::string& target = before.stages()[t].name;
+    if (current && current->target == target && current->target_iter == p) continue;
+    choices.push_back(sched::ComputeAtStep{name, target, p});
+  }
+  // Moving the stage into the parallel loop of a root stage is a no-op when the loop that it
+  // is computed at gets fused into that one; such a choice is replaced by another.
+  const std::string old_text = state.to_string();
+  for (int c : detail_mutate::permutation(rng, static_cast<int>(choices.size()))) {
+    // A parallel loop inside another stage's loops would nest parallel regions; the stage was
+    // parallelized only if it was at the root, and then it stays there.
+    if (std::holds_alternative<sched::ComputeAtStep>(choices[c]) &&
+        std::any_of(steps.begin() + step_id + 1, steps.end(), [&](const sched::Step& s) {
+          const auto* an = std::get_if<sched::AnnotationStep>(&s);
+          return an && an->stage == name && an->annotation == sched::Annotation::Parallel;
+        }))
+      continue;
+    std::vector<sched::Step> edited = steps;
+    edited[step_id] = choices[c];
+    auto out = detail_mutate::replay_from(before, edited);
+    if (out && out->to_string() != old_text) return out;
+  }
+  return std::nullopt;
+}
+
+LOOM_DECL std::optional<sched::State> mutate_parallel(const SketchContext&,
+                                                      const sched::State& state,
+                                                      std::mt19937_64& rng) {
+  using detail_mutate::draw;
+  const std::vector<sched::Step>& steps = state.steps();
+  // Parallel annotations of an outermost loop, with the fuse that made it (if any).
+  std::vector<int> parallel;
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+    const auto* an = std::get_if<sched::AnnotationStep>(&steps[i]);
+    if (an && an->iter == 0 && an->annotation == sched::Annotation::Parallel) parallel.push_back(i);
+  }
+  if (parallel.empty()) return std::nullopt;
+  const int an_id = parallel[draw(rng, parallel.size())];
+  const auto an = std::get<sched::AnnotationStep>(steps[an_id]);
+  const auto* fu = an_id > 0 ? std::get_if<sched::FuseStep>(&steps[an_id - 1]) : nullptr;
+  const bool has_fuse = fu && fu->stage == an.stage && !fu->iters.empty() && fu->iters[0] == 0;
+  const int fuse_id = has_fuse ? an_id - 1 : an_id;  // where the new fuse goes
+  const int old_count = has_fuse ? static_cast<int>(fu->iters.size()) : 1;
+
+  sched::State before = detail_mutate::replay_prefix(state, fuse_id);
+  const sched::Stage& s = before.stage(an.stage);
+  // As annotate_parallel: outer spatial, unannotated loops, up to and including the first loop
+  // where another stage is computed.
+  int max_count = 0;
+  for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
+    const sched::Iterator& it = s.leaf(p);
+    if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None) break;
+    ++max_count;
+    if (detail_mutate::attached_at(before, s, s.leaves[p])) break;
+  }
+  std::vector<int> counts;
+  for (int c = 1; c <= max_count; ++c)
+    if (c != old_count) counts.push_back(c);
+  if (counts.empty()) return std::nullopt;
+  const int new_count = counts[draw(rng, counts.size())];
+
+  std::vector<sched::Step> edited(steps.begin(), steps.begin() + fuse_id);
+  if (new_count > 1) {
+    std::vector<int> iters(new_count);
+    std::iota(iters.begin(), iters.end(), 0);
+    edited.push_back(sched::FuseStep{an.stage, std::move(iters)});
+  }
+  edited.push_back(an);
+  for (size_t i = an_id + 1; i < steps.size(); ++i) {
+    auto step = detail_mutate::renumbered(steps[i], an.stage, old_count, new_count);
+    if (!step) return std::nullopt;
+    edited.push_back(std::move(*step));
+  }
+  const int delta = (new_count > 1) - (has_fuse ? 1 : 0);
+  if (delta != 0) detail_mutate::shift_step_references(edited, fuse_id + 1, delta);
+  return detail_mutate::replay_from(std::move(before), edited);
+}
+
+LOOM_DECL const std::vector<MutationRule>& cpu_mutation_rules() {
+  static const std::vector<MutationRule> rules = {
+      {"MutateTileSize", 0.90, mutate_tile_size},
+      {"MutateAutoUnroll", 0.04, mutate_auto_unroll},
+      {"MutateComputeLocation", 0.05, mutate_compute_location},
+      {"MutateParallel", 0.01, mutate_parallel}};
+  return rules;
+}
+
+LOOM_DECL std::optional<sched::State> mutate(const SketchContext& ctx, const sched::State& state,
+                                             const std::vector<MutationRule>& rules,
+                                             std::mt19937_64& rng, int attempts) {
+  double total = 0;
+  for (const MutationRule& r : rules) total += std::max(0.0, r.weight);
+  if (total <= 0) return std::nullopt;
+  for (int a = 0; a < attempts; ++a) {
+    // 53 random bits as a double in [0, 1): exact and the same on every platform.
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * total;
+    double acc = 0;
+    const MutationRule* chosen = nullptr;
+    for (const MutationRule& r : rules) {
+      if (r.weight <= 0) continue;
+      chosen = &r;  // the last positive rule absorbs rounding at the top end
+      acc += r.weight;
+      if (u < acc) break;
+    }
+    try {
+      if (auto s = chosen->apply(ctx, state, rng)) return s;
+    } catch (const user_error&) {
+      // A custom rule's illegal edit: as if it did not apply.
+    }
+  }
+  return std::nullopt;
+}
+
+LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const sched::State& a,
+                                                const sched::State& b, std::mt19937_64& rng) {
+  const std::vector<sched::Step>& sa = a.steps();
+  const std::vector<sched::Step>& sb = b.steps();
+  // The sketch part: everything before random annotation's compute_at steps. Where the
+  // parents' ChangeComputeLocation steps seem to begin at different places (the last steps of a
+  // sketch may look like ChangeComputeLocation's, see history_parts), both parents must have the
+  // same steps up to the later beginning: for one sketch those are its own steps in both.
+  const int sketch_end = std::max(detail_mutate::history_parts(ctx, a).location_begin,
+                                  detail_mutate::history_parts(ctx, b).location_begin);
+  if (static_cast<int>(std::min(sa.size(), sb.size())) < sketch_end) return std::nullopt;
+  for (int i = 0; i < sketch_end; ++i)
+    if (!detail_mutate::same_structure(sa[i], sb[i])) return std::nullopt;
+
+  // Annotation steps per stage. A stage whose annotation differs between the parents (other
+  // location, parallel or vectorize fuse) takes everything from `a`: its structure was chosen
+  // for a's tile sizes.
+  std::map<std::string, std::vector<int>> tail_a, tail_b;
+  for (int i = sketch_end; i < static_cast<int>(sa.size()); ++i)
+    tail_a[sched::step_stage(sa[i])].push_back(i);
+  for (int i = sketch_end; i < static_cast<int>(sb.size()); ++i)
+    tail_b[sched::step_stage(sb[i])].push_back(i);
+  auto same_tail = [&](const std::string& stage) {
+    auto ia = tail_a.find(stage), ib = tail_b.find(stage);
+    if (ia == tail_a.end() || ib == tail_b.end()) return ia == tail_a.end() && ib == tail_b.end();
+    if (ia->second.size() != ib->second.size()) return false;
+    for (size_t k = 0; k < ia->second.size(); ++k)
+      if (!detail_mutate::same_structure(sa[ia->second[k]], sb[ib->second[k]])) return false;
+    return true;
+  };
+
+  // One draw per stage, in the order the stages first appear in a's history, then b's.
+  std::vector<std::string> stages;
+  for (const auto* history : {&sa, &sb})
+    for (const sched::Step& s : *history)
+      if (std::find(stages.begin(), stages.end(), sched::step_stage(s)) == stages.end())
+        stages.push_back(sched::step_stage(s));
+  std::unordered_map<std::string, bool> from_b;
+  for (const std::string& stage : stages)
+    from_b[stage] = same_tail(stage) && detail_mutate::draw(rng, 2) == 1;
+
+  std::vector<sched::Step> child = sa;
+  for (int i = 0; i < sketch_end; ++i) {
+    if (!from_b[sched::step_stage(sa[i])]) continue;
+    if (auto* sp = std::get_if<sched::SplitStep>(&child[i]))
+      sp->lengths = std::get<sched::SplitStep>(sb[i]).lengths;
+    else if (auto* pr = std::get_if<sched::PragmaStep>(&child[i]))
+      pr->max_step = std::get<sched::PragmaStep>(sb[i]).max_step;
+  }
+  for (auto& [stage, ids] : tail_a) {
+    if (!from_b[stage]) continue;
+    const std::vector<int>& ids_b = tail_b[stage];
+    for (size_t k = 0; k < ids.size(); ++k)
+      if (auto* pr = std::get_if<sched::PragmaStep>(&child[ids[k]]))
+        pr->max_step = std::get<sched::PragmaStep>(sb[ids_b[k]]).max_step;
+  }
+  return detail_mutate::replay(a, child);
+}
+
+}  // namespace search
+LOOM_END_NAMESPACE

@@ -1,0 +1,340 @@
+// Bodies of loom/search/records.hpp: tuning records as JSON lines, appended under flock().
+#include "loom/error.hpp"
+#include "loom/sched/record.hpp"
+#include "loom/search/records.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fcntl.h>
+#include <string_view>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <system_error>
+#include <unistd.h>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+namespace detail_records {
+
+using json = nlohmann::json;
+
+// Compiler messages and user names may hold bytes that are not UTF-8; dump() would throw on
+// them. Replacing them keeps every line valid JSON.
+inline std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+inline std::string system_reason(int err) { return std::generic_category().message(err); }
+
+// Closes the descriptor on every path out (the lock goes with it).
+struct file_descriptor {
+  int fd = -1;
+  explicit file_descriptor(int f) : fd(f) {}
+  file_descriptor(const file_descriptor&) = delete;
+  file_descriptor& operator=(const file_descriptor&) = delete;
+  ~file_descriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+inline int lock_retrying(int fd, int op) {
+  int rc;
+  do rc = ::flock(fd, op);
+  while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+inline void put_number(std::string& out, const char* key, double v) {
+  LOOM_USER_CHECK(std::isfinite(v), "loom.search.E825")
+      << "cannot write a tuning record whose " << key << " is " << v
+      << ": JSON has no NaN or infinity; the measurer must report a finite number";
+  out += json(v).dump();
+}
+
+inline const char* json_type(const json& j) {
+  return j.is_number_integer() ? "integer" : j.type_name();
+}
+
+// The field `key` of the record, which must exist and satisfy `is` (a JSON type named `type`).
+inline const json& field(const json& j, const char* key, bool (json::*is)() const noexcept,
+                         const char* type) {
+  auto it = j.find(key);
+  LOOM_USER_CHECK(it != j.end(), "loom.search.E821")
+      << "the tuning record has no field '" << key << "'";
+  LOOM_USER_CHECK(((*it).*is)(), "loom.search.E821")
+      << "field '" << key << "' of the tuning record is " << json_type(*it) << ", not " << type;
+  return *it;
+}
+
+inline double seconds_field(const json& j, const char* key) {
+  const double v = field(j, key, &json::is_number, "a number").get<double>();
+  LOOM_USER_CHECK(std::isfinite(v) && v >= 0, "loom.search.E824")
+      << "field '" << key << "' of the tuning record is " << v << ", not a time in seconds";
+  return v;
+}
+
+inline MeasureError error_from_number(int64_t n) {
+  switch (n) {
+    case 0:
+      return MeasureError::none;
+    case 1:
+      return MeasureError::instantiation;
+    case 2:
+      return MeasureError::compile;
+    case 4:
+      return MeasureError::runtime;
+    case 5:
+      return MeasureError::wrong_answer;
+    case 6:
+      return MeasureError::compile_timeout;
+    case 7:
+      return MeasureError::run_timeout;
+    case 8:
+      return MeasureError::unknown;
+  }
+  LOOM_USER_FAIL("loom.search.E824") << "field 'error' of the tuning record is " << n
+                                     << ", not a MeasureError number (0, 1, 2, 4, 5, 6, 7 or 8)";
+  return MeasureError::unknown;
+}
+
+}  // namespace detail_records
+
+LOOM_DECL double unix_time_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+LOOM_DECL TuningRecord make_tuning_record(const Task& task, const sched::State& program,
+                                          const MeasureResult& result) {
+  TuningRecord r;
+  r.workload_key = task.workload_key();
+  r.target = task.target.to_string();
+  r.steps = program.steps();
+  r.result = result;
+  r.timestamp = unix_time_now();
+  return r;
+}
+
+LOOM_DECL std::string to_json_line(const TuningRecord& record) {
+  using detail_records::dump;
+  using detail_records::json;
+  using detail_records::put_number;
+  const MeasureResult& m = record.result;
+  // Written by hand rather than as one json object so that the keys keep the documented order
+  // (nlohmann::json sorts them) and `version` comes first for people reading the file.
+  std::string out = "{\"version\":";
+  out += json(kRecordsVersion).dump();
+  out += ",\"workload\":" + dump(record.workload_key);
+  out += ",\"target\":" + dump(record.target);
+  out += ",\"steps\":" + dump(sched::history_to_json(record.steps));
+  out += ",\"costs\":[";
+  for (size_t i = 0; i < m.costs.size(); ++i) {
+    if (i) out += ',';
+    put_number(out, "cost", m.costs[i]);
+  }
+  out += "],\"error\":" + std::to_string(static_cast<int>(m.error));
+  out += ",\"error_name\":" + json(measure_error_name(m.error)).dump();
+  out += ",\"error_message\":" + dump(m.error_message);
+  out += ",\"compile_s\":";
+  put_number(out, "compile_s", m.compile_seconds);
+  out += ",\"run_s\":";
+  put_number(out, "run_s", m.run_seconds);
+  out += ",\"timestamp\":";
+  put_number(out, "timestamp", record.timestamp);
+  out += '}';
+  return out;
+}
+
+LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
+  using detail_records::field;
+  using detail_records::json;
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    LOOM_USER_FAIL("loom.search.E820") << "not a JSON object: " << e.what();
+  }
+  LOOM_USER_CHECK(j.is_object(), "loom.search.E820")
+      << "not a JSON object but " << detail_records::json_type(j);
+
+  TuningRecord r;
+  r.version = field(j, "version", &json::is_string, "a string").get<std::string>();
+  LOOM_USER_CHECK(r.version == kRecordsVersion, "loom.search.E822")
+      << "the record is of format version '" << r.version << "'; this loom reads '"
+      << kRecordsVersion << "' only";
+  r.workload_key = field(j, "workload", &json::is_string, "a string").get<std::string>();
+  r.target = field(j, "target", &json::is_string, "a string").get<std::string>();
+  const json& steps = field(j, "steps", &json::is_array, "an array");
+  try {
+    r.steps = sched::history_from_json(steps);
+  } catch (const user_error& e) {
+    LOOM_USER_FAIL("loom.search.E823") << "field 'steps' is not a step history: " << e.what();
+  }
+
+  MeasureResult& m = r.result;
+  for (const json& c : field(j, "costs", &json::is_array, "an array")) {
+    LOOM_USER_CHECK(c.is_number(), "loom.search.E821")
+        << "field 'costs' of the tuning record holds " << detail_records::json_type(c)
+        << ", not only numbers";
+    const double v = c.get<double>();
+    LOOM_USER_CHECK(std::isfinite(v) && v >= 0, "loom.search.E824")
+        << "field 'costs' of the tuning record holds " << v << ", not a time in seconds";
+    m.costs.push_back(v);
+  }
+  m.error = detail_records::error_from_number(
+      field(j, "error", &json::is_number_integer, "an integer").get<int64_t>());
+  const std::string name = field(j, "error_name", &json::is_string, "a string").get<std::string>();
+  LOOM_USER_CHECK(name == measure_error_name(m.error), "loom.search.E824")
+      << "field 'error_name' of the tuning record is '" << name << "' but error "
+      << static_cast<int>(m.error) << " is '" << measure_error_name(m.error) << "'";
+  m.error_message = field(j, "error_message", &json::is_string, "a string").get<std::string>();
+  m.compile_seconds = detail_records::seconds_field(j, "compile_s");
+  m.run_seconds = detail_records::seconds_field(j, "run_s");
+  r.timestamp = field(j, "timestamp", &json::is_number, "a number").get<double>();
+  LOOM_USER_CHECK(std::isfinite(r.timestamp), "loom.search.E824")
+      << "field 'timestamp' of the tuning record is not a finite number";
+  return r;
+}
+
+LOOM_DECL void append_records(const std::string& path, const std::vector<TuningRecord>& records) {
+  if (records.empty()) return;
+  // Everything is formatted before the file is touched: a record that cannot be written must
+  // not leave half a batch behind.
+  std::string text;
+  for (const TuningRecord& r : records) {
+    text += to_json_line(r);
+    text += '\n';
+  }
+
+  // O_RDWR rather than O_WRONLY: the last byte is read back to repair a torn line.
+  detail_records::file_descriptor f(
+      ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  LOOM_USER_CHECK(f.fd >= 0, "loom.search.E826")
+      << "cannot open the tuning log '" << path
+      << "' for appending: " << detail_records::system_reason(errno);
+  LOOM_USER_CHECK(detail_records::lock_retrying(f.fd, LOCK_EX) == 0, "loom.search.E826")
+      << "cannot lock the tuning log '" << path << "': " << detail_records::system_reason(errno);
+
+  // A writer killed in the middle of a line leaves no newline at the end; without one the
+  // first new record would be glued to the torn line and lost with it.
+  struct stat st {};
+  LOOM_USER_CHECK(::fstat(f.fd, &st) == 0, "loom.search.E826")
+      << "cannot stat the tuning log '" << path << "': " << detail_records::system_reason(errno);
+  if (st.st_size > 0) {
+    char last = '\n';
+    ssize_t n;
+    do n = ::pread(f.fd, &last, 1, st.st_size - 1);
+    while (n < 0 && errno == EINTR);
+    LOOM_USER_CHECK(n == 1, "loom.search.E826")
+        << "cannot read the end of the tuning log '" << path
+        << "': " << (n < 0 ? detail_records::system_reason(errno) : std::string("file shrank"));
+    if (last != '\n') text.insert(text.begin(), '\n');
+  }
+
+  // Under the exclusive lock no cooperating writer appends in between, so a partial write is
+  // simply continued where it stopped.
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(f.fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    LOOM_USER_CHECK(n > 0, "loom.search.E826")
+        << "cannot write to the tuning log '" << path << "' (" << done << " of " << text.size()
+        << " bytes written): "
+        << (n < 0 ? detail_records::system_reason(errno) : std::string("no progress"));
+    done += static_cast<size_t>(n);
+  }
+  detail_records::lock_retrying(f.fd, LOCK_UN);
+}
+
+LOOM_DECL void print_record_warning(const std::string& warning) {
+  std::fprintf(stderr, "loom: warning: %s\n", warning.c_str());
+}
+
+LOOM_DECL std::vector<TuningRecord> read_records(const std::string& path,
+                                                 const RecordWarningFn& on_warning) {
+  std::string text;
+  {
+    detail_records::file_descriptor f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (f.fd < 0 && errno == ENOENT) return {};
+    LOOM_USER_CHECK(f.fd >= 0, "loom.search.E827")
+        << "cannot open the tuning log '" << path << "': " << detail_records::system_reason(errno);
+    // The shared lock waits for a writer's batch to be complete; it is held only while the
+    // bytes are copied, not while they are parsed.
+    LOOM_USER_CHECK(detail_records::lock_retrying(f.fd, LOCK_SH) == 0, "loom.search.E827")
+        << "cannot lock the tuning log '" << path << "': " << detail_records::system_reason(errno);
+    struct stat st {};
+    if (::fstat(f.fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(f.fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      LOOM_USER_CHECK(n >= 0, "loom.search.E827") << "cannot read the tuning log '" << path
+                                                  << "': " << detail_records::system_reason(errno);
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  std::vector<TuningRecord> records;
+  size_t line_no = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    const bool has_newline = end != std::string::npos;
+    if (!has_newline) end = text.size();
+    std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos || line.front() == '#') continue;
+    try {
+      records.push_back(record_from_json_line(std::string(line)));
+    } catch (const user_error& e) {
+      if (!on_warning) continue;
+      std::string w = path + ":" + std::to_string(line_no) + ": " + e.what();
+      if (!has_newline)
+        w += " (the last line has no newline: a writer was probably killed while appending it)";
+      on_warning(w);
+    }
+  }
+  return records;
+}
+
+LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
+                                                  const std::string& workload_key,
+                                                  const std::string& target) {
+  const TuningRecord* best = nullptr;
+  for (const TuningRecord& r : records) {
+    if (!r.result.ok() || r.workload_key != workload_key || r.target != target) continue;
+    if (!best || r.result.mean_cost() < best->result.mean_cost()) best = &r;
+  }
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+LOOM_DECL std::map<RecordKey, TuningRecord> best_records_by_workload(
+    const std::vector<TuningRecord>& records) {
+  std::map<RecordKey, const TuningRecord*> best;
+  for (const TuningRecord& r : records) {
+    if (!r.result.ok()) continue;
+    const TuningRecord*& b = best[{r.workload_key, r.target}];
+    if (!b || r.result.mean_cost() < b->result.mean_cost()) b = &r;
+  }
+  std::map<RecordKey, TuningRecord> out;
+  for (auto& [key, r] : best) out.emplace(key, *r);
+  return out;
+}
+
+LOOM_DECL std::set<std::string> measured_programs(const std::vector<TuningRecord>& records,
+                                                  const std::string& workload_key,
+                                                  const std::string& target) {
+  std::set<std::string> out;
+  for (const TuningRecord& r : records)
+    if (r.workload_key == workload_key && r.target == target) out.insert(sched::to_record(r.steps));
+  return out;
+}
+
+}  // namespace search
+LOOM_END_NAMESPACE

@@ -1,0 +1,231 @@
+// Bodies of loom/search/tuner.hpp.
+#include "loom/search/tuner.hpp"
+
+#include "loom/cost/features.hpp"
+#include "loom/sched/state.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+namespace detail_tuner {
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+inline std::string default_name(const Task& task) {
+  const auto& outs = task.dag->outputs();
+  std::string name = outs.empty() ? std::string("task") : outs.front().name();
+  return name + "@" + task.workload_key().substr(0, 8);
+}
+
+inline std::string format_seconds(double s) {
+  char buf[32];
+  if (s < 120)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  return buf;
+}
+
+/// The model data of a task: every measured program's features and cost. Labels are made
+/// afresh at each fit, against the best cost known then.
+struct Samples {
+  std::vector<cost::ProgramFeatures> features;
+  std::vector<double> costs;
+
+  void add(std::vector<cost::ProgramFeatures> f, const std::vector<MeasureResult>& results) {
+    for (size_t i = 0; i < f.size(); ++i) {
+      features.push_back(std::move(f[i]));
+      costs.push_back(results[i].ok() ? results[i].mean_cost() : kFailedCost);
+    }
+  }
+  std::unique_ptr<cost::CostModel> fit(const TuneOptions& options, uint64_t round) const {
+    if (options.model == ModelKind::random)
+      return std::make_unique<cost::RandomCostModel>(options.seed + round);
+    cost::GbdtCostModelOptions gbdt = options.gbdt;
+    gbdt.seed = options.gbdt.seed + round;
+    auto model = std::make_unique<cost::GbdtCostModel>(gbdt);
+    if (!features.empty()) {
+      const double best = *std::min_element(costs.begin(), costs.end());
+      std::vector<double> labels(costs.size());
+      for (size_t i = 0; i < costs.size(); ++i)
+        labels[i] = costs[i] >= kFailedCost ? 0.0 : best / costs[i];
+      model->update(features, labels);
+    }
+    return model;
+  }
+};
+
+}  // namespace detail_tuner
+
+LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Measurer& measurer) {
+  using detail_tuner::seconds_since;
+  LOOM_USER_CHECK(options.trials >= 0 && options.measures_per_round >= 1 &&
+                      options.early_stopping >= 0 && options.time_limit_s >= 0,
+                  "loom.search.E840")
+      << "TuneOptions out of range: trials " << options.trials << " (≥ 0), measures_per_round "
+      << options.measures_per_round << " (≥ 1), early_stopping " << options.early_stopping
+      << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0)";
+  const auto wall_start = std::chrono::steady_clock::now();
+  std::ostream& log = options.log ? *options.log : std::cerr;
+  const std::string name = options.name.empty() ? detail_tuner::default_name(task) : options.name;
+  const std::string& workload = task.workload_key();
+  const std::string target = task.target.to_string();
+
+  TuneReport report;
+  report.flops = task.dag->flop_count();
+  EvolutionarySearch search(task, options.space, options.evolution, options.seed);
+  detail_tuner::Samples samples;
+  int best_trial = 0;  // trial of this run that found the current best (0: resumed or none)
+
+  auto consider = [&](const sched::State& state, const MeasureResult& r) {
+    if (r.ok() && r.mean_cost() < report.best_cost) {
+      report.best_cost = r.mean_cost();
+      report.best = state;
+      return true;
+    }
+    return false;
+  };
+  auto throughputs = [](const std::vector<MeasureResult>& results) {
+    std::vector<double> t(results.size());
+    for (size_t i = 0; i < results.size(); ++i)
+      t[i] = results[i].ok() ? 1.0 / results[i].mean_cost() : 0.0;
+    return t;
+  };
+
+  // --- resume from the log --------------------------------------------------------------------
+  if (!options.records.empty()) {
+    std::vector<sched::State> states;
+    std::vector<MeasureResult> results;
+    for (TuningRecord& r : read_records(options.records)) {
+      if (r.workload_key != workload || r.target != target) continue;
+      try {
+        states.push_back(sched::replay(task.dag, r.steps));
+        results.push_back(std::move(r.result));
+      } catch (const loom::error& e) {
+        if (!options.quiet)
+          log << "loom: warning: " << options.records << ": a record of " << name
+              << " does not replay on this DAG and is ignored: " << e.what() << "\n";
+      }
+    }
+    report.resumed = static_cast<int>(states.size());
+    if (!states.empty()) {
+      const auto start = std::chrono::steady_clock::now();
+      samples.add(cost::extract_features(states, task.target), results);
+      report.search_seconds += seconds_since(start);
+      for (size_t i = 0; i < states.size(); ++i) consider(states[i], results[i]);
+      search.add_measured(states, throughputs(results));
+      if (!options.quiet)
+        log << "[loom] " << name << ": resumed " << states.size() << " records from "
+            << options.records << ", best "
+            << (report.best ? std::to_string(report.best_gflops()) + " GFLOP/s" : "none") << "\n";
+    }
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<cost::CostModel> model = samples.fit(options, 0);
+  report.train_seconds += seconds_since(start);
+
+  report.stop_reason = "trials";
+  bool retried = false;
+  while (report.trials < options.trials) {
+    if (options.time_limit_s > 0 && seconds_since(wall_start) >= options.time_limit_s) {
+      report.stop_reason = "time limit";
+      break;
+    }
+    if (options.early_stopping > 0 && report.trials - best_trial >= options.early_stopping) {
+      report.stop_reason = "early stopping";
+      break;
+    }
+    const int count = std::min(options.measures_per_round, options.trials - report.trials);
+    start = std::chrono::steady_clock::now();
+    std::vector<sched::State> batch = search.next_batch(count, *model);
+    report.search_seconds += seconds_since(start);
+    if (batch.empty()) {
+      // Ansor retries a round that found nothing new once, then calls the space exhausted.
+      if (retried) {
+        report.stop_reason = "space exhausted";
+        break;
+      }
+      retried = true;
+      continue;
+    }
+    retried = false;
+
+    start = std::chrono::steady_clock::now();
+    std::vector<MeasureResult> results = measurer.measure(task, batch);
+    report.measure_seconds += seconds_since(start);
+    LOOM_INTERNAL_CHECK(results.size() == batch.size())
+        << measurer.name() << " returned " << results.size() << " results for " << batch.size()
+        << " programs";
+
+    std::vector<TuningRecord> records;
+    for (size_t i = 0; i < batch.size(); ++i)
+      records.push_back(make_tuning_record(task, batch[i], results[i]));
+    if (!options.records.empty()) append_records(options.records, records);
+
+    for (size_t i = 0; i < batch.size(); ++i) {
+      ++report.trials;
+      const MeasureResult& r = results[i];
+      report.compile_seconds += r.compile_seconds;
+      report.run_seconds += r.run_seconds;
+      if (!r.ok()) {
+        ++report.failures;
+        const int e = static_cast<int>(r.error);
+        if (e >= 0 && e < static_cast<int>(report.failures_by_error.size()))
+          ++report.failures_by_error[e];
+      }
+      if (consider(batch[i], r)) best_trial = report.trials;
+      report.curve.push_back({report.trials, seconds_since(wall_start), report.best_gflops()});
+    }
+    report.records.insert(report.records.end(), std::make_move_iterator(records.begin()),
+                          std::make_move_iterator(records.end()));
+    search.add_measured(batch, throughputs(results));
+
+    start = std::chrono::steady_clock::now();
+    samples.add(cost::extract_features(batch, task.target), results);
+    report.search_seconds += seconds_since(start);
+    start = std::chrono::steady_clock::now();
+    model = samples.fit(options, static_cast<uint64_t>(report.rounds) + 1);
+    report.train_seconds += seconds_since(start);
+    ++report.rounds;
+
+    if (!options.quiet) {
+      const double elapsed = seconds_since(wall_start);
+      const double left =
+          elapsed / report.trials * static_cast<double>(options.trials - report.trials);
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "[loom] %s: round %d: %d/%d trials, best %.2f GFLOP/s, %d failed, %s "
+                    "elapsed, ~%s left\n",
+                    name.c_str(), report.rounds, report.trials, options.trials,
+                    report.best_gflops(), report.failures,
+                    detail_tuner::format_seconds(elapsed).c_str(),
+                    detail_tuner::format_seconds(left).c_str());
+      log << line;
+    }
+  }
+  report.wall_seconds = seconds_since(wall_start);
+  if (!options.quiet) {
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "[loom] %s: done (%s): %d trials (%d failed, %d resumed) in %s, best %.2f "
+                  "GFLOP/s (%.3f ms); time: search %.1f s, model %.1f s, build %.1f s, run %.1f s\n",
+                  name.c_str(), report.stop_reason.c_str(), report.trials, report.failures,
+                  report.resumed, detail_tuner::format_seconds(report.wall_seconds).c_str(),
+                  report.best_gflops(), report.best_cost < kFailedCost ? report.best_cost * 1e3 : 0.0,
+                  report.search_seconds, report.train_seconds, report.compile_seconds,
+                  report.run_seconds);
+    log << line;
+  }
+  return report;
+}
+
+}  // namespace search
+LOOM_END_NAMESPACE

@@ -1,0 +1,139 @@
+/// \file
+/// The measurement interface of the search (layer search/): what the tuner asks a backend to do
+/// with the programs it picked, and what comes back. The search never includes a backend; a
+/// backend implements `Measurer` (the CPU one is `cpu_jit::LocalMeasurer`,
+/// backend/llvm/measurer.hpp).
+///
+/// A measurement builds a program (lowering and code generation), checks its result against a
+/// trusted reference, and times it. Everything that can go wrong is a result, never an exception
+/// that ends the tuning run: an illegal schedule, a compiler error, a crash, a hang or a wrong
+/// answer is a `MeasureResult` with its `MeasureError` and a message, and the search goes on.
+///
+/// Error numbers follow Ansor's `MeasureErrorNo` (ansor.md §2.4), so logs read the same.
+#ifndef LOOM_SEARCH_MEASURE_HPP
+#define LOOM_SEARCH_MEASURE_HPP
+
+#include "loom/sched/state.hpp"
+#include "loom/search/task.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+/// Why a measurement failed (Ansor's numbers).
+enum class MeasureError : int {
+  none = 0,
+  instantiation = 1,    ///< the schedule could not be replayed or lowered
+  compile = 2,          ///< code generation failed or the compiler process died
+  runtime = 4,          ///< the program crashed (signal) or returned an error while running
+  wrong_answer = 5,     ///< the result differs from the reference
+  compile_timeout = 6,  ///< building took longer than `build_timeout_s`
+  run_timeout = 7,      ///< running took longer than `run_timeout_s`
+  unknown = 8,
+};
+
+/// "none", "instantiation", "compile", "runtime", "wrong_answer", "compile_timeout",
+/// "run_timeout" or "unknown".
+inline const char* measure_error_name(MeasureError e) {
+  switch (e) {
+    case MeasureError::none: return "none";
+    case MeasureError::instantiation: return "instantiation";
+    case MeasureError::compile: return "compile";
+    case MeasureError::runtime: return "runtime";
+    case MeasureError::wrong_answer: return "wrong_answer";
+    case MeasureError::compile_timeout: return "compile_timeout";
+    case MeasureError::run_timeout: return "run_timeout";
+    case MeasureError::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+/// What a failed program costs in logs and model updates (Ansor's MAX_FLOAT).
+inline constexpr double kFailedCost = 1e10;
+
+/// One measured program.
+struct MeasureResult {
+  /// Seconds per run, one entry per repeat (empty when the measurement failed).
+  std::vector<double> costs;
+  MeasureError error = MeasureError::none;
+  /// What went wrong, for logs: the compiler's message, the signal, the largest difference.
+  std::string error_message;
+  /// Wall seconds spent building (lowering + code generation) and running (checking + timing).
+  double compile_seconds = 0;
+  double run_seconds = 0;
+
+  bool ok() const { return error == MeasureError::none && !costs.empty(); }
+  /// The mean of `costs`, or kFailedCost when the measurement failed.
+  double mean_cost() const {
+    if (!ok()) return kFailedCost;
+    double s = 0;
+    for (double c : costs) s += c;
+    return s / static_cast<double>(costs.size());
+  }
+};
+
+/// How programs are measured; the defaults favour short tuning runs (see each field).
+struct MeasureOptions {
+  /// Runs averaged into one cost. Raised until one repeat lasts at least `min_repeat_ms`
+  /// (Ansor: number 3, min_repeat_ms 100).
+  int number = 1;
+  /// Costs recorded per program.
+  int repeat = 3;
+  /// The shortest time one repeat may take; `number` grows until it does. loom's default (20 ms)
+  /// is lower than Ansor's 100 ms: a trial costs less, and the median of the repeats absorbs
+  /// most of the noise that longer repeats would average out.
+  double min_repeat_ms = 20;
+  /// Untimed runs before the first repeat (the first run also pays page faults).
+  int warmup = 1;
+  /// Evict the caches between runs by writing a buffer larger than the last-level cache; then
+  /// `number` stays 1 and `min_repeat_ms` is ignored (Ansor's enable_cpu_cache_flush).
+  bool flush_cache = false;
+  /// A program whose first (checked) run is more than this many times slower than the best
+  /// program measured for the task so far is not timed further: that one run is its cost, so a
+  /// hopeless program costs one run instead of warm-up and repeats (0: time every program
+  /// fully). loom addition; it cuts the run time of a tuning round on large workloads, where
+  /// random programs are often 10–100× slower than the best.
+  double slow_program_factor = 10;
+  /// Limits per program; a program that exceeds one is killed and recorded as a timeout.
+  double build_timeout_s = 15;
+  double run_timeout_s = 10;
+  /// Programs built at once (0: the number of cores). Runs are always one at a time, so that
+  /// a timed program never shares the machine with a build.
+  int build_parallelism = 0;
+  /// Threads the measured program may use (0: the runtime's default, LOOM_NUM_THREADS or the
+  /// cores).
+  int num_threads = 0;
+  /// Compare every measured program's output with the reference before timing it; a program
+  /// whose output differs is `wrong_answer` and is never timed. The reference is the reference
+  /// interpreter on the task's real shapes when the DAG is small enough
+  /// (`interpreter_flop_limit`), otherwise the task's default schedule (itself tested against
+  /// the interpreter); inputs are random.
+  bool check_correctness = true;
+  double interpreter_flop_limit = 2e7;
+  double rtol = 1e-3;
+  double atol = 1e-4;
+  /// For fault-injection tests only: called in the measuring process right before the program
+  /// at `index` of the batch is built (`phase` 0) and run (`phase` 1).
+  std::function<void(size_t index, int phase)> fault_injection_hook;
+};
+
+/// What a backend implements: measures programs of one task. Implementations must not throw
+/// for a bad program (report it in its result); they may throw loom::user_error for bad options.
+class Measurer {
+ public:
+  virtual ~Measurer() = default;
+  /// One result per state, in order.
+  virtual std::vector<MeasureResult> measure(const Task& task,
+                                             const std::vector<sched::State>& states) = 0;
+  /// A short name for logs ("local-cpu").
+  virtual std::string name() const = 0;
+};
+
+}  // namespace search
+LOOM_END_NAMESPACE
+
+#endif  // LOOM_SEARCH_MEASURE_HPP

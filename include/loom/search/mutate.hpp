@@ -1,0 +1,138 @@
+/// \file
+/// Evolutionary operators (layer search/): Ansor's mutation rules and the node-based crossover
+/// of the paper (§5.1; TVM never shipped it), used by the evolutionary search
+/// (search/evolution.hpp) on complete programs sampled from sketches (search/annotate.hpp).
+///
+/// Every operator takes a complete program and returns a new complete program, or nothing when
+/// it does not apply (no split to mutate, no other compute location) or the edit is illegal when
+/// replayed. Results are always rebuilt by replaying an edited history on the DAG, so a returned
+/// state is exactly what its steps describe (the steps are what tuning records store).
+///
+/// CPU rules and Ansor's weights (ansor.md §5):
+///
+/// | rule                  | weight | edit                                                    |
+/// |-----------------------|--------|---------------------------------------------------------|
+/// | MutateTileSize        | 0.90   | move a divisor of one level's length to another level   |
+/// | MutateAutoUnroll      | 0.04   | redraw one `auto_unroll_max_step`                       |
+/// | MutateComputeLocation | 0.05   | move a compute_at stage to another candidate loop       |
+/// | MutateParallel        | 0.01   | change how many outer loops are fused and parallelized  |
+///
+/// Which steps random annotation made. A complete program's history is its sketch's steps (split
+/// lengths filled), then ChangeComputeLocation's compute_at steps, then the Parallel, Unroll and
+/// Vectorization steps (annotate.hpp). The last part starts at the first annotate or pragma step
+/// (with the fuse right before it, if that fuse is of the same stage); sketches written by the
+/// built-in rules have neither. ChangeComputeLocation's steps are the longest run of compute_at
+/// (or compute_root) steps right before it, in decreasing stage order, of stages that are neither
+/// tiled nor multi-level tiled and that the sketch did not place. A stage counts as placed by
+/// its sketch when an earlier step placed it, placed another stage inside it, or made it by
+/// cache_read: the built-in rules place the stages they compute inside another stage together
+/// with it (memory-bound reduction), and every cache_read copy. MutateComputeLocation edits only
+/// those steps and crossover compares the parents up to them. A sketch that ends by placing
+/// stages where ChangeComputeLocation could have put them gives the same history as the sketch
+/// without those steps; they then count as ChangeComputeLocation's.
+///
+/// Randomness: only `rng()` is used, reduced modulo the number of choices (as in annotate.hpp).
+/// The operators keep no state: threads may call them at once, each with its own engine.
+#ifndef LOOM_SEARCH_MUTATE_HPP
+#define LOOM_SEARCH_MUTATE_HPP
+
+#include "loom/search/annotate.hpp"
+
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+/// One mutation rule: a random edit of a complete program, chosen with probability proportional
+/// to `weight`. `apply` returns the edited program, rebuilt by replaying its history, or nothing
+/// when the rule does not apply; a loom::user_error it throws counts as not applying. It must
+/// use only `rng()` for randomness to stay reproducible across platforms.
+struct MutationRule {
+  using ApplyFn = std::function<std::optional<sched::State>(const SketchContext&,
+                                                            const sched::State&,
+                                                            std::mt19937_64&)>;
+  std::string name;
+  double weight = 0;
+  ApplyFn apply;
+};
+
+/// The CPU rules of the table above, with Ansor's weights.
+const std::vector<MutationRule>& cpu_mutation_rules();
+
+/// MutateTileSize (TVM's): picks a split step with all lengths set, extent > 1 and innermost
+/// length at most `max_innermost_split_factor`. Its levels are the lengths plus the implicit
+/// outermost one (extent / product). In a random order of the levels, the first level with a
+/// length > 1 gives a random divisor (> 1) of its length to the next level in that order that
+/// can take one (the innermost level only as much as keeps it within
+/// `max_innermost_split_factor`; TVM tries only the next level, then the next source). Levels
+/// whose loops are fused into one loop (the outer tiles under a parallel fuse) do not trade, as
+/// that leaves the loop nest as it was. The product of the levels stays the extent. Splits that
+/// follow it (follow_split, follow_fused_split) read its lengths when replayed, so they follow.
+/// A non-divisible split (allow_non_divisible_tiles) instead redraws one of its lengths (a
+/// random level that has another value to take) uniformly among the other values in the range
+/// FillTileSize draws free lengths from: 1 .. what the inner lengths leave of the extent (ceil
+/// division), and at most `max_innermost_split_factor` for the innermost one. All split steps
+/// are candidates, including lengths a sketch fixed (define_split, the memory-bound-reduction
+/// rule's vector width).
+std::optional<sched::State> mutate_tile_size(const SketchContext& ctx, const sched::State& state,
+                                             std::mt19937_64& rng);
+/// MutateAutoUnroll: sets one `auto_unroll_max_step` pragma step, chosen uniformly, to another of
+/// the options' candidates (uniformly among the values other than its own).
+std::optional<sched::State> mutate_auto_unroll(const SketchContext& ctx,
+                                               const sched::State& state, std::mt19937_64& rng);
+/// MutateComputeLocation: one of ChangeComputeLocation's steps (see the file comment), chosen
+/// uniformly, becomes, uniformly among the choices other than itself, a compute_at at one of the
+/// compute_location_candidates() of the state before that step, or compute_root. The stages
+/// computed inside the moved one move with it. A choice that leaves the loop nest as it was
+/// (a loop that Parallel later fused with the current one) is passed over for another (each
+/// try is a replay from the state before the step). Not applicable with
+/// `disable_change_compute_location`; gives up when the stage would go inside another stage
+/// while it has a parallel loop (nested parallel regions).
+std::optional<sched::State> mutate_compute_location(const SketchContext& ctx,
+                                                    const sched::State& state,
+                                                    std::mt19937_64& rng);
+/// MutateParallel: a parallel annotation of a stage's outermost loop, chosen uniformly, gets
+/// another number of fused outer loops (uniformly among 1 .. the most annotate_parallel could
+/// fuse in the state before it: outer spatial unannotated loops, up to and including the first
+/// loop where another stage is computed). The fuse step is rewritten, added or removed (a single
+/// loop needs none) and the later steps of the stage are renumbered; gives up when one cannot be
+/// (it refers to a loop now inside the fused one, reorders the stage, or a later step adds
+/// stages).
+std::optional<sched::State> mutate_parallel(const SketchContext& ctx, const sched::State& state,
+                                            std::mt19937_64& rng);
+
+/// One mutation: a rule drawn with probability proportional to its weight (rules with weight
+/// <= 0 never), and another draw, up to `attempts` draws in all, while the drawn rule does not
+/// apply. Nothing when no draw applied.
+std::optional<sched::State> mutate(const SketchContext& ctx, const sched::State& state,
+                                   const std::vector<MutationRule>& rules, std::mt19937_64& rng,
+                                   int attempts = 8);
+
+/// Node-based crossover (paper §5.1): a child on the loop structure of `a` whose stages each take
+/// their genes from `a` or `b`. The parents must come from the same sketch: their histories up
+/// to random annotation's compute_at steps (see the file comment) must be the same steps apart
+/// from split lengths and pragma values; otherwise nothing is returned. Then, per stage (one
+/// fair draw each, stages in the order they first appear in a's history, then b's):
+///  - the child's history is a's, so every step's kind, stage and loop positions are a's;
+///  - a stage whose random-annotation steps (compute location, parallel and vectorize fuses and
+///    annotations) differ between the parents takes everything from `a`: that structure was
+///    chosen for a's tile sizes;
+///  - another stage drawn for `b` takes b's lengths for each of its split steps and b's value for
+///    each of its pragma steps (`auto_unroll_max_step`); follow splits follow whichever parent
+///    their source split's stage took.
+/// Returns nothing as well when the child does not replay.
+std::optional<sched::State> crossover(const SketchContext& ctx, const sched::State& a,
+                                      const sched::State& b, std::mt19937_64& rng);
+
+}  // namespace search
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/search/impl/mutate.ipp"
+#endif
+
+#endif  // LOOM_SEARCH_MUTATE_HPP

@@ -1,0 +1,125 @@
+/// \file
+/// The tuning loop (layer search/): Ansor's `SketchPolicy::Search` for one task. Each round picks
+/// a batch of programs with the evolutionary search (search/evolution.hpp), measures it through
+/// a `Measurer` (search/measure.hpp; the backend provides it), appends the results to the
+/// tuning log (search/records.hpp) and retrains the cost model on everything measured so far.
+///
+/// `loom::tune` (loom/tune.hpp) is the public call; it supplies the CPU measurer and builds the
+/// winner. This layer knows no backend.
+///
+/// Resuming: with `records` naming an existing log, its records of this workload and target are
+/// read first. Their programs are never measured again, the model is trained on them before the
+/// first round, the best of them seeds the search, and `trials` counts only new measurements.
+///
+/// Labels: the model learns normalized throughputs, the task's best cost divided by the
+/// program's (ansor.md §4); since the best moves as tuning goes, the tuner keeps every measured
+/// program's features and cost and refits a fresh model on relabelled data after each round (the
+/// learned model retrains from scratch anyway).
+#ifndef LOOM_SEARCH_TUNER_HPP
+#define LOOM_SEARCH_TUNER_HPP
+
+#include "loom/search/evolution.hpp"
+#include "loom/search/measure.hpp"
+#include "loom/search/records.hpp"
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+/// Which cost model guides the search.
+enum class ModelKind {
+  gbdt,    ///< the learned model (cost::GbdtCostModel), retrained every round
+  random,  ///< random scores: with `evolution.generations = 0` this is random search
+};
+
+/// Everything a tuning run can be told. Plain data.
+struct TuneOptions {
+  /// Programs to measure in this run (resumed records do not count).
+  int trials = 1000;
+  /// Programs measured per round (Ansor `num_measures_per_round`).
+  int measures_per_round = 64;
+  /// Stop when the best has not improved for this many measured programs (0: never).
+  int early_stopping = 0;
+  /// Stop after this many seconds of wall time, checked between rounds (0: no limit).
+  double time_limit_s = 0;
+  /// The tuning log: read to resume, appended to after every round ("" for none).
+  std::string records;
+  /// Seed of every random choice of the search (measurement noise aside, a seed gives the same
+  /// programs).
+  uint64_t seed = 0;
+  ModelKind model = ModelKind::gbdt;
+  /// Settings of the learned model.
+  cost::GbdtCostModelOptions gbdt;
+  SearchOptions space;
+  EvolutionOptions evolution;
+  MeasureOptions measure;
+  /// Inputs that hold constant weights (placeholder names): the CPU measurer times programs with
+  /// them stored in the layout their loop nest walks (sched/layout_rewrite.hpp), as an
+  /// application would deploy them (loom::TuneResult::packed_kernel). Ignored by measurers that
+  /// do not support it.
+  std::vector<std::string> constant_inputs;
+  /// A line per round (trials, best GFLOP/s, estimated time left) and a summary, to `log`
+  /// (std::cerr when null), unless `quiet`.
+  bool quiet = false;
+  std::ostream* log = nullptr;
+  /// A name for progress lines (default: the DAG's output tensor name and the workload key's
+  /// first characters).
+  std::string name;
+};
+
+/// One point of the best-so-far curve: after `trial` measured programs of this run, the best
+/// program ran at `best_gflops` (0 before the first success).
+struct CurvePoint {
+  int trial = 0;
+  double elapsed_seconds = 0;
+  double best_gflops = 0;
+};
+
+/// What a tuning run found and what it cost.
+struct TuneReport {
+  /// The fastest correct program measured (in this run or in the resumed log); empty when every
+  /// measurement failed.
+  std::optional<sched::State> best;
+  double best_cost = kFailedCost;  ///< seconds per run of `best`
+  double flops = 0;                ///< of one run of the task
+  int trials = 0;                  ///< programs measured in this run
+  int failures = 0;                ///< of them, failed (any MeasureError)
+  int resumed = 0;                 ///< records of this workload read from the log
+  int rounds = 0;
+  std::vector<CurvePoint> curve;  ///< one point per measured program of this run
+  /// Failures by MeasureError number (index 0 unused).
+  std::vector<int> failures_by_error = std::vector<int>(9, 0);
+  /// Wall time: in the search (sampling, evolution, features, model), in training the model,
+  /// measuring (as the measurer reports: building and running), and in all.
+  double search_seconds = 0;
+  double train_seconds = 0;
+  double compile_seconds = 0;
+  double run_seconds = 0;
+  double measure_seconds = 0;
+  double wall_seconds = 0;
+  /// The records this run appended (also in the log when one was named).
+  std::vector<TuningRecord> records;
+  /// Why tuning stopped: "trials", "early stopping", "time limit", "space exhausted".
+  std::string stop_reason;
+
+  double best_gflops() const { return best && best_cost > 0 ? flops / best_cost * 1e-9 : 0; }
+};
+
+/// Tunes `task`: rounds of search and measurement until `options.trials` programs are measured
+/// (or another stop). Throws loom::user_error for bad options (`[loom.search.E840]`); failed
+/// measurements never throw.
+TuneReport tune_with(const Task& task, const TuneOptions& options, Measurer& measurer);
+
+}  // namespace search
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/search/impl/tuner.ipp"
+#endif
+
+#endif  // LOOM_SEARCH_TUNER_HPP

@@ -1,0 +1,91 @@
+/// \file
+/// Tuning on the CPU, the public calls (link `loom::llvm`):
+///
+/// ```cpp
+/// Task task(dag, Target::host());
+/// TuneOptions opts; opts.trials = 1000; opts.records = "gemm.jsonl";
+/// TuneResult r = tune(task, opts);
+/// Kernel k = r.kernel();            // the best program, compiled
+/// k(a.data(), b.data(), c.data());
+/// std::cout << r.best_schedule();   // the winning loop nest, readable
+/// ```
+///
+/// Shipping a tuned kernel: tune once with a records file, ship the file, and in the
+/// application call `tuned_kernel(task, "gemm.jsonl")` — it builds the best recorded program of
+/// the workload once per process (thread-safe, cached) and falls back to the default schedule,
+/// with a one-line warning, when the file has none. `build_best` is the same without the cache
+/// and without the fallback.
+///
+/// Measurement runs every candidate in a forked child (cpu_jit::LocalMeasurer): a candidate
+/// that crashes, hangs or computes a wrong result is recorded as a failure and tuning goes on.
+#ifndef LOOM_TUNE_HPP
+#define LOOM_TUNE_HPP
+
+#include "loom/cpu.hpp"
+#include "loom/search/tuner.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+
+using search::TuneOptions;
+
+/// The outcome of tune(): the report (curve, timings, records) and the best program.
+class TuneResult {
+ public:
+  TuneResult(Task task, search::TuneReport report, std::vector<std::string> constant_inputs = {})
+      : task_(std::move(task)),
+        report_(std::move(report)),
+        constant_inputs_(std::move(constant_inputs)) {}
+
+  /// Whether any program was measured correct (and so kernel() can build one).
+  bool found() const { return report_.best.has_value(); }
+  /// The best program's schedule. Throws loom::user_error `[loom.search.E850]` when nothing
+  /// was found.
+  const sched::State& best_state() const;
+  /// The best program, compiled. Throws `[loom.search.E850]` when nothing was found.
+  Kernel kernel(const BuildOptions& options = {}) const;
+  /// The best program as it was measured when TuneOptions::constant_inputs named a weight whose
+  /// layout its loop nest can be rewritten for: the pack kernel and the kernel reading the
+  /// packed weight (cpu.hpp, build_with_packed_input; the first such input). Nothing when no
+  /// input was packed; kernel() is then the measured program.
+  std::optional<PackedKernel> packed_kernel(const BuildOptions& options = {}) const;
+  /// The best program's lowered loop nest, printed.
+  std::string best_schedule() const;
+  double best_seconds() const { return report_.best_cost; }
+  double best_gflops() const { return report_.best_gflops(); }
+  const search::TuneReport& report() const { return report_; }
+  const Task& task() const { return task_; }
+
+ private:
+  Task task_;
+  search::TuneReport report_;
+  std::vector<std::string> constant_inputs_;
+};
+
+/// Tunes `task` on this machine's CPU (see search/tuner.hpp for the loop and the options).
+TuneResult tune(const Task& task, const TuneOptions& options = {});
+
+/// The fastest correct record of the task's workload and target in the log, replayed on the
+/// task's DAG; nothing when the log has none (a missing file has none).
+std::optional<sched::State> best_recorded_schedule(const Task& task, const std::string& records);
+
+/// Builds the best recorded program without searching (Ansor's ApplyHistoryBest). Throws
+/// loom::user_error `[loom.search.E851]` when the log has no correct record of this workload.
+Kernel build_best(const Task& task, const std::string& records, const BuildOptions& options = {});
+
+/// The drop-in call for applications: the best recorded program of `task` in `records`,
+/// compiled once per process and then returned from a cache (safe to call from many threads),
+/// or the default schedule, with a one-line warning on stderr, when the log has no record of
+/// this workload and target.
+Kernel tuned_kernel(const Task& task, const std::string& records);
+
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/impl/tune.ipp"
+#endif
+
+#endif  // LOOM_TUNE_HPP

@@ -1,0 +1,239 @@
+// The crash-isolated CPU measurer (loom/backend/llvm/measurer.hpp): good programs measure with
+// positive costs; faults injected into single programs of a batch (a segfault while running, an
+// abort while building, hangs while building and running, an exit, a genuinely wrong program)
+// are each recorded with their MeasureError while the rest of the batch measures normally and
+// this process survives with no child left behind; constant inputs are measured packed where
+// the layout rewrite applies and as they are where it does not.
+#include <doctest/doctest.h>
+
+#include <loom/cpu.hpp>
+#include <loom/search/annotate.hpp>
+#include <loom/search/sketch.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace loom;
+using search::MeasureError;
+
+namespace {
+
+/// C[i, j] = sum_k A[i, k] * B[k, j], small enough for the reference interpreter.
+std::shared_ptr<const ComputeDAG> matmul_dag(int64_t n, bool scaled = false) {
+  auto A = placeholder<float>("A", {n, n});
+  auto B = placeholder<float>("B", {n, n});
+  auto k = reduce_axis(n, "k");
+  // `scaled` is another computation with the same arguments (a program of it is a genuinely
+  // wrong program for the plain task).
+  auto C = scaled ? compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j) * 2.0f, k); })
+                  : compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); });
+  return std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{A, B},
+                                            std::vector<ir::Tensor>{C});
+}
+
+std::vector<sched::State> sample(const Task& task, int count, uint64_t seed) {
+  const search::SearchOptions options;
+  std::mt19937_64 rng(seed);
+  auto programs =
+      search::sample_programs(search::generate_sketches(task, options), task, options, rng, count);
+  REQUIRE(static_cast<int>(programs.size()) == count);
+  return programs;
+}
+
+/// Short, quick measurements.
+search::MeasureOptions quick_options() {
+  search::MeasureOptions o;
+  o.repeat = 2;
+  o.min_repeat_ms = 2;
+  o.build_parallelism = 2;
+  o.num_threads = 1;
+  return o;
+}
+
+/// True when this process has no child, running or zombie.
+bool no_children_left() {
+  errno = 0;
+  return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
+
+/// Open file descriptors of this process (-1 where /proc is not there to say).
+int open_fds() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  while (::readdir(d)) ++n;
+  ::closedir(d);
+  return n;
+}
+
+void check_ok(const search::MeasureResult& r, int repeat) {
+  CHECK_MESSAGE(r.ok(), search::measure_error_name(r.error) << ": " << r.error_message);
+  CHECK(r.costs.size() == static_cast<size_t>(repeat));
+  for (double c : r.costs) CHECK(c > 0);
+  CHECK(r.compile_seconds > 0);
+  CHECK(r.run_seconds > 0);
+  CHECK(r.mean_cost() < search::kFailedCost);
+}
+
+}  // namespace
+
+TEST_SUITE("tune") {
+  TEST_CASE("a batch of good programs measures ok, and bad options are refused") {
+    const Task task(matmul_dag(64));
+    const auto programs = sample(task, 6, 7);
+    cpu_jit::LocalMeasurer measurer(quick_options());
+    CHECK(measurer.name() == "local-cpu");
+    const int fds_before = open_fds();
+    const auto results = measurer.measure(task, programs);
+    CHECK(open_fds() == fds_before);  // every socket and pipe closed
+    REQUIRE(results.size() == programs.size());
+    for (const auto& r : results) check_ok(r, 2);
+    CHECK(measurer.stats().programs == 6);
+    CHECK(measurer.stats().batches == 1);
+    CHECK(measurer.stats().compile_seconds > 0);
+    CHECK(measurer.stats().wall_seconds > 0);
+    CHECK(no_children_left());
+
+    // A second batch of the same task reuses its inputs and reference; an empty batch is fine.
+    CHECK(measurer.measure(task, {programs[0]})[0].ok());
+    CHECK(measurer.measure(task, {}).empty());
+
+    search::MeasureOptions bad = quick_options();
+    bad.repeat = 0;
+    CHECK_THROWS_WITH_AS(cpu_jit::LocalMeasurer{bad}, doctest::Contains("[loom.llvm.E530]"),
+                         user_error);
+  }
+
+  TEST_CASE("cache flushing times single calls; unchecked programs are timed too") {
+    const Task task(matmul_dag(32));
+    const auto programs = sample(task, 2, 11);
+    search::MeasureOptions o = quick_options();
+    o.flush_cache = true;
+    o.repeat = 3;
+    o.check_correctness = false;
+    cpu_jit::LocalMeasurer measurer(o);
+    for (const auto& r : measurer.measure(task, programs)) check_ok(r, 3);
+    CHECK(measurer.stats().reference_seconds == 0);  // no reference without checking
+  }
+
+  TEST_CASE("faults in single programs are recorded and the rest of the batch measures ok") {
+    const Task task(matmul_dag(64));
+    auto programs = sample(task, 8, 3);
+    // A program of another computation with the same arguments computes 2 A B: wrong.
+    const Task scaled(matmul_dag(64, true));
+    programs[4] = sample(scaled, 1, 5)[0];
+    // A sketch (tile sizes unset) cannot be lowered.
+    programs[6] = search::generate_sketches(task)[0];
+
+    search::MeasureOptions o = quick_options();
+    o.run_timeout_s = 1;
+    o.fault_injection_hook = [](size_t index, int phase) {
+      if (index == 1 && phase == 1) std::raise(SIGSEGV);
+      if (index == 2 && phase == 0) std::abort();
+      if (index == 3 && phase == 1) {
+        volatile unsigned long spin = 0;
+        for (;;) spin = spin + 1;
+      }
+      if (index == 5 && phase == 1) ::_exit(3);
+      if (index == 7 && phase == 0) {
+        volatile unsigned long spin = 0;
+        for (;;) spin = spin + 1;
+      }
+    };
+    // Long enough for a real build on a loaded machine (2.4 s seen beside a spinning build).
+    o.build_timeout_s = 5;
+    cpu_jit::LocalMeasurer measurer(o);
+    const auto results = measurer.measure(task, programs);
+    REQUIRE(results.size() == 8);
+    check_ok(results[0], 2);
+
+    CHECK(results[1].error == MeasureError::runtime);
+    CHECK(results[1].error_message.find("killed by SIGSEGV while running") != std::string::npos);
+    CHECK(results[1].compile_seconds > 0);
+
+    CHECK(results[2].error == MeasureError::compile);
+    CHECK(results[2].error_message.find("killed by SIGABRT while building") != std::string::npos);
+
+    CHECK(results[3].error == MeasureError::run_timeout);
+    CHECK(results[3].run_seconds == doctest::Approx(o.run_timeout_s));
+
+    CHECK(results[4].error == MeasureError::wrong_answer);
+    CHECK_MESSAGE(results[4].error_message.find("output 'C' differs") != std::string::npos,
+                  results[4].error_message);
+    CHECK(results[4].costs.empty());
+
+    CHECK(results[5].error == MeasureError::runtime);
+    CHECK(results[5].error_message.find("exited with status 3 while running") !=
+          std::string::npos);
+
+    CHECK(results[6].error == MeasureError::instantiation);
+    CHECK(results[6].error_message.find("[loom.lower.E410]") != std::string::npos);
+
+    CHECK(results[7].error == MeasureError::compile_timeout);
+    CHECK(results[7].compile_seconds == doctest::Approx(o.build_timeout_s));
+
+    for (size_t i = 1; i < results.size(); ++i) {
+      CHECK(!results[i].ok());
+      CHECK(results[i].mean_cost() == search::kFailedCost);
+    }
+    CHECK(no_children_left());
+
+    // The measurer goes on measuring after the faults.
+    o.fault_injection_hook = nullptr;
+    cpu_jit::LocalMeasurer again(o);
+    check_ok(again.measure(task, {programs[1]})[0], 2);
+
+    // A program of a computation with other arguments is refused without a process.
+    const auto other = sample(Task(matmul_dag(32)), 1, 9);
+    const auto r = again.measure(task, other)[0];
+    CHECK(r.error == MeasureError::instantiation);
+    CHECK(r.error_message.find("made for workload") != std::string::npos);
+    CHECK(no_children_left());
+  }
+
+  TEST_CASE("constant inputs are measured packed where the layout rewrite applies") {
+    const Task task(matmul_dag(64));
+    // A program of a PackReusedInput sketch (B copied per call into a contiguous buffer): its
+    // rewrite replaces the per-call copy by B stored once in tile order.
+    search::SearchOptions options;
+    std::vector<sched::State> pack_sketches;
+    for (const auto& s : search::generate_sketches(task, options))
+      for (const auto& stage : s.stages())
+        if (stage.name == "B.local") pack_sketches.push_back(s);
+    REQUIRE(!pack_sketches.empty());
+    std::mt19937_64 rng(21);
+    const sched::State packed_program =
+        search::sample_program(pack_sketches[0], task, options, rng);
+    CHECK(cpu_jit::LocalMeasurer::packed_inputs(packed_program, {"B"}) ==
+          std::vector<std::string>{"B"});
+
+    // A program whose reader of B walks a fused-then-split loop: the rewrite does not apply.
+    sched::State plain_program(task.dag);
+    plain_program.fuse("C", {0, 1});
+    plain_program.split("C", 0, {16});
+    CHECK(cpu_jit::LocalMeasurer::packed_inputs(plain_program, {"B"}).empty());
+    // Names that are not inputs of the task are ignored.
+    CHECK(cpu_jit::LocalMeasurer::packed_inputs(packed_program, {"W", "B"}) ==
+          std::vector<std::string>{"B"});
+
+    cpu_jit::LocalMeasurerOptions local;
+    local.constant_inputs = {"W", "B"};
+    search::MeasureOptions o = quick_options();
+    o.interpreter_flop_limit = 0;  // the reference from the compiled default schedule
+    cpu_jit::LocalMeasurer measurer(o, local);
+    const auto results = measurer.measure(task, {packed_program, plain_program});
+    check_ok(results[0], 2);
+    check_ok(results[1], 2);
+    CHECK(measurer.stats().packed_programs == 1);
+    CHECK(measurer.stats().reference_seconds > 0);
+    CHECK(no_children_left());
+  }
+}

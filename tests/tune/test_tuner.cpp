@@ -1,0 +1,277 @@
+// The tuner end to end (search/tuner.hpp, loom/tune.hpp).
+//
+// Two kinds of test:
+//  - search quality on a synthetic cost landscape: a Measurer that "measures" a program by a
+//    fixed formula of its features (no timing, so no noise), which lets a unit test ask whether
+//    the evolutionary search with the learned model finds, within a small budget, a program as
+//    good as the best of a large random sample;
+//  - real tuning of small workloads through the CPU measurer (forked children, JIT): records,
+//    resume, a corrupt log, a crashing candidate, build_best and tuned_kernel, each kernel
+//    checked against the DAG interpreter.
+#include <doctest/doctest.h>
+
+#include <loom/tune.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include "support/random_schedule.hpp"
+
+using namespace loom;
+
+namespace {
+
+/// A cost that depends on the program only: the analytic roofline of its features (FLOPs
+/// against bytes moved, per store), as seconds at 1 GFLOP/s.
+double synthetic_cost(const sched::State& state, const Target& target) {
+  const cost::ProgramFeatures f = cost::extract_features(state, target);
+  double total = 0;
+  for (int r = 0; r < f.num_rows; ++r) {
+    const float* row = cost::feature_row(f, r);
+    total += std::max(cost::row_float_ops(row), 4.0 * cost::row_bytes(row)) + 1.0;
+  }
+  return total * 1e-9;
+}
+
+class SyntheticMeasurer final : public search::Measurer {
+ public:
+  std::vector<search::MeasureResult> measure(const Task& task,
+                                             const std::vector<sched::State>& states) override {
+    std::vector<search::MeasureResult> out(states.size());
+    for (size_t i = 0; i < states.size(); ++i) {
+      try {
+        out[i].costs = {synthetic_cost(states[i], task.target)};
+      } catch (const loom::error& e) {
+        out[i].error = search::MeasureError::instantiation;
+        out[i].error_message = e.what();
+      }
+    }
+    measured += static_cast<int>(states.size());
+    return out;
+  }
+  std::string name() const override { return "synthetic"; }
+  int measured = 0;
+};
+
+/// A records file in the temp directory, removed at the end of the test.
+struct TempLog {
+  std::string path;
+  explicit TempLog(const std::string& name) {
+    path = (std::filesystem::temp_directory_path() /
+            ("loom_test_" + name + "_" + std::to_string(::getpid()) + ".jsonl"))
+               .string();
+    std::filesystem::remove(path);
+  }
+  ~TempLog() { std::filesystem::remove(path); }
+};
+
+void jit_runner(const ir::LoweredFunc& f, std::vector<void*>& ptrs) {
+  auto k = cpu_jit::compile(f);
+  k.fn(ptrs.data());
+}
+
+/// Small, fast settings for real tuning in a unit test.
+TuneOptions small_options(int trials, const std::string& records) {
+  TuneOptions o;
+  o.trials = trials;
+  o.measures_per_round = 8;
+  o.records = records;
+  o.seed = 7;
+  o.quiet = true;
+  o.evolution.population = 128;
+  o.evolution.generations = 1;
+  o.measure.repeat = 1;
+  o.measure.min_repeat_ms = 1;
+  o.measure.build_parallelism = 2;
+  return o;
+}
+
+std::set<std::string> logged_programs(const std::string& path, const std::string& workload) {
+  std::set<std::string> keys;
+  for (const auto& r : search::read_records(path, [](const std::string&) {}))
+    if (r.workload_key == workload) keys.insert(sched::to_record(r.steps));
+  return keys;
+}
+
+}  // namespace
+
+TEST_CASE("the search finds, with 128 measurements, a GEMM program as good as the best of 3,000 "
+          "random ones (synthetic cost, fixed seed)") {
+  const auto w = loom_test::matmul(64, 64, 64);
+  Task task(w.dag);
+
+  // The best known: the cheapest of a large random sample of the same space.
+  search::SearchOptions space;
+  const auto sketches = search::generate_sketches(task, space);
+  std::mt19937_64 rng(11);
+  const auto sample = search::sample_programs(sketches, task, space, rng, 3000);
+  double best_known = search::kFailedCost;
+  for (const auto& s : sample) best_known = std::min(best_known, synthetic_cost(s, task.target));
+  REQUIRE(best_known < search::kFailedCost);
+
+  SyntheticMeasurer measurer;
+  TuneOptions o;
+  o.trials = 128;
+  o.measures_per_round = 32;
+  o.seed = 3;
+  o.quiet = true;
+  o.gbdt.warmup_samples = 32;
+  o.evolution.population = 512;
+  o.evolution.generations = 3;
+  const search::TuneReport r = search::tune_with(task, o, measurer);
+  CHECK(measurer.measured == 128);
+  CHECK(r.trials == 128);
+  REQUIRE(r.best.has_value());
+  INFO("tuned " << r.best_cost << " s, best of 3,000 random " << best_known << " s");
+  CHECK(r.best_cost <= 1.10 * best_known);
+  // The curve is the best so far: it never goes down.
+  for (size_t i = 1; i < r.curve.size(); ++i)
+    CHECK(r.curve[i].best_gflops >= r.curve[i - 1].best_gflops);
+}
+
+TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the same batches") {
+  const auto w = loom_test::matmul_bias_relu(32, 32, 32);
+  Task task(w.dag);
+  search::EvolutionOptions evo;
+  evo.population = 96;
+  evo.generations = 2;
+  cost::RandomCostModel model(5);
+  std::vector<std::string> first_run;
+  for (int run = 0; run < 2; ++run) {
+    search::EvolutionarySearch s(task, {}, evo, 21);
+    std::set<std::string> seen;
+    std::vector<std::string> order;
+    for (int round = 0; round < 3; ++round) {
+      cost::RandomCostModel m(5 + round);
+      const auto batch = s.next_batch(16, m);
+      CHECK(batch.size() == 16);
+      for (const auto& st : batch) {
+        const std::string key = search::EvolutionarySearch::program_key(st);
+        CHECK(seen.insert(key).second);
+        order.push_back(key);
+      }
+      s.add_measured(batch, std::vector<double>(batch.size(), 1.0));
+      for (const auto& st : batch) CHECK(s.was_measured(st));
+    }
+    if (run == 0)
+      first_run = order;
+    else
+      CHECK(order == first_run);
+  }
+  (void)model;
+}
+
+TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log and build_best") {
+  const auto w = loom_test::matmul(48, 40, 56);
+  Task task(w.dag);
+  TempLog log("tune_gemm");
+
+  TuneResult r = tune(task, small_options(16, log.path));
+  CHECK(r.report().trials == 16);
+  REQUIRE(r.found());
+  CHECK(r.best_gflops() > 0);
+  CHECK(r.report().curve.size() == 16);
+  CHECK(logged_programs(log.path, task.workload_key()).size() == 16);
+  CHECK(r.best_schedule().find("for") != std::string::npos);
+
+  // The best program is correct (its kernel, built again, against the interpreter).
+  const auto ref = loom_test::make_reference(w, 3);
+  const auto check = loom_test::run_and_compare(w, ref, r.best_state(), jit_runner);
+  CHECK_MESSAGE(check.ok, check.message);
+
+  // Resume: the 16 programs are read back and none is measured again.
+  const std::set<std::string> before = logged_programs(log.path, task.workload_key());
+  TuneResult again = tune(task, small_options(8, log.path));
+  CHECK(again.report().resumed == 16);
+  CHECK(again.report().trials == 8);
+  for (const auto& rec : again.report().records)
+    CHECK(before.count(sched::to_record(rec.steps)) == 0);
+  CHECK(logged_programs(log.path, task.workload_key()).size() == 24);
+  CHECK(again.best_seconds() <= r.best_seconds());
+
+  // A corrupt line and a torn last line (a writer killed mid-record) are skipped with warnings.
+  {
+    std::ofstream out(log.path, std::ios::app);
+    out << "this is not json\n{\"v\": \"loom-records/1\", \"w\": ";
+  }
+  std::vector<std::string> warnings;
+  const auto records = search::read_records(
+      log.path, [&](const std::string& m) { warnings.push_back(m); });
+  CHECK(records.size() == 24);
+  CHECK(warnings.size() == 2);
+  TuneOptions o = small_options(8, log.path);
+  std::ostringstream sink;
+  o.log = &sink;
+  TuneResult third = tune(task, o);
+  CHECK(third.report().resumed == 24);
+  CHECK(third.report().trials == 8);
+  // The records appended after the torn line are whole lines of their own.
+  CHECK(logged_programs(log.path, task.workload_key()).size() == 32);
+
+  // build_best builds the best record of the log; it is correct.
+  const std::optional<sched::State> best = best_recorded_schedule(task, log.path);
+  REQUIRE(best.has_value());
+  const auto best_check = loom_test::run_and_compare(w, ref, *best, jit_runner);
+  CHECK_MESSAGE(best_check.ok, best_check.message);
+  Kernel k = build_best(task, log.path);
+  CHECK(static_cast<bool>(k));
+}
+
+TEST_CASE("tune survives candidates that crash: they are recorded as failures") {
+  const auto w = loom_test::matmul(32, 32, 32);
+  Task task(w.dag);
+  TempLog log("tune_crash");
+  TuneOptions o = small_options(16, log.path);
+  // The third program of every batch dies of SIGSEGV when it starts running.
+  o.measure.fault_injection_hook = [](size_t index, int phase) {
+    if (index == 2 && phase == 1) std::raise(SIGSEGV);
+  };
+  TuneResult r = tune(task, o);
+  CHECK(r.report().trials == 16);
+  CHECK(r.report().failures_by_error[static_cast<int>(search::MeasureError::runtime)] == 2);
+  CHECK(r.found());
+  int failed_records = 0;
+  for (const auto& rec : search::read_records(log.path))
+    if (rec.result.error == search::MeasureError::runtime) ++failed_records;
+  CHECK(failed_records == 2);
+}
+
+TEST_CASE("tuned_kernel: the logged best, built once per process, or the default schedule with a "
+          "warning") {
+  const auto w = loom_test::matmul(24, 20, 16);
+  Task task(w.dag);
+  TempLog log("tuned_kernel");
+  const auto ref = loom_test::make_reference(w, 9);
+  auto run_kernel = [&](const Kernel& k) {
+    std::vector<loom_test::tensor_data> ins = ref.inputs, outs = ref.outputs;
+    std::vector<void*> ptrs;
+    for (auto& i : ins) ptrs.push_back(i.data());
+    for (auto& o : outs) ptrs.push_back(o.data());
+    std::vector<BufferView> views;
+    for (size_t i = 0; i < ptrs.size(); ++i) views.push_back(as_buffer_view(static_cast<float*>(ptrs[i])));
+    k.run(views);
+    return outs[0];
+  };
+  auto close = [&](const loom_test::tensor_data& got) {
+    std::string msg;
+    const bool ok = loom_test::compare_values<float>(got, ref.outputs[0], 16, msg);
+    CHECK_MESSAGE(ok, msg);
+  };
+
+  // No record yet: the default schedule, correct.
+  const Kernel fallback = tuned_kernel(task, log.path);
+  close(run_kernel(fallback));
+  // The cache answers the same key with the same kernel.
+  CHECK(tuned_kernel(task, log.path).source() == fallback.source());
+
+  tune(task, small_options(8, log.path));
+  CHECK_THROWS_WITH_AS(build_best(Task(loom_test::matmul(8, 8, 8).dag), log.path),
+                       doctest::Contains("loom.search.E851"), loom::user_error);
+  const Kernel best = build_best(task, log.path);
+  close(run_kernel(best));
+}
