@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs loom's quick-start demo (examples/01_quickstart.cpp): a small network written
-# with the DSL, its compute DAG, and its evaluation checked against plain C++ loops.
+# Builds and runs loom's main demo (examples/00_tune_gemm.cpp): a 512^3 GEMM tuned for about a
+# minute, checked, and raced against a naive loop and Eigen. Arguments go to the demo
+# (--trials N, --seconds S, --records FILE). Without LLVM the demo is the quick start instead.
 #
 # Environment: BUILD_DIR (default build), JOBS (default nproc).
 set -euo pipefail
@@ -12,4 +13,4 @@ jobs=${JOBS:-$(nproc)}
 ./scripts/install-deps.sh
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_EXAMPLES=ON
 cmake --build "$build_dir" --target loom_demo -j"$jobs"
-exec "$build_dir/examples/loom_demo"
+exec "$build_dir/examples/loom_demo" "$@"
