@@ -263,12 +263,17 @@ LOOM_DECL ProgramFeatures extract_features(const ir::LoweredFunc& f, const Targe
 /// throws for an incomplete or illegal state (a sketch: `[loom.lower.E410]`).
 LOOM_DECL ProgramFeatures extract_features(const sched::State& state, const Target& target);
 
-/// The features of many states, spread over the runtime's threads (runtime/parallel.hpp) when
-/// `parallel`. As in Ansor, a state whose lowering fails gets an empty ProgramFeatures
-/// (`num_rows == 0`) instead of an exception, so one bad candidate cannot stop a search round.
-/// The result does not depend on the thread count.
+/// The features of many states, spread over the runtime's threads (runtime/parallel.hpp,
+/// `runtime::set_num_threads`) when `parallel`: each thread takes the next state as it finishes
+/// one, so programs of very different cost keep every thread busy. As in Ansor, a state whose
+/// lowering fails gets an empty ProgramFeatures (`num_rows == 0`) instead of an exception, so
+/// one bad candidate cannot stop a search round. The result does not depend on the thread count.
 LOOM_DECL std::vector<ProgramFeatures> extract_features(const std::vector<sched::State>& states,
                                                         const Target& target, bool parallel = true);
+
+/// The same for states held elsewhere (a search population): `states[i]` must not be null.
+LOOM_DECL std::vector<ProgramFeatures> extract_features(
+    const std::vector<const sched::State*>& states, const Target& target, bool parallel = true);
 
 }  // namespace cost
 LOOM_END_NAMESPACE

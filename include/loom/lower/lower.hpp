@@ -10,7 +10,9 @@
 ///  4. give every non-argument stage a buffer: full-size at the root, region-size at its attach
 ///     point; reductions get an init nest and an update nest;
 ///  5. `simplify_loops`, `unroll_loops` (explicit and auto_unroll_max_step), `partition_loops`
-///     (peel tails), `simplify_loops`, `vectorize_loops`, `simplify_loops` again.
+///     (peel tails), `simplify_loops`, `vectorize_loops`, `simplify_loops` again (not with
+///     unroll, partition and vectorize all off, as for feature extraction: it would change
+///     nothing).
 #ifndef LOOM_LOWER_LOWER_HPP
 #define LOOM_LOWER_LOWER_HPP
 

@@ -14,6 +14,7 @@
 #include "loom/runtime/parallel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <initializer_list>
@@ -759,13 +760,24 @@ class extractor final : public ir::StmtVisitor {
   // Elements of the box that `g`'s indices touch with the current lo_/hi_; with `keep`, its
   // per-dimension extents go to region0_ at g.region0_begin.
   double touched(group& g, bool keep) {
-    dim_lo_.assign(g.ndim, Interval::pos_inf);
-    dim_hi_.assign(g.ndim, Interval::neg_inf);
-    unbounded_.assign(g.ndim, 0);
+    // Runs for every buffer at every loop level of every store: raw arrays, sized once.
+    const auto nd = static_cast<size_t>(g.ndim);
+    if (dim_lo_.size() < nd) {
+      for (auto* v : {&dim_lo_, &dim_hi_, &lo_acc_, &hi_acc_}) v->resize(nd);
+      unbounded_.resize(nd);
+    }
+    int64_t *dim_lo = dim_lo_.data(), *dim_hi = dim_hi_.data();
+    int64_t *lo_acc = lo_acc_.data(), *hi_acc = hi_acc_.data();
+    char* unbounded = unbounded_.data();
+    for (size_t d = 0; d < nd; ++d) {
+      dim_lo[d] = Interval::pos_inf;
+      dim_hi[d] = Interval::neg_inf;
+      unbounded[d] = 0;
+    }
     for (int i = g.index_begin; i < g.index_end; ++i) {
       const index_rec& rec = indices_[i];
-      lo_acc_.assign(consts_.begin() + rec.const_begin, consts_.begin() + rec.const_begin + g.ndim);
-      hi_acc_ = lo_acc_;
+      const int64_t* consts = consts_.data() + rec.const_begin;
+      for (size_t d = 0; d < nd; ++d) lo_acc[d] = hi_acc[d] = consts[d];
       for (int t = rec.term_begin; t < rec.term_end; ++t) {
         term& x = terms_[t];
         Interval r = x.depth >= 0 ? Interval{lo_[x.depth], hi_[x.depth]} : eval(*x.atom);
@@ -773,15 +785,15 @@ class extractor final : public ir::StmtVisitor {
         if (keep)
           x.span = r.bounded() ? clamp128(static_cast<__int128>(r.max) - r.min) : Interval::pos_inf;
         if (!r.bounded()) {
-          unbounded_[x.dim] = 1;
+          unbounded[x.dim] = 1;
           continue;
         }
-        lo_acc_[x.dim] = clamp128(static_cast<__int128>(lo_acc_[x.dim]) + r.min);
-        hi_acc_[x.dim] = clamp128(static_cast<__int128>(hi_acc_[x.dim]) + r.max);
+        lo_acc[x.dim] = clamp128(static_cast<__int128>(lo_acc[x.dim]) + r.min);
+        hi_acc[x.dim] = clamp128(static_cast<__int128>(hi_acc[x.dim]) + r.max);
       }
-      for (int d = 0; d < g.ndim; ++d) {
-        dim_lo_[d] = std::min(dim_lo_[d], lo_acc_[d]);
-        dim_hi_[d] = std::max(dim_hi_[d], hi_acc_[d]);
+      for (size_t d = 0; d < nd; ++d) {
+        dim_lo[d] = std::min(dim_lo[d], lo_acc[d]);
+        dim_hi[d] = std::max(dim_hi[d], hi_acc[d]);
       }
     }
     if (keep) {
@@ -800,7 +812,12 @@ class extractor final : public ir::StmtVisitor {
       } else {
         __int128 span = static_cast<__int128>(dim_hi_[d]) - dim_lo_[d] + carry;
         if (span < 0) span = 0;
-        carry = span + 1 >= shape ? span / shape : 0;
+        if (span + 1 < shape)
+          carry = 0;
+        else if (span <= Interval::pos_inf)  // 64-bit division where it fits: no __divti3
+          carry = static_cast<int64_t>(span) / shape;
+        else
+          carry = span / shape;
         ext = static_cast<int64_t>(std::min<__int128>(span + 1, shape));
       }
       elements *= static_cast<double>(ext);
@@ -1190,6 +1207,7 @@ LOOM_DECL const std::array<std::string_view, kNumFeatures>& feature_names() {
 }
 
 LOOM_DECL float log_scale(double x) {
+  if (x == 0) return 0.0f;  // most features of a row: log2(1) without the call
   return static_cast<float>(x < 0 ? -std::log2(1.0 - x) : std::log2(1.0 + x));
 }
 
@@ -1230,26 +1248,40 @@ LOOM_DECL ProgramFeatures extract_features(const sched::State& state, const Targ
   return extract_features(lower::lower(state, "features", feature_lower_options()), target);
 }
 
-LOOM_DECL std::vector<ProgramFeatures> extract_features(const std::vector<sched::State>& states,
-                                                        const Target& target, bool parallel) {
+LOOM_DECL std::vector<ProgramFeatures> extract_features(
+    const std::vector<const sched::State*>& states, const Target& target, bool parallel) {
   std::vector<ProgramFeatures> out(states.size());
-  auto work = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      try {
-        out[i] = extract_features(states[i], target);
-      } catch (const loom::error&) {
-        // A candidate that cannot be lowered gets no rows; the search scores it as invalid.
-        out[i] = ProgramFeatures{};
-        out[i].num_features = kNumFeatures;
-      }
+  auto one = [&](size_t i) {
+    try {
+      out[i] = extract_features(*states[i], target);
+    } catch (const loom::error&) {
+      // A candidate that cannot be lowered gets no rows; the search scores it as invalid.
+      out[i] = ProgramFeatures{};
+      out[i].num_features = kNumFeatures;
     }
   };
   const auto n = static_cast<int64_t>(states.size());
-  if (parallel && n > 1)
-    runtime::parallel_for(n, work);
-  else
-    work(0, n);
+  const int64_t threads = parallel ? std::min<int64_t>(runtime::num_threads(), n) : 1;
+  if (threads <= 1) {
+    for (size_t i = 0; i < states.size(); ++i) one(i);
+    return out;
+  }
+  // Programs differ in cost several times over (a tiled convolution against an elementwise
+  // nest), so fixed halves would leave a core idle: each thread takes the next program from a
+  // shared counter. A thread that joins late (or never, on a busy machine) finds fewer left.
+  std::atomic<int64_t> next{0};
+  runtime::parallel_for(threads, [&](int64_t, int64_t) {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;)
+      one(static_cast<size_t>(i));
+  });
   return out;
+}
+
+LOOM_DECL std::vector<ProgramFeatures> extract_features(const std::vector<sched::State>& states,
+                                                        const Target& target, bool parallel) {
+  std::vector<const sched::State*> pointers(states.size());
+  for (size_t i = 0; i < states.size(); ++i) pointers[i] = &states[i];
+  return extract_features(pointers, target, parallel);
 }
 
 }  // namespace cost

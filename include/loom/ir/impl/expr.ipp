@@ -33,6 +33,15 @@ inline int64_t wrap_to(DType t, int64_t v) {
 LOOM_DECL Expr IntImm::make(DType t, int64_t value) {
   LOOM_USER_CHECK(t.is_integral(), "loom.ir.E002")
       << "IntImm needs an integer or bool type, got " << to_string(t);
+  // Small index constants (offsets, strides, extents, coefficients) are made by the thousand
+  // while lowering: nodes are immutable, so each thread shares one node per value.
+  constexpr int64_t lo = -64, hi = 1024;
+  if (t == DType::index() && value >= lo && value < hi) {
+    thread_local std::vector<Expr> shared(static_cast<size_t>(hi - lo));
+    Expr& e = shared[static_cast<size_t>(value - lo)];
+    if (!e.defined()) e = Expr(new IntImm(t, value));
+    return e;
+  }
   return new IntImm(t, detail_ir::wrap_to(t, value));
 }
 
@@ -220,9 +229,10 @@ LOOM_DECL Expr Reduce::make(ReduceOp op, Expr source, std::vector<IterVar> axes,
     LOOM_USER_CHECK(a.extent > 0, "loom.ir.E026")
         << "reduce axis '" << a.name() << "' has extent " << a.extent << "; it must be positive";
   }
-  if (condition.defined())
+  if (condition.defined()) {
     LOOM_USER_CHECK(condition.dtype().is_bool(), "loom.ir.E027")
         << "the condition of a reduction must be bool, got " << to_string(condition.dtype());
+  }
   DType t = source.dtype();
   return new Reduce(t, op, std::move(source), std::move(axes), std::move(condition));
 }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <memory>
 
 LOOM_BEGIN_NAMESPACE
 namespace ir {
@@ -67,15 +69,17 @@ inline Interval interval_union(Interval a, Interval b) {
 
 class bounds_analyzer {
  public:
-  explicit bounds_analyzer(const RangeMap& r) : ranges_(r) {}
+  explicit bounds_analyzer(const RangeMap& r) : ranges_(&r) {}
+  /// Looks variables up in `r` from now on.
+  void set_ranges(const RangeMap& r) { ranges_ = &r; }
 
   Interval of(const Expr& e) {
     if (!e.dtype().is_integral() || e.dtype().lanes != 1) return {};
     switch (e.kind()) {
       case NodeKind::IntImm: return Interval::point(e.as<IntImm>()->value);
       case NodeKind::Variable: {
-        auto it = ranges_.find(e.as<Variable>());
-        return it == ranges_.end() ? Interval{} : it->second;
+        auto it = ranges_->find(e.as<Variable>());
+        return it == ranges_->end() ? Interval{} : it->second;
       }
       case NodeKind::Cast: {
         auto* c = e.as<Cast>();
@@ -136,7 +140,7 @@ class bounds_analyzer {
   }
 
  private:
-  const RangeMap& ranges_;
+  const RangeMap* ranges_;
 };
 
 // A linear integer expression: sum of coef*atom plus a constant.
@@ -144,10 +148,18 @@ struct linear_form {
   std::vector<std::pair<Expr, int64_t>> terms;
   int64_t constant = 0;
 
+  // structural_equal, answered without it for the common atoms: the same node, and two
+  // distinct variables (equal only when they are the same variable).
+  static bool same_atom(const Expr& a, const Expr& b) {
+    if (a.same_as(b)) return true;
+    if (a.kind() != b.kind()) return false;
+    if (a.kind() == NodeKind::Variable) return false;
+    return structural_equal(a, b);
+  }
   void add_term(const Expr& atom, int64_t coef) {
     if (coef == 0) return;
     for (auto& t : terms)
-      if (structural_equal(t.first, atom)) {
+      if (same_atom(t.first, atom)) {
         t.second += coef;
         return;
       }
@@ -163,11 +175,31 @@ struct linear_form {
   }
 };
 
+using VarMap = std::unordered_map<const Variable*, Expr>;
+
 class simplifier : public ExprMutator {
  public:
-  explicit simplifier(const RangeMap& r) : ranges_(r), bounds_(ranges_) {}
+  // The caller's ranges are read in place: simplify() runs for every expression of a loop nest,
+  // and copying the map each time cost more than the simplification of small expressions.
+  explicit simplifier(const RangeMap& r, const VarMap* substitutions = nullptr)
+      : bounds_(r), outer_(&r), substitutions_(substitutions) {}
+
+  /// Makes mutate(`from`) return `to` without work: `to` must be what it would return.
+  void set_known(const Expr* from, const Expr* to) {
+    known_from_ = from;
+    known_to_ = to;
+  }
 
   Expr mutate(const Expr& e) override {
+    // Outside reductions (which add ranges) a node simplifies to the same result every time.
+    if (known_from_ && e.same_as(*known_from_) && !own_) return *known_to_;
+    // A substituted variable is simplified as its value, where substitute() would have put it.
+    if (const Expr* value = substitute(e)) return mutate(*value);
+    if (is_linear_i64(e)) {
+      linear_form f;
+      result_form(e, f);
+      return is_from_linear(e, f, e.dtype()) ? e : from_linear(std::move(f), e.dtype());
+    }
     Expr r = ExprMutator::mutate(e);
     if (r.defined() && is_linear_int(r)) return canonical(r);
     return r;
@@ -188,6 +220,97 @@ class simplifier : public ExprMutator {
     x = p->value;
     y = q->value;
     return true;
+  }
+
+  // The value that replaces `e`, if it is a substituted variable.
+  const Expr* substitute(const Expr& e) const {
+    if (!substitutions_ || !e.defined() || e.kind() != NodeKind::Variable) return nullptr;
+    auto it = substitutions_->find(static_cast<const Variable*>(e.get()));
+    return it == substitutions_->end() ? nullptr : &it->second;
+  }
+
+  // Sums and products of scalar int64 values: mutate() evaluates a tree of them through linear
+  // forms (result_form) and builds only its root's result.
+  static bool is_linear_i64(const Expr& e) {
+    if (!e.defined() || e.dtype() != DType::i64()) return false;
+    auto k = e.kind();
+    return k == NodeKind::Add || k == NodeKind::Sub || k == NodeKind::Mul;
+  }
+
+  // The linear form of what mutate(e) returns for an int64 Add/Sub/Mul `e`, zero terms dropped,
+  // computed without building the canonical expressions of e's sub-trees. It follows the
+  // steps of the general path exactly: each node's operands are simplified (this function for
+  // Add/Sub/Mul operands, mutate() for the others), folded or combined by visit_Add/Sub/Mul,
+  // and the result is put in canonical form, i.e. from_linear(to_linear(result)). Two facts make
+  // it exact: for a form f without zero terms and an int64 type, to_linear(from_linear(f)) == f
+  // (atoms are the nodes to_linear does not split, and int64 constants are not wrapped), so an
+  // operand's form is known without its expression; and the result of a simplification is
+  // determined by its structure, which from_linear fixes. Constant folding needs no separate
+  // case: two constant operands give a form without terms, which from_linear turns into the
+  // same IntImm the folding would have made.
+  void result_form(const Expr& e, linear_form& f) {
+    auto [a, b] = binary_operands(e);
+    Expr ra, rb;  // mutate() of non-linear operands
+    operand_form(*a, f, ra);
+    if (e.kind() != NodeKind::Mul) {
+      const int64_t sign = e.kind() == NodeKind::Add ? 1 : -1;
+      if (!add_leaf(*b, f, sign)) {
+        linear_form fb;
+        operand_form(*b, fb, rb);
+        f.add(fb, sign);
+      }
+      f.drop_zeros();
+      return;
+    }
+    // Mul: to_linear scales by a constant right operand first, then by a constant left one
+    // (scaling in place is what adding the terms to an empty form does: the atoms are distinct).
+    linear_form fb;
+    operand_form(*b, fb, rb);
+    if (fb.terms.empty()) {
+      scale(f, fb.constant);
+    } else if (f.terms.empty()) {
+      const int64_t c = f.constant;
+      f = std::move(fb);
+      scale(f, c);
+    } else {
+      // A product of two non-constants is one atom: the product of the simplified operands
+      // (the original node when both are unchanged, as visit_Mul keeps it).
+      Expr x = ra.defined() ? ra : expression_of(*a, f);
+      Expr y = rb.defined() ? rb : expression_of(*b, fb);
+      Expr atom = x.same_as(*a) && y.same_as(*b) ? e : Mul::make(x, y);
+      f.terms.clear();
+      f.constant = 0;
+      f.add_term(atom, 1);
+    }
+    f.drop_zeros();
+  }
+  static void scale(linear_form& f, int64_t c) {
+    for (auto& t : f.terms) t.second *= c;
+    f.constant *= c;
+  }
+  // f.add(form of x's result, sign) for a variable or constant `x` (after substitution), which
+  // simplify to themselves: one term, without a form of their own. False for other operands.
+  bool add_leaf(const Expr& x, linear_form& f, int64_t sign) {
+    const Expr* v = substitute(x);
+    if (!v) v = &x;
+    if (auto* c = v->as<IntImm>()) {
+      f.constant += c->value * sign;
+      return true;
+    }
+    if (v->kind() != NodeKind::Variable) return false;
+    f.add_term(*v, sign);
+    return true;
+  }
+  // The form of mutate(x)'s result; `r` receives that result when it had to be built.
+  void operand_form(const Expr& x, linear_form& f, Expr& r) {
+    if (const Expr* value = substitute(x)) return operand_form(*value, f, r);
+    if (is_linear_i64(x)) return result_form(x, f);
+    r = mutate(x);
+    f = to_linear(r);
+  }
+  // mutate(x)'s result for an int64 Add/Sub/Mul `x` whose result form is `f`.
+  Expr expression_of(const Expr& x, const linear_form& f) {
+    return is_from_linear(x, f, x.dtype()) ? x : from_linear(f, x.dtype());
   }
 
   bool is_linear_int(const Expr& e) const {
@@ -244,8 +367,67 @@ class simplifier : public ExprMutator {
 
   Expr canonical(const Expr& e) {
     // Only rebuild when it changes the text: keeps identity for already-canonical expressions.
-    Expr c = from_linear(to_linear(e), e.dtype());
+    linear_form f = to_linear(e);
+    f.drop_zeros();
+    // Most expressions met bottom-up are canonical already; recognizing that without building
+    // the canonical copy saves its allocations (the result is the same either way).
+    if (is_from_linear(e, f, e.dtype())) return e;
+    Expr c = from_linear(std::move(f), e.dtype());
     return structural_equal(c, e) ? e : c;
+  }
+
+  static bool is_imm(const Expr& e, DType t, int64_t v) {
+    auto* c = e.as<IntImm>();
+    return c && c->dtype == t && c->value == v;
+  }
+  // Whether `e` is structurally equal to the term from_linear builds for `coef * atom`.
+  static bool is_term(const Expr& e, const Expr& atom, int64_t coef, DType t) {
+    if (coef == 1 || coef == -1) return structural_equal(e, atom);
+    auto* m = e.as<Mul>();
+    return m && m->dtype == t && is_imm(m->b, t, coef) && structural_equal(m->a, atom);
+  }
+  // True only if from_linear(f, t) (f without zero terms) would be structurally equal to `e`;
+  // false when it would not or when the answer needs more than this check (types other than
+  // int64, whose constants IntImm::make wraps; atoms of another type).
+  static bool is_from_linear(const Expr& e, const linear_form& f, DType t) {
+    if (t != DType::i64()) return false;
+    if (f.terms.empty()) return is_imm(e, t, f.constant);
+    const Expr* r = &e;
+    if (f.constant > 0) {
+      auto* n = r->as<Add>();
+      if (!n || n->dtype != t || !is_imm(n->b, t, f.constant)) return false;
+      r = &n->a;
+    } else if (f.constant < 0) {
+      auto* n = r->as<Sub>();
+      if (f.constant == std::numeric_limits<int64_t>::min() || !n || n->dtype != t ||
+          !is_imm(n->b, t, -f.constant))
+        return false;
+      r = &n->a;
+    }
+    for (size_t i = f.terms.size(); i-- > 1;) {
+      const auto& [atom, coef] = f.terms[i];
+      if (atom.dtype() != t) return false;
+      const Expr* rest;
+      const Expr* term;
+      if (coef == -1) {
+        auto* n = r->as<Sub>();
+        if (!n || n->dtype != t) return false;
+        rest = &n->a;
+        term = &n->b;
+      } else {
+        auto* n = r->as<Add>();
+        if (!n || n->dtype != t) return false;
+        rest = &n->a;
+        term = &n->b;
+      }
+      if (!is_term(*term, atom, coef, t)) return false;
+      r = rest;
+    }
+    const auto& [atom, coef] = f.terms[0];
+    if (atom.dtype() != t) return false;
+    if (coef != -1) return is_term(*r, atom, coef, t);
+    auto* n = r->as<Sub>();
+    return n && n->dtype == t && is_imm(n->a, t, 0) && is_term(n->b, atom, coef, t);
   }
 
   Expr visit_Add(const Add* op, const Expr& self) override {
@@ -449,16 +631,28 @@ class simplifier : public ExprMutator {
     return v.same_as(op->value) ? self : Cast::make(op->dtype, v);
   }
   Expr visit_Reduce(const Reduce* op, const Expr& self) override {
-    // Reduce axes have known ranges inside the reduction.
-    for (auto& a : op->axes) ranges_[a.variable()] = Interval::range(a.extent);
+    // Reduce axes have known ranges inside the reduction: they go into a copy of the caller's
+    // ranges, made at the first reduction (the copy then stays in use, as if it had been made
+    // at the start).
+    if (!own_) {
+      own_ = std::make_unique<RangeMap>(*outer_);
+      bounds_.set_ranges(*own_);
+    }
+    for (auto& a : op->axes) (*own_)[a.variable()] = Interval::range(a.extent);
     Expr r = ExprMutator::visit_Reduce(op, self);
-    for (auto& a : op->axes) ranges_.erase(a.variable());
+    for (auto& a : op->axes) own_->erase(a.variable());
     return r;
   }
 
  private:
-  RangeMap ranges_;
   bounds_analyzer bounds_;
+  const RangeMap* outer_;
+  std::unique_ptr<RangeMap> own_;  // outer_ plus reduce axes, once a Reduce is met
+  // Variables replaced where the input uses them. The values must not use these variables:
+  // the simplifier re-simplifies expressions it builds, and would replace them there too.
+  const VarMap* substitutions_;
+  const Expr* known_from_ = nullptr;  // see set_known
+  const Expr* known_to_ = nullptr;
 };
 
 }  // namespace detail_ir
@@ -471,6 +665,24 @@ LOOM_DECL Expr simplify(const Expr& e, const RangeMap& ranges) {
   detail_ir::simplifier s(ranges);
   return s.mutate(e);
 }
+
+namespace detail_ir {
+/// simplify(substitute(e, substitutions), ranges) without building the substituted copy of `e`
+/// (for lower::simplify_loops, which replaces the variables of the one-iteration loops it
+/// removes). The values must not use the substituted variables (the loops' bounds, simplified
+/// already, do not).
+/// `known`, when not null, is a node of `e` with its simplified form `known_result` (computed
+/// with the same substitutions and ranges): a store's value reads the stored element through
+/// the very index node of the store.
+LOOM_DECL Expr simplify_substituted(const Expr& e,
+                                    const std::unordered_map<const Variable*, Expr>& substitutions,
+                                    const RangeMap& ranges, const Expr* known,
+                                    const Expr* known_result) {
+  simplifier s(ranges, substitutions.empty() ? nullptr : &substitutions);
+  if (known) s.set_known(known, known_result);
+  return s.mutate(e);
+}
+}  // namespace detail_ir
 
 LOOM_DECL bool can_prove(const Expr& condition, const RangeMap& ranges) {
   return is_const_int(simplify(condition, ranges), 1);

@@ -150,7 +150,10 @@ class lowering {
     if (opt_.partition) s = partition_loops(s);
     if (opt_.simplify && opt_.partition) s = simplify_loops(s);
     if (opt_.vectorize) s = vectorize_loops(s);
-    if (opt_.simplify) s = simplify_loops(s);
+    // The last pass cleans up after unrolling, partitioning and vectorizing; with all three off
+    // it would only repeat the first (simplify_loops is idempotent on lowering's nests), which
+    // feature extraction, lowering thousands of candidates, cannot afford.
+    if (opt_.simplify && (opt_.unroll || opt_.partition || opt_.vectorize)) s = simplify_loops(s);
     f.body = s;
     return f;
   }
@@ -319,11 +322,12 @@ class lowering {
           << "stage '" << ps.name << "' is computed inside '" << es.name << "', but its consumer '"
           << st_.stages()[x].name << "' is not computed inside '" << es.name << "'";
       add_leaves(cur, 0);
-      if (cs.attach_stage == es.name)
+      if (cs.attach_stage == es.name) {
         LOOM_USER_CHECK(es.leaf_position(cs.attach_iter) >= pos, "loom.lower.E412")
             << "stage '" << ps.name << "' is computed inside loop '" << es.iters[ps.attach_iter].name
             << "' of '" << es.name << "', but its consumer is computed outside that loop (at '"
             << es.iters[cs.attach_iter].name << "'); compute it at the consumer's loop or outside";
+      }
       cur = st_.stage_index(cs.attach_stage);
     }
     const auto& shape = ps.op.shape();

@@ -4,6 +4,14 @@
 #include "loom/ir/simplify.hpp"
 
 LOOM_BEGIN_NAMESPACE
+namespace ir::detail_ir {
+// Defined in ir/impl/simplify.ipp (declared here for builds with LOOM_SEPARATE_COMPILATION).
+LOOM_DECL Expr simplify_substituted(const Expr& e,
+                                    const std::unordered_map<const Variable*, Expr>& substitutions,
+                                    const RangeMap& ranges, const Expr* known = nullptr,
+                                    const Expr* known_result = nullptr);
+}  // namespace ir::detail_ir
+
 namespace lower {
 
 namespace detail_lower {
@@ -11,31 +19,52 @@ namespace detail_lower {
 class loop_simplifier : public ir::StmtMutator {
  public:
   using ir::StmtMutator::mutate;
-  ir::Expr mutate(const ir::Expr& e) override { return ir::simplify(e, ranges_); }
+  ir::Expr mutate(const ir::Expr& e) override {
+    return ir::detail_ir::simplify_substituted(e, substitutions_, ranges_);
+  }
 
  protected:
   ir::Stmt visit_For(const ir::For* op, const ir::Stmt& self) override {
     ir::Expr mn = mutate(op->min), ext = mutate(op->extent);
     auto *cmin = ir::as_const_int(mn), *cext = ir::as_const_int(ext);
     if (cext && *cext <= 0) return ir::Block::make({});
-    // A loop of one iteration is its body at that iteration.
-    if (cext && *cext == 1 && op->for_kind < ir::ForKind::BlockIdxX)
-      return mutate(ir::substitute(op->body, {{op->variable(), mn}}));
+    // A loop of one iteration is its body at that iteration. The variable is replaced in each
+    // expression as it is simplified (the same result as substituting into the body first,
+    // without copying the body once per such loop: tiled nests have many of them).
+    if (cext && *cext == 1 && op->for_kind < ir::ForKind::BlockIdxX) {
+      substitutions_[op->variable()] = mn;
+      ir::Stmt body = mutate(op->body);
+      substitutions_.erase(op->variable());
+      return body;
+    }
     if (cmin && cext) ranges_[op->variable()] = {*cmin, *cmin + *cext - 1};
     ir::Stmt body = mutate(op->body);
     ranges_.erase(op->variable());
     if (mn.same_as(op->min) && ext.same_as(op->extent) && body.same_as(op->body)) return self;
     return ir::For::make(op->var, mn, ext, op->for_kind, body);
   }
+  ir::Stmt visit_Store(const ir::Store* op, const ir::Stmt& self) override {
+    ir::Expr i = mutate(op->index);
+    // The value of an update reads the stored element through the same index node: it is
+    // simplified once.
+    ir::Expr v = ir::detail_ir::simplify_substituted(op->value, substitutions_, ranges_,
+                                                     &op->index, &i);
+    if (i.same_as(op->index) && v.same_as(op->value)) return self;
+    return ir::Store::make(op->buffer, i, v);
+  }
   ir::Stmt visit_IfThenElse(const ir::IfThenElse* op, const ir::Stmt& self) override {
     ir::Expr c = mutate(op->condition);
     if (ir::is_const_int(c, 1)) return mutate(op->then_case);
     if (ir::is_const_int(c, 0)) return op->else_case.defined() ? mutate(op->else_case) : ir::Block::make({});
-    return ir::StmtMutator::visit_IfThenElse(op, self);
+    ir::Stmt t = mutate(op->then_case), e = mutate(op->else_case);
+    if (c.same_as(op->condition) && t.same_as(op->then_case) && e.same_as(op->else_case))
+      return self;
+    return ir::IfThenElse::make(c, t, e);
   }
 
  private:
   ir::RangeMap ranges_;
+  std::unordered_map<const ir::Variable*, ir::Expr> substitutions_;  // removed loops' values
 };
 
 /// Peels the first and/or last iteration of a loop when that makes every condition, min and max
