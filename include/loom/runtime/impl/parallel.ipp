@@ -107,8 +107,10 @@ class thread_pool {
     }
   }
 
-  void worker_main(int index) noexcept {
-    uint64_t seen = epoch_.load(std::memory_order_acquire);
+  /// `seen` is the epoch when the master started the worker, before it announced the loop it
+  /// started the worker for: a worker reading the epoch itself could read it after that bump
+  /// and sit out the first loop of the process.
+  void worker_main(int index, uint64_t seen) noexcept {
     for (;;) {
       // A worker spins while a loop is still running and for a little while after it: the
       // next parallel loop of the same kernel usually follows at once, and a sleeping worker
@@ -141,9 +143,10 @@ class thread_pool {
   /// Only the master calls it, and only one master runs at a time.
   int spawn(int wanted) noexcept {
     int have = started_.load(std::memory_order_relaxed);
+    const uint64_t epoch = epoch_.load(std::memory_order_acquire);
     while (have < wanted) {
       try {
-        std::thread([this, have] { worker_main(have); }).detach();
+        std::thread([this, have, epoch] { worker_main(have, epoch); }).detach();
       } catch (...) {
         break;  // out of threads: run with the ones we have
       }
