@@ -21,6 +21,12 @@
 #ifndef LOOM_TUNE_HPP
 #define LOOM_TUNE_HPP
 
+#include "loom/config.hpp"
+
+#if !LOOM_WITH_LLVM
+#error "loom/tune.hpp needs the LLVM backend: link the CMake target loom::llvm (apt install llvm-19-dev)"
+#endif
+
 #include "loom/cpu.hpp"
 #include "loom/search/tuner.hpp"
 
