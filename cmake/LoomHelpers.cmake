@@ -1,12 +1,24 @@
 # Helpers for loom's own tests and benchmarks (STYLE 3.11).
 
+# loom_link_compiled(<target> <libs...>)
+# Links loom's bodies compiled once (cmake/LoomCompiled.cmake): loom_compiled_llvm when <libs>
+# has loom::llvm, loom_compiled otherwise.
+function(loom_link_compiled target)
+  if("loom::llvm" IN_LIST ARGN)
+    target_link_libraries(${target} PRIVATE loom_compiled_llvm)
+  else()
+    target_link_libraries(${target} PRIVATE loom_compiled)
+  endif()
+endfunction()
+
 # loom_add_test(<name> SOURCES <files...> [LIBS <targets...>] [LABELS <labels...>])
 # One doctest executable per layer, sharing the doctest main (loom_test_main) and registered with
 # ctest under <name>.
 function(loom_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE loom_test_main loom::loom ${ARG_LIBS})
+  target_link_libraries(${name} PRIVATE loom_test_main ${ARG_LIBS})
+  loom_link_compiled(${name} ${ARG_LIBS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_options(${name} PRIVATE -Wall -Wextra)
   target_compile_definitions(${name} PRIVATE LOOM_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests")
@@ -21,6 +33,7 @@ endfunction()
 function(loom_add_benchmark name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE loom::loom benchmark::benchmark ${ARG_LIBS})
+  target_link_libraries(${name} PRIVATE benchmark::benchmark ${ARG_LIBS})
+  loom_link_compiled(${name} ${ARG_LIBS})
   target_compile_options(${name} PRIVATE -O3 -DNDEBUG)
 endfunction()

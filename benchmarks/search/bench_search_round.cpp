@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 #include <loom/loom.hpp>
 #include <loom/cost/features.hpp>
+#include <loom/runtime/parallel.hpp>
 #include <loom/search/evolution.hpp>
 
 #include <random>

@@ -67,7 +67,7 @@ inline float edge_between(float a, float b) {
 /// values each get their own bin. Otherwise bins are closed greedily at the distinct-value
 /// boundary nearest to an equal share of what is left, so a value that fills many quantiles
 /// (typically 0) gets one bin and the remaining bins are spread over the other values.
-inline std::vector<float> quantile_edges(const std::vector<float>& sorted, int max_bins) {
+LOOM_DECL std::vector<float> quantile_edges(const std::vector<float>& sorted, int max_bins) {
   std::vector<float> edges;
   std::vector<float> distinct;
   std::vector<size_t> count;
