@@ -5,6 +5,9 @@
 #include <doctest/doctest.h>
 #include <loom/cpu.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "support/random.hpp"
 
 using namespace loom;
@@ -157,6 +160,65 @@ TEST_SUITE("jit") {
     kern(a.data(), b.data(), c.data());
     evaluate(*dag, {a.data(), b.data(), ref.data()});
     CHECK(c == ref);
+  }
+
+  TEST_CASE("float exp and sigmoid agree with libm within a few ulp, vectorized or not") {
+    // exp is generated inline (a polynomial, not a libm call); check it over the whole float
+    // range, the overflow and subnormal ends and the special values.
+    std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1e-8f, -1e-8f, 88.0f, 88.7f, 88.73f,
+                            89.0f, 1000.0f, -87.0f, -87.4f, -100.0f, -103.9f, -104.5f, -1000.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+    for (float v = -110.0f; v < 95.0f; v += 0.0137f) x.push_back(v);
+    while (x.size() % 8 != 3) x.push_back(0.25f);  // a vector tail too
+    const auto n = static_cast<int64_t>(x.size());
+    auto X = placeholder<float>("X", {n});
+    auto E = compute("E", {n}, [&](Var i) { return exp(X(i)); });
+    auto S = compute("S", {n}, [&](Var i) { return sigmoid(X(i)); });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({X}, {E, S}));
+    auto ulps = [](float got, double want) {
+      if (std::isnan(want)) return std::isnan(got) ? 0.0 : 1e30;
+      if (std::isinf(want) || want == 0.0) return got == static_cast<float>(want) ? 0.0 : 1e30;
+      const double ulp = std::max(std::abs(static_cast<double>(std::nextafter(
+                                      static_cast<float>(want), INFINITY)) - static_cast<float>(want)),
+                                  1.4e-45);
+      return std::abs(got - want) / ulp;
+    };
+    for (bool vectorize : {false, true}) {
+      CAPTURE(vectorize);
+      sched::State s(dag);
+      if (vectorize) {
+        for (const char* op : {"E", "S"}) {
+          s.split(op, 0, {8});
+          s.annotate(op, 1, Annotation::Vectorize);
+        }
+      }
+      Kernel k = build(Task(dag), s);
+      std::vector<float> e(x.size()), sg(x.size());
+      k(x.data(), e.data(), sg.data());
+      double worst_exp = 0, worst_sigmoid = 0;
+      float worst_exp_at = 0, worst_sigmoid_at = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double xd = x[i];
+        if (double u = ulps(e[i], std::exp(xd)); u > worst_exp) {
+          worst_exp = u;
+          worst_exp_at = x[i];
+        }
+        // Below -88.7 exp(-x) overflows in float, so the sigmoid is 0 where the exact value is
+        // a subnormal: judge that tail by absolute error.
+        const double want = 1.0 / (1.0 + std::exp(-xd));
+        double u = std::abs(sg[i] - want) < 1.2e-38 ? 0.0 : ulps(sg[i], want);
+        if (u > worst_sigmoid) {
+          worst_sigmoid = u;
+          worst_sigmoid_at = x[i];
+        }
+      }
+      CAPTURE(worst_exp_at);
+      CAPTURE(worst_sigmoid_at);
+      CHECK(worst_exp <= 3);
+      CHECK(worst_sigmoid <= 4);
+    }
   }
 
   TEST_CASE("kernels check their arguments") {
