@@ -10,6 +10,8 @@
 //    checked against the DAG interpreter.
 #include <doctest/doctest.h>
 
+#include <loom/cost/features.hpp>
+#include <loom/sched/record.hpp>
 #include <loom/tune.hpp>
 
 #include <csignal>
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support/random_schedule.hpp"
@@ -56,6 +59,34 @@ class SyntheticMeasurer final : public search::Measurer {
   }
   std::string name() const override { return "synthetic"; }
   int measured = 0;
+};
+
+/// Tells the synthetic results one at a time and kills its own process (SIGKILL, as `kill -9`
+/// would) before telling result number `kill_after`.
+class KilledMidBatch final : public search::Measurer {
+ public:
+  explicit KilledMidBatch(int kill_after) : kill_after_(kill_after) {}
+  std::vector<search::MeasureResult> measure(const Task& task,
+                                             const std::vector<sched::State>& states) override {
+    return measure_each(task, states, nullptr);
+  }
+  std::vector<search::MeasureResult> measure_each(const Task& task,
+                                                  const std::vector<sched::State>& states,
+                                                  const ResultCallback& on_result) override {
+    std::vector<search::MeasureResult> out = synthetic_.measure(task, states);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (told_ == kill_after_) std::raise(SIGKILL);
+      if (on_result) on_result(i, out[i]);
+      ++told_;
+    }
+    return out;
+  }
+  std::string name() const override { return "killed-mid-batch"; }
+
+ private:
+  SyntheticMeasurer synthetic_;
+  int kill_after_;
+  int told_ = 0;
 };
 
 /// A records file in the temp directory, removed at the end of the test.
@@ -132,6 +163,48 @@ TEST_CASE("the search finds, with 128 measurements, a GEMM program as good as th
   // The curve is the best so far: it never goes down.
   for (size_t i = 1; i < r.curve.size(); ++i)
     CHECK(r.curve[i].best_gflops >= r.curve[i - 1].best_gflops);
+}
+
+TEST_CASE("a tuner killed with SIGKILL in the middle of a batch keeps every record measured "
+          "before the kill, and resumes from them") {
+  const auto w = loom_test::matmul(32, 48, 40);
+  Task task(w.dag);
+  TempLog log("tune_killed");
+  TuneOptions o;
+  o.trials = 128;
+  o.measures_per_round = 32;
+  o.seed = 9;
+  o.quiet = true;
+  o.records = log.path;
+  o.evolution.population = 128;
+  o.evolution.generations = 1;
+  const int kill_after = 32 + 5;  // the 6th program of the second batch
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    KilledMidBatch measurer(kill_after);
+    try {
+      search::tune_with(task, o, measurer);
+    } catch (...) {
+    }
+    ::_exit(3);  // not killed: the test fails below
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  std::vector<std::string> warnings;
+  const auto records =
+      search::read_records(log.path, [&](const std::string& m) { warnings.push_back(m); });
+  CHECK(records.size() == static_cast<size_t>(kill_after));
+  CHECK(warnings.empty());
+
+  SyntheticMeasurer measurer;
+  o.trials = 16;
+  const search::TuneReport r = search::tune_with(task, o, measurer);
+  CHECK(r.resumed == kill_after);
+  CHECK(r.trials == 16);
+  CHECK(search::read_records(log.path).size() == static_cast<size_t>(kill_after + 16));
 }
 
 TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the same batches") {

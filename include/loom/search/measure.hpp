@@ -129,6 +129,21 @@ class Measurer {
   /// One result per state, in order.
   virtual std::vector<MeasureResult> measure(const Task& task,
                                              const std::vector<sched::State>& states) = 0;
+
+  /// Told each program's result (its index in the batch) as soon as it is final, in any order.
+  using ResultCallback = std::function<void(std::size_t index, const MeasureResult& result)>;
+  /// measure(), telling `on_result` every result as soon as it is known, so that the caller can
+  /// keep it before the batch is over: the tuner appends each record at once, so a killed tuner
+  /// loses at most the program being measured. The default measures the whole batch and then
+  /// tells; a measurer that finishes programs one by one overrides it.
+  virtual std::vector<MeasureResult> measure_each(const Task& task,
+                                                  const std::vector<sched::State>& states,
+                                                  const ResultCallback& on_result) {
+    std::vector<MeasureResult> results = measure(task, states);
+    if (on_result)
+      for (std::size_t i = 0; i < results.size(); ++i) on_result(i, results[i]);
+    return results;
+  }
   /// A short name for logs ("local-cpu").
   virtual std::string name() const = 0;
 };

@@ -102,7 +102,13 @@ class LocalMeasurer : public search::Measurer {
   LocalMeasurer& operator=(const LocalMeasurer&) = delete;
 
   std::vector<search::MeasureResult> measure(const Task& task,
-                                             const std::vector<sched::State>& states) override;
+                                             const std::vector<sched::State>& states) override {
+    return measure_each(task, states, nullptr);
+  }
+  /// Tells each result when its process is done (a failure before any process starts: at once).
+  std::vector<search::MeasureResult> measure_each(const Task& task,
+                                                  const std::vector<sched::State>& states,
+                                                  const ResultCallback& on_result) override;
   std::string name() const override { return "local-cpu"; }
 
   const search::MeasureOptions& options() const { return options_; }

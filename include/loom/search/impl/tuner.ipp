@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -158,17 +159,26 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     }
     retried = false;
 
+    // Each record is appended as soon as its program is measured: a killed tuner loses at most
+    // the program being measured, not the batch.
+    std::vector<std::optional<TuningRecord>> made(batch.size());
+    auto keep = [&](size_t i, const MeasureResult& r) {
+      if (i >= made.size() || made[i]) return;
+      made[i] = make_tuning_record(task, batch[i], r);
+      if (!options.records.empty()) append_records(options.records, {*made[i]});
+    };
     start = std::chrono::steady_clock::now();
-    std::vector<MeasureResult> results = measurer.measure(task, batch);
+    std::vector<MeasureResult> results = measurer.measure_each(task, batch, keep);
     report.measure_seconds += seconds_since(start);
     LOOM_INTERNAL_CHECK(results.size() == batch.size())
         << measurer.name() << " returned " << results.size() << " results for " << batch.size()
         << " programs";
 
     std::vector<TuningRecord> records;
-    for (size_t i = 0; i < batch.size(); ++i)
-      records.push_back(make_tuning_record(task, batch[i], results[i]));
-    if (!options.records.empty()) append_records(options.records, records);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      keep(i, results[i]);  // a measurer that did not tell every result
+      records.push_back(std::move(*made[i]));
+    }
 
     for (size_t i = 0; i < batch.size(); ++i) {
       ++report.trials;

@@ -988,18 +988,22 @@ LOOM_DECL LocalMeasurer::TaskData& LocalMeasurer::task_data(const Task& task) {
   return *tasks_.emplace(task.workload_key(), std::move(td)).first->second;
 }
 
-LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure(
-    const Task& task, const std::vector<sched::State>& states) {
+LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
+    const Task& task, const std::vector<sched::State>& states, const ResultCallback& on_result) {
   using namespace measurer_detail;
   const auto batch_start = clock::now();
   std::vector<MeasureResult> results(states.size());
   ++stats_.batches;
   stats_.programs += states.size();
   if (states.empty()) return results;
+  auto tell = [&](size_t i) {
+    if (on_result) on_result(i, results[i]);
+  };
   auto fail_all = [&](MeasureError e, const std::string& message) {
-    for (MeasureResult& r : results) {
-      r.error = e;
-      r.error_message = message;
+    for (size_t i = 0; i < results.size(); ++i) {
+      results[i].error = e;
+      results[i].error_message = message;
+      tell(i);
     }
     stats_.wall_seconds += seconds_since(batch_start);
     return results;
@@ -1034,6 +1038,7 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure(
       results[i].error = MeasureError::instantiation;
       results[i].error_message = "the program was made for workload " + dag.workload_key() +
                                  ", not for this task's " + task.workload_key();
+      tell(i);
     }
   }
 
@@ -1067,7 +1072,10 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure(
   auto finish = [&](Child& c, MeasureResult r) {
     stats_.compile_seconds += r.compile_seconds;
     stats_.run_seconds += r.run_seconds;
+    // Children forked after this one judge slowness by the best so far, this batch included.
+    if (r.ok() && (td.best_cost == 0 || r.mean_cost() < td.best_cost)) td.best_cost = r.mean_cost();
     results[c.index] = std::move(r);
+    tell(c.index);
   };
   auto to_measure_result = [&](const ChildResult& cr) {
     MeasureResult r;
@@ -1131,6 +1139,7 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure(
           if (!ok) {
             results[index].error = MeasureError::unknown;
             results[index].error_message = "cannot start a measuring process: " + error;
+            tell(index);
             continue;
           }
           c->resumed = clock::now();
@@ -1254,8 +1263,6 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure(
     }
   }
   stats_.wall_seconds += seconds_since(batch_start);
-  for (const MeasureResult& r : results)
-    if (r.ok() && (td.best_cost == 0 || r.mean_cost() < td.best_cost)) td.best_cost = r.mean_cost();
   return results;
 }
 
