@@ -700,6 +700,30 @@ TEST_SUITE("sched") {
                    "[loom.sched.E229]");
   }
 
+  // Ansor's softmax row: exp is read by the row sum and by the division; with the sum computed
+  // inside the division's row loop, exp can be computed there too, one row at a time, for both.
+  TEST_CASE("a stage read by two stages is computed inside the loop that holds both") {
+    auto w = softmax(7, 13);
+    State s(w.dag);
+    s.compute_at("rsum", "softmax", 0);
+    s.compute_at("rmax", "exp", 0);
+    s.compute_at("exp", "softmax", 0);
+    const std::string text = lowered_text(s);
+    CHECK(text.find("exp: float32[1, 13]") != std::string::npos);  // one row, not the tensor
+    check_schedule(w, s);
+    // Its readers split between two loops of the target: only the outer one can hold it.
+    State t(w.dag);
+    t.split("softmax", 1, {4});
+    t.compute_at("rsum", "softmax", 0);
+    try {
+      t.compute_at("exp", "softmax", 1);
+    } catch (const user_error& e) {
+      CHECK(std::string(e.what()).find("[loom.sched.E2") == 0);
+      return;
+    }
+    CHECK_THROWS_WITH_AS(loom::lower::lower(t), doctest::Contains("[loom.lower.E412]"), user_error);
+  }
+
   // compute_at at an ancestor of the consumer accepts a loop deeper than the one the consumer is
   // computed at (also when the consumer moves outward later); lowering rejects such a state.
   TEST_CASE("a stage computed deeper than its consumer inside their common target is rejected") {

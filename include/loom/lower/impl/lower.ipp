@@ -293,8 +293,9 @@ class lowering {
     return out;
   }
 
-  // Region of stage p, computed inside stage e at the loop p is attached to. Its consumer x is e
-  // or a stage inside e; every loop between that attach point and x's reads covers its range.
+  // Region of stage p, computed inside stage e at the loop p is attached to. Each consumer x is e
+  // or a stage inside e; every loop between that attach point and x's reads covers its range,
+  // and the region is the union over the consumers.
   void infer_region(int p) {
     const Stage& ps = st_.stages()[p];
     const int e = st_.stage_index(ps.attach_stage);
@@ -303,11 +304,9 @@ class lowering {
     LOOM_USER_CHECK(pos >= 0, "loom.lower.E413")
         << "stage '" << ps.name << "' is computed at a loop of '" << es.name
         << "' that no longer exists";
-    auto cons = st_.consumers(p);
-    LOOM_USER_CHECK(cons.size() == 1, "loom.lower.E411")
-        << "stage '" << ps.name << "' is computed inside '" << es.name << "' but is read by "
-        << cons.size() << " stages";
-    const int x = cons[0];
+    const auto cons = st_.consumers(p);
+    LOOM_USER_CHECK(!cons.empty(), "loom.lower.E411")
+        << "stage '" << ps.name << "' is computed inside '" << es.name << "' but nothing reads it";
     RangeMap ranging;
     auto add_leaves = [&](int si, int from) {
       const stage_loops& l = *info_[si].loops;
@@ -316,36 +315,41 @@ class lowering {
         ranging[l.var[ss.leaves[q]].as<Variable>()] = Interval::range(l.extent[ss.leaves[q]]);
     };
     add_leaves(e, pos + 1);
-    for (int cur = x; cur != e;) {
-      const Stage& cs = st_.stages()[cur];
-      LOOM_USER_CHECK(cs.location == ComputeLocation::At && info_[cur].loops, "loom.lower.E411")
-          << "stage '" << ps.name << "' is computed inside '" << es.name << "', but its consumer '"
-          << st_.stages()[x].name << "' is not computed inside '" << es.name << "'";
-      add_leaves(cur, 0);
-      if (cs.attach_stage == es.name) {
-        LOOM_USER_CHECK(es.leaf_position(cs.attach_iter) >= pos, "loom.lower.E412")
-            << "stage '" << ps.name << "' is computed inside loop '" << es.iters[ps.attach_iter].name
-            << "' of '" << es.name << "', but its consumer is computed outside that loop (at '"
-            << es.iters[cs.attach_iter].name << "'); compute it at the consumer's loop or outside";
+    for (int x : cons) {
+      for (int cur = x; cur != e;) {
+        const Stage& cs = st_.stages()[cur];
+        LOOM_USER_CHECK(cs.location == ComputeLocation::At && info_[cur].loops, "loom.lower.E411")
+            << "stage '" << ps.name << "' is computed inside '" << es.name << "', but its consumer '"
+            << st_.stages()[x].name << "' is not computed inside '" << es.name << "'";
+        add_leaves(cur, 0);
+        if (cs.attach_stage == es.name) {
+          LOOM_USER_CHECK(es.leaf_position(cs.attach_iter) >= pos, "loom.lower.E412")
+              << "stage '" << ps.name << "' is computed inside loop '"
+              << es.iters[ps.attach_iter].name << "' of '" << es.name << "', but its consumer '"
+              << cs.name << "' is computed outside that loop (at '"
+              << es.iters[cs.attach_iter].name << "'); compute it at the consumer's loop or outside";
+        }
+        cur = st_.stage_index(cs.attach_stage);
       }
-      cur = st_.stage_index(cs.attach_stage);
     }
     const auto& shape = ps.op.shape();
     std::vector<Expr> mins(shape.size()), maxs(shape.size());
     std::vector<bool> full(shape.size(), false);
-    for (auto& idx : reads_of(x, p)) {
-      for (size_t d = 0; d < idx.size(); ++d) {
-        if (full[d]) continue;
-        Expr ex = simplify(substitute(idx[d], info_[x].axes), ranges_);
-        // Region starts of the stages in between are in their parents' variables: substitute
-        // until only loops outside the attach point (or ranging ones) remain.
-        auto b = symbolic_bounds(ex, ranging);
-        if (!b) {
-          full[d] = true;
-          continue;
+    for (int x : cons) {
+      for (auto& idx : reads_of(x, p)) {
+        for (size_t d = 0; d < idx.size(); ++d) {
+          if (full[d]) continue;
+          Expr ex = simplify(substitute(idx[d], info_[x].axes), ranges_);
+          // Region starts of the stages in between are in their parents' variables: substitute
+          // until only loops outside the attach point (or ranging ones) remain.
+          auto b = symbolic_bounds(ex, ranging);
+          if (!b) {
+            full[d] = true;
+            continue;
+          }
+          mins[d] = mins[d].defined() ? min(mins[d], b->first) : b->first;
+          maxs[d] = maxs[d].defined() ? max(maxs[d], b->second) : b->second;
         }
-        mins[d] = mins[d].defined() ? min(mins[d], b->first) : b->first;
-        maxs[d] = maxs[d].defined() ? max(maxs[d], b->second) : b->second;
       }
     }
     stage_info& in = info_[p];

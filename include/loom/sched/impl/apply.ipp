@@ -241,10 +241,18 @@ struct step_applier {
         << "compute_at: stage '" << t.name << "' does not read stage '" << s.name
         << "' and its reader is not computed inside '" << t.name
         << "'; a stage can only be computed inside a stage that consumes it";
-    LOOM_USER_CHECK(cons.size() == 1, "loom.sched.E222")
+    // Several readers are fine when every one of them is the target or computed inside it (a
+    // softmax row: the sum, computed inside the division's row loop, and the division both read
+    // exp): the stage is then computed before them, for all of them.
+    const bool all_inside = std::all_of(cons.begin(), cons.end(), [&](int c) {
+      return c == ti || attached_to(st.stages_[c], t.name);
+    });
+    LOOM_USER_CHECK(cons.size() == 1 || all_inside, "loom.sched.E222")
         << "compute_at: stage '" << s.name << "' is read by " << cons.size()
-        << " stages; computing it inside '" << t.name << "' alone would leave the others without "
-        << "it (use cache_read to give each consumer its own copy)";
+        << " stages, and not all of them are '" << t.name << "' or computed inside it; "
+        << "computing it inside '" << t.name << "' would leave the others without it (compute "
+        << "the other readers inside '" << t.name << "' first, or use cache_read to give each "
+        << "reader its own copy)";
     LOOM_USER_CHECK(!attached_to(t, s.name), "loom.sched.E223")
         << "compute_at: stage '" << t.name << "' is itself computed inside '" << s.name << "'";
     s.location = ComputeLocation::At;

@@ -111,8 +111,9 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
   const auto cons = state.consumers(stage);
   if (cons.empty()) return out;
   // Several consumers are allowed when one is a root stage and the others are computed inside
-  // it (e.g. a softmax row: the sum and the division both read exp): then the stage may go into
-  // that root's loops, no deeper than where the others are computed, which need it first.
+  // it, directly or through other stages (e.g. a softmax row: the sum, or its rfactor partial
+  // sums, and the division all read exp): then the stage may go into that root's loops, no
+  // deeper than where the others are computed, which need it first.
   int t = cons[0];
   int deepest = std::numeric_limits<int>::max();
   if (cons.size() > 1) {
@@ -123,12 +124,16 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
         t = c;
       }
     if (t < 0) return out;
+    const std::string& root = state.stages()[t].name;
     for (int c : cons) {
       if (c == t) continue;
-      const sched::Stage& o = state.stages()[c];
-      if (o.location != sched::ComputeLocation::At || o.attach_stage != state.stages()[t].name)
-        return out;
-      deepest = std::min(deepest, state.stages()[t].leaf_position(o.attach_iter));
+      const sched::Stage* o = &state.stages()[c];
+      for (int guard = 0; o->location == sched::ComputeLocation::At && o->attach_stage != root &&
+                          guard < 1000;
+           ++guard)
+        o = &state.stage(o->attach_stage);
+      if (o->location != sched::ComputeLocation::At) return out;  // under another root
+      deepest = std::min(deepest, state.stages()[t].leaf_position(o->attach_iter));
     }
   }
   const sched::Stage& target = state.stages()[t];
@@ -173,13 +178,17 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
 LOOM_DECL void change_compute_location(const SketchContext& ctx, sched::State& state,
                                        std::mt19937_64& rng) {
   if (ctx.options().disable_change_compute_location) return;
-  // A stage whose location the sketch (a rule, or the user's hand-written part) chose keeps it.
+  // A stage whose location the sketch (a rule, or the user's hand-written part) chose keeps it,
+  // and so does a stage the sketch computed another one inside (the rules place what they put
+  // a stage into; mutate.ipp's history_parts relies on it to tell the sketch's steps from ours).
   std::unordered_set<std::string> placed;
-  for (const sched::Step& step : state.steps())
+  for (const sched::Step& step : state.steps()) {
     if (std::holds_alternative<sched::ComputeAtStep>(step) ||
         std::holds_alternative<sched::ComputeRootStep>(step) ||
         std::holds_alternative<sched::ComputeInlineStep>(step))
       placed.insert(sched::step_stage(step));
+    if (const auto* ca = std::get_if<sched::ComputeAtStep>(&step)) placed.insert(ca->target);
+  }
   for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
     const sched::Stage& s = state.stages()[si];
     if (s.is_placeholder || s.is_output || s.location == sched::ComputeLocation::Inlined ||
