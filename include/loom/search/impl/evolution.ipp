@@ -139,16 +139,11 @@ LOOM_DECL void EvolutionarySearch::score(std::vector<Candidate>& pop,
                                          const cost::CostModel& model) {
   using detail_evolution::seconds_since;
   auto start = std::chrono::steady_clock::now();
-  std::vector<cost::ProgramFeatures> features(pop.size());
-  runtime::parallel_for(static_cast<int64_t>(pop.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      // A candidate whose lowering fails keeps empty features and scores −∞ (never picked).
-      try {
-        features[i] = cost::extract_features(pop[i].state, task_.target);
-      } catch (const loom::error&) {
-      }
-    }
-  });
+  // Balanced over the threads (programs differ in cost several times over). A candidate whose
+  // lowering fails gets empty features and scores −∞ (never picked).
+  std::vector<const sched::State*> states(pop.size());
+  for (size_t i = 0; i < pop.size(); ++i) states[i] = &pop[i].state;
+  const std::vector<cost::ProgramFeatures> features = cost::extract_features(states, task_.target);
   stats_.features_seconds += seconds_since(start);
   start = std::chrono::steady_clock::now();
   const std::vector<double> scores = model.predict(features);
