@@ -1,7 +1,8 @@
 /// \file
 /// oneDNN 2.x fp32 baselines, every primitive created once outside the timed loop:
-/// DnnlMatmul (GEMM), DnnlConv2d (direct convolution, plain or blocked layouts, optional fused
-/// bias + ReLU) and DnnlSoftmax (row softmax).
+/// DnnlMatmul (GEMM), DnnlBatchMatmul (a batch of GEMMs in one primitive), DnnlConv2d (direct
+/// convolution, plain or blocked layouts, optional fused bias + ReLU), DnnlDepthwiseConv2d (one
+/// group per channel, plain or blocked) and DnnlSoftmax (row softmax).
 ///
 /// DnnlMatmul layouts:
 ///  - DnnlBLayout::RowMajor: B in the caller's plain row-major layout (format_tag::ab), as a
@@ -248,6 +249,150 @@ class DnnlConv2d {
   dnnl::convolution_forward prim_;
   dnnl::memory::desc dst_user_md_;
   dnnl::memory src_, wei_, bias_, dst_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+/// oneDNN's tag spelling of a memory descriptor's layout: dims a, b, c, ... outermost first,
+/// upper case where blocked, then the inner blocks ("aBcd8b" is nChw8c, "Abcde8a" is Goihw8g).
+/// The same spelling as DnnlConv2d::formats(), for the primitives added after it.
+inline std::string dnnl_format_tag(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return "non-blocked";
+  const auto& blk = d.format_desc.blocking;
+  std::vector<int> order(std::size_t(d.ndims));
+  for (int i = 0; i < d.ndims; ++i) order[std::size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return blk.strides[x] > blk.strides[y]; });
+  std::string s;
+  for (int i : order) {
+    bool blocked = false;
+    for (int j = 0; j < blk.inner_nblks; ++j) blocked |= blk.inner_idxs[j] == i;
+    s += char((blocked ? 'A' : 'a') + i);
+  }
+  for (int j = 0; j < blk.inner_nblks; ++j)
+    s += std::to_string(blk.inner_blks[j]) + char('a' + blk.inner_idxs[j]);
+  return s;
+}
+
+/// A batch of fp32 matmuls C[b] = A[b] * B[b] as one matmul primitive with a leading batch
+/// dimension: A [batch, M, K], B [batch, K, N], C [batch, M, N], all plain and densely packed
+/// (format_tag::abc), B read in the caller's layout on every call.
+class DnnlBatchMatmul {
+ public:
+  DnnlBatchMatmul(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
+      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    dnnl_set_threads(threads_);
+    const dnnl::memory::desc a_md({batch, m, k}, dt::f32, tag::abc);
+    const dnnl::memory::desc b_md({batch, k, n}, dt::f32, tag::abc);
+    const dnnl::memory::desc c_md({batch, m, n}, dt::f32, tag::abc);
+    pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
+    prim_ = dnnl::matmul(pd_);
+    a_mem_ = dnnl::memory(a_md, engine_, DNNL_MEMORY_NONE);
+    b_mem_ = dnnl::memory(b_md, engine_, DNNL_MEMORY_NONE);
+    c_mem_ = dnnl::memory(c_md, engine_, DNNL_MEMORY_NONE);
+    args_ = {{DNNL_ARG_SRC, a_mem_}, {DNNL_ARG_WEIGHTS, b_mem_}, {DNNL_ARG_DST, c_mem_}};
+  }
+
+  /// C = A * B, batch by batch.
+  void operator()(const float* a, const float* b, float* c) {
+    dnnl_set_threads(threads_);
+    a_mem_.set_data_handle(const_cast<float*>(a));
+    b_mem_.set_data_handle(const_cast<float*>(b));
+    c_mem_.set_data_handle(c);
+    prim_.execute(stream_, args_);
+    stream_.wait();
+  }
+
+  std::string impl_name() const { return pd_.impl_info_str(); }
+
+ private:
+  int threads_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul prim_;
+  dnnl::memory a_mem_, b_mem_, c_mem_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+/// One fp32 depthwise convolution (channel multiplier 1, stride 1) as a grouped convolution with
+/// one group per channel: `p.k` must equal `p.c`, weights are [C, 1, R, S] (oneDNN's goihw with
+/// G = C, O = I = 1). As DnnlConv2d: Nchw computes on plain layouts; Blocked lets the primitive
+/// pick every layout (format_tag::any) and reorders src and weights once at construction, the
+/// output staying in the chosen layout until read_output() converts it (untimed).
+class DnnlDepthwiseConv2d {
+ public:
+  DnnlDepthwiseConv2d(const ConvShape& p, const float* src, const float* wei,
+                      DnnlConvLayout layout, int threads)
+      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    dnnl_set_threads(threads_);
+    const dnnl::memory::dims src_dims{p.n, p.c, p.h, p.w}, wei_dims{p.c, 1, 1, p.r, p.s},
+        dst_dims{p.n, p.c, p.oh(), p.ow()};
+    const dnnl::memory::desc src_user(src_dims, dt::f32, tag::nchw);
+    // [C, 1, R, S] row-major has the bytes of goihw [C, 1, 1, R, S].
+    const dnnl::memory::desc wei_user(wei_dims, dt::f32, tag::goihw);
+    dst_user_md_ = dnnl::memory::desc(dst_dims, dt::f32, tag::nchw);
+    const bool plain = layout == DnnlConvLayout::Nchw;
+    const dnnl::memory::desc src_md =
+        plain ? src_user : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+    const dnnl::memory::desc wei_md =
+        plain ? wei_user : dnnl::memory::desc(wei_dims, dt::f32, tag::any);
+    const dnnl::memory::desc dst_md =
+        plain ? dst_user_md_ : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
+    const dnnl::memory::dims strides{1, 1}, padding{p.pad, p.pad};
+    pd_ = dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, src_md, wei_md,
+                                        dst_md, strides, padding, padding),
+        engine_);
+    prim_ = dnnl::convolution_forward(pd_);
+
+    src_ = dnnl::memory(pd_.src_desc(), engine_);
+    wei_ = dnnl::memory(pd_.weights_desc(), engine_);
+    dst_ = dnnl::memory(pd_.dst_desc(), engine_);
+    dnnl::memory src_in(src_user, engine_, const_cast<float*>(src));
+    dnnl::memory wei_in(wei_user, engine_, const_cast<float*>(wei));
+    dnnl::reorder(src_in, src_).execute(stream_, src_in, src_);
+    dnnl::reorder(wei_in, wei_).execute(stream_, wei_in, wei_);
+    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}};
+    stream_.wait();
+  }
+
+  /// One convolution on the owned input copies.
+  void operator()() {
+    dnnl_set_threads(threads_);
+    prim_.execute(stream_, args_);
+    stream_.wait();
+  }
+
+  /// Writes the last output to `dst` in NCHW (untimed; for the correctness check).
+  void read_output(float* dst) {
+    dnnl::memory out(dst_user_md_, engine_, dst);
+    dnnl::reorder(dst_, out).execute(stream_, dst_, out);
+    stream_.wait();
+  }
+
+  /// The implementation oneDNN chose, e.g. "jit_dw:avx2" or "gemm:jit".
+  std::string impl_name() const { return pd_.impl_info_str(); }
+
+  /// The layouts oneDNN chose, e.g. "src aBcd8b wei Abcde8a dst aBcd8b" (nChw8c, Goihw8g).
+  std::string formats() const {
+    return "src " + dnnl_format_tag(pd_.src_desc()) + " wei " +
+           dnnl_format_tag(pd_.weights_desc()) + " dst " + dnnl_format_tag(pd_.dst_desc());
+  }
+
+ private:
+  int threads_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward prim_;
+  dnnl::memory::desc dst_user_md_;
+  dnnl::memory src_, wei_, dst_;
   std::unordered_map<int, dnnl::memory> args_;
 };
 

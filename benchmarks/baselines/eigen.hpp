@@ -4,6 +4,7 @@
 ///    kernel with its own packing, SIMD width fixed at compile time by -march);
 ///  - EigenConv2dIm2col: im2col into a scratch matrix, then one GEMM (+ optional bias and ReLU as
 ///    a second pass), NCHW in and out;
+///  - EigenDepthwiseConv2d: per channel, R*S shifted windows of a zero-bordered copy, NCHW;
 ///  - softmax_eigen_rows: per-row max / exp / sum / scale with Eigen's vectorized exp.
 ///
 /// Threading: Eigen parallelizes GEMM with OpenMP (`#pragma omp parallel num_threads(n)`) only
@@ -18,6 +19,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -95,6 +97,51 @@ class EigenConv2dIm2col {
   bool bias_relu_;
   int threads_;
   AlignedFloats col_;
+};
+
+/// Depthwise convolution (channel multiplier 1) with Eigen arrays: per channel, the plane is
+/// copied into a zero-bordered scratch plane, then the output is the sum of the R*S shifted
+/// windows (`block(r, s, OH, OW)`) of that plane, each scaled by its filter tap, i.e. R*S
+/// vectorized passes over an output plane that stays in cache. The copy is part of every call
+/// (the cost of the method); the scratch is allocated, and its border zeroed, once. Channels are
+/// split with OpenMP when available. `src` NCHW, `wei` [C, 1, R, S], `dst` NCHW; `p.k` = `p.c`.
+class EigenDepthwiseConv2d {
+ public:
+  EigenDepthwiseConv2d(const ConvShape& p, int threads)
+      : p_(p),
+        threads_(threads),
+        ph_(p.h + 2 * p.pad),
+        pw_(p.w + 2 * p.pad),
+        padded_(std::size_t(p.c * ph_ * pw_)) {
+    std::fill(padded_.data(), padded_.data() + padded_.size(), 0.0f);
+  }
+
+  void operator()(const float* src, const float* wei, float* dst) {
+    using Plane = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const int64_t oh = p_.oh(), ow = p_.ow();
+    for (int64_t n = 0; n < p_.n; ++n) {
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(threads_) schedule(static)
+#endif
+      for (int64_t c = 0; c < p_.c; ++c) {
+        Eigen::Map<Plane> pad(padded_.data() + c * ph_ * pw_, ph_, pw_);
+        Eigen::Map<const Plane> in(src + (n * p_.c + c) * p_.h * p_.w, p_.h, p_.w);
+        pad.block(p_.pad, p_.pad, p_.h, p_.w) = in;
+        Eigen::Map<Plane> out(dst + (n * p_.c + c) * oh * ow, oh, ow);
+        const float* f = wei + c * p_.r * p_.s;
+        out = f[0] * pad.block(0, 0, oh, ow);
+        for (int64_t r = 0; r < p_.r; ++r)
+          for (int64_t s = r == 0 ? 1 : 0; s < p_.s; ++s)
+            out += f[r * p_.s + s] * pad.block(r, s, oh, ow);
+      }
+    }
+  }
+
+ private:
+  ConvShape p_;
+  int threads_;
+  int64_t ph_, pw_;
+  AlignedFloats padded_;
 };
 
 /// Row-wise softmax with Eigen array expressions (vectorized exp and reductions); `threads` > 1

@@ -5,7 +5,8 @@
 ///    latency-bound and cache-hostile. Only sensible for small shapes.
 ///  - gemm_naive_ikj: the i,k,j order, whose inner loop streams a row of B into a row of C and is
 ///    auto-vectorized at -O3 -march=native. The "no schedule" baseline a tuner must beat by far.
-///  - conv2d_reference / softmax_reference: double-precision oracles for the other benchmarks.
+///  - conv2d_reference / depthwise_conv2d_reference / softmax_reference: double-precision
+///    oracles for the other benchmarks; depthwise_conv2d_naive: the direct depthwise loops.
 ///  - softmax_naive_rows: the three-pass row softmax with std::exp, strict IEEE.
 #ifndef LOOM_BENCH_BASELINES_NAIVE_HPP
 #define LOOM_BENCH_BASELINES_NAIVE_HPP
@@ -113,6 +114,65 @@ __attribute__((noinline)) inline void conv2d_naive(const ConvShape& p, const flo
       }
       if (relu) {
         for (int64_t i = 0; i < oh * ow; ++i) out[i] = std::max(out[i], 0.0f);
+      }
+    }
+  }
+}
+
+/// Reference depthwise convolution (channel multiplier 1) accumulated in double: output channel c
+/// convolves input channel c with filter c. `src` NCHW, `wei` [C, 1, R, S], `dst` NCHW
+/// (N, C, OH, OW); `p.k` is ignored (it equals `p.c`). The oracle of bench_depthwise.
+inline void depthwise_conv2d_reference(const ConvShape& p, const float* src, const float* wei,
+                                       float* dst) {
+  const int64_t oh = p.oh(), ow = p.ow();
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t c = 0; c < p.c; ++c) {
+      const float* in = src + (n * p.c + c) * p.h * p.w;
+      const float* f = wei + c * p.r * p.s;
+      float* out = dst + (n * p.c + c) * oh * ow;
+      for (int64_t y = 0; y < oh; ++y) {
+        for (int64_t x = 0; x < ow; ++x) {
+          double acc = 0.0;
+          for (int64_t r = 0; r < p.r; ++r) {
+            const int64_t iy = y + r - p.pad;
+            if (iy < 0 || iy >= p.h) continue;
+            for (int64_t s = 0; s < p.s; ++s) {
+              const int64_t ix = x + s - p.pad;
+              if (ix < 0 || ix >= p.w) continue;
+              acc += double(f[r * p.s + s]) * double(in[iy * p.w + ix]);
+            }
+          }
+          out[y * ow + x] = float(acc);
+        }
+      }
+    }
+  }
+}
+
+/// Depthwise convolution (channel multiplier 1) in fp32, loops n,c,r,s,y,x with the x loop
+/// innermost (auto-vectorized, bounds hoisted), as conv2d_naive without the input-channel loop.
+/// Single-threaded. `src` NCHW, `wei` [C, 1, R, S], `dst` NCHW.
+__attribute__((noinline)) inline void depthwise_conv2d_naive(const ConvShape& p, const float* src,
+                                                             const float* wei, float* dst) {
+  const int64_t oh = p.oh(), ow = p.ow();
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t c = 0; c < p.c; ++c) {
+      const float* in = src + (n * p.c + c) * p.h * p.w;
+      float* out = dst + (n * p.c + c) * oh * ow;
+      std::fill(out, out + oh * ow, 0.0f);
+      for (int64_t r = 0; r < p.r; ++r) {
+        for (int64_t s = 0; s < p.s; ++s) {
+          const float wv = wei[(c * p.r + r) * p.s + s];
+          const int64_t x0 = std::max<int64_t>(0, p.pad - s);
+          const int64_t x1 = std::min<int64_t>(ow, p.w + p.pad - s);
+          for (int64_t y = 0; y < oh; ++y) {
+            const int64_t iy = y + r - p.pad;
+            if (iy < 0 || iy >= p.h) continue;
+            const float* irow = in + iy * p.w;
+            float* orow = out + y * ow;
+            for (int64_t x = x0; x < x1; ++x) orow[x] += wv * irow[x + s - p.pad];
+          }
+        }
       }
     }
   }
