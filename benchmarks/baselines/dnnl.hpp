@@ -138,6 +138,27 @@ enum class DnnlConvLayout {
   Blocked,  ///< format_tag::any everywhere: oneDNN's preferred blocked layouts (nChw8c/16c, ...)
 };
 
+/// oneDNN's tag spelling of a memory descriptor's layout: dims a, b, c, ... outermost first,
+/// upper case where blocked, then the inner blocks ("aBcd8b" is nChw8c, "Abcde8a" is Goihw8g).
+inline std::string dnnl_format_tag(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return "non-blocked";
+  const auto& blk = d.format_desc.blocking;
+  std::vector<int> order(std::size_t(d.ndims));
+  for (int i = 0; i < d.ndims; ++i) order[std::size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return blk.strides[x] > blk.strides[y]; });
+  std::string s;
+  for (int i : order) {
+    bool blocked = false;
+    for (int j = 0; j < blk.inner_nblks; ++j) blocked |= blk.inner_idxs[j] == i;
+    s += char((blocked ? 'A' : 'a') + i);
+  }
+  for (int j = 0; j < blk.inner_nblks; ++j)
+    s += std::to_string(blk.inner_blks[j]) + char('a' + blk.inner_idxs[j]);
+  return s;
+}
+
 /// One fp32 forward-inference convolution bound to a shape and thread count. Construction creates
 /// the primitive and, for Blocked, reorders src and weights once into the chosen layouts: in a
 /// network the previous layer already produces the blocked activation, and weights are constant.
@@ -217,31 +238,10 @@ class DnnlConv2d {
 
   /// The layouts oneDNN chose for src and weights, e.g. "src aBcd8b wei ABcd8b8a".
   std::string formats() const {
-    return "src " + format_of(pd_.src_desc()) + " wei " + format_of(pd_.weights_desc());
+    return "src " + dnnl_format_tag(pd_.src_desc()) + " wei " + dnnl_format_tag(pd_.weights_desc());
   }
 
  private:
-  /// oneDNN's tag spelling of a blocked layout: dims a, b, c, ... outermost first, upper case
-  /// where blocked, then the inner blocks ("aBcd8b" is nChw8c, "ABcd8b8a" is OIhw8i8o).
-  static std::string format_of(const dnnl::memory::desc& md) {
-    const dnnl_memory_desc_t& d = md.data;
-    if (d.format_kind != dnnl_blocked) return "non-blocked";
-    const auto& blk = d.format_desc.blocking;
-    std::vector<int> order(std::size_t(d.ndims));
-    for (int i = 0; i < d.ndims; ++i) order[std::size_t(i)] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int x, int y) { return blk.strides[x] > blk.strides[y]; });
-    std::string s;
-    for (int i : order) {
-      bool blocked = false;
-      for (int j = 0; j < blk.inner_nblks; ++j) blocked |= blk.inner_idxs[j] == i;
-      s += char((blocked ? 'A' : 'a') + i);
-    }
-    for (int j = 0; j < blk.inner_nblks; ++j)
-      s += std::to_string(blk.inner_blks[j]) + char('a' + blk.inner_idxs[j]);
-    return s;
-  }
-
   int threads_;
   dnnl::engine engine_;
   dnnl::stream stream_;
@@ -251,28 +251,6 @@ class DnnlConv2d {
   dnnl::memory src_, wei_, bias_, dst_;
   std::unordered_map<int, dnnl::memory> args_;
 };
-
-/// oneDNN's tag spelling of a memory descriptor's layout: dims a, b, c, ... outermost first,
-/// upper case where blocked, then the inner blocks ("aBcd8b" is nChw8c, "Abcde8a" is Goihw8g).
-/// The same spelling as DnnlConv2d::formats(), for the primitives added after it.
-inline std::string dnnl_format_tag(const dnnl::memory::desc& md) {
-  const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked) return "non-blocked";
-  const auto& blk = d.format_desc.blocking;
-  std::vector<int> order(std::size_t(d.ndims));
-  for (int i = 0; i < d.ndims; ++i) order[std::size_t(i)] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int x, int y) { return blk.strides[x] > blk.strides[y]; });
-  std::string s;
-  for (int i : order) {
-    bool blocked = false;
-    for (int j = 0; j < blk.inner_nblks; ++j) blocked |= blk.inner_idxs[j] == i;
-    s += char((blocked ? 'A' : 'a') + i);
-  }
-  for (int j = 0; j < blk.inner_nblks; ++j)
-    s += std::to_string(blk.inner_blks[j]) + char('a' + blk.inner_idxs[j]);
-  return s;
-}
 
 /// A batch of fp32 matmuls C[b] = A[b] * B[b] as one matmul primitive with a leading batch
 /// dimension: A [batch, M, K], B [batch, K, N], C [batch, M, N], all plain and densely packed
