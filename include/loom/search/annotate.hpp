@@ -4,8 +4,9 @@
 ///
 ///  1. FillTileSize — every unset split length is drawn: a uniformly chosen ordered
 ///     factorization of the loop's extent whose innermost factor is at most
-///     `max_innermost_split_factor`; with `allow_non_divisible_tiles`, sometimes free lengths
-///     that need not divide (loom lowers the tails). The sketch's history is replayed with the
+///     `max_innermost_split_factor`; with `allow_non_divisible_tiles`, or for an awkward extent
+///     such as a prime (`non_divisible_for_awkward_extents`), sometimes free lengths that need
+///     not divide (loom lowers the tails). The sketch's history is replayed with the
 ///     lengths filled in, so every later step (follow_split, compute_at) sees real extents.
 ///  2. ChangeComputeLocation — every stage that is not tiled, not multi-level-tiled, not
 ///     inlined and not placed by the sketch (a compute_at/root/inline step in its history) moves

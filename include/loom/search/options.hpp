@@ -8,6 +8,7 @@
 
 #include "loom/config.hpp"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,12 +58,28 @@ struct SearchOptions {
   /// With `allow_non_divisible_tiles`, the probability that one split is filled with free
   /// (possibly non-dividing) lengths instead of a perfect factorization.
   double non_divisible_probability = 0.25;
+  /// loom addition: a split of an *awkward* extent (at least 16, with no multiple of 8 up to
+  /// `max_innermost_split_factor` among its divisors, such as the primes 127 and 131 or
+  /// 129 = 3 x 43) also draws free lengths with `non_divisible_probability` when
+  /// `allow_non_divisible_tiles` is off. Perfect tilings of such an extent leave tiles of the
+  /// whole extent or tiles that are no whole number of vectors; extents with such a divisor keep
+  /// Ansor's perfect tilings.
+  bool non_divisible_for_awkward_extents = true;
   /// Skip Ansor's ChangeComputeLocation init rule (Ansor `disable_change_compute_location`).
   bool disable_change_compute_location = false;
   /// How many random draws `sample_program` makes before it gives up on a sketch: a draw is
   /// rejected when a step is illegal in the state it meets.
   int max_sample_attempts = 16;
 };
+
+/// An extent perfect tilings serve badly (SearchOptions::non_divisible_for_awkward_extents): at
+/// least 16, and no multiple of 8 up to `max_innermost_split_factor` divides it.
+inline bool awkward_extent(int64_t extent, int max_innermost_split_factor) {
+  if (extent < 16) return false;
+  for (int64_t d = 8; d <= max_innermost_split_factor; d += 8)
+    if (extent % d == 0) return false;
+  return true;
+}
 
 }  // namespace search
 LOOM_END_NAMESPACE

@@ -158,7 +158,8 @@ TEST_SUITE("search") {
 
   TEST_CASE("FillTileSize fills every split with divisors unless non-divisible tiles are on") {
     Task task(op_matmul().dag, test_target());
-    const search::SearchOptions options;
+    search::SearchOptions options;
+    options.non_divisible_for_awkward_extents = false;  // 17 and 19 would be awkward
     auto sketches = search::generate_sketches(task, options);
     std::mt19937_64 rng(7);
     for (int i = 0; i < 20; ++i)
@@ -189,6 +190,48 @@ TEST_SUITE("search") {
         }
     }
     CHECK(non_dividing > 0);
+  }
+
+  TEST_CASE("awkward extents (no multiple of 8 among their divisors) get free tiles by default") {
+    const auto gemm = [](int64_t m, int64_t k, int64_t n) {
+      auto a = placeholder<float>("A", {m, k});
+      auto b = placeholder<float>("B", {k, n});
+      return Task(ComputeDAG({a, b}, {ops::matmul(a, b)}), test_target());
+    };
+    const search::SearchOptions options;  // allow_non_divisible_tiles is off
+    struct counts {
+      std::set<int64_t> free_extents;  // extents that got a non-dividing tiling
+      int innermost_powers_of_two = 0, free_splits = 0;
+    };
+    const auto sample = [&](const Task& task) {
+      counts c;
+      auto sketches = search::generate_sketches(task, options);
+      std::mt19937_64 rng(11);
+      for (int i = 0; i < 40; ++i)
+        for (auto& sketch : sketches) {
+          sched::State s = search::fill_tile_sizes(sketch, options, rng);
+          for (auto& step : s.steps())
+            if (auto* sp = std::get_if<sched::SplitStep>(&step)) {
+              int64_t prod = 1;
+              for (auto& l : sp->lengths) prod *= *l;
+              if (sp->extent % prod == 0) continue;
+              c.free_extents.insert(sp->extent);
+              ++c.free_splits;
+              const int64_t inner = *sp->lengths.back();
+              c.innermost_powers_of_two += (inner & (inner - 1)) == 0;
+              CHECK(inner <= options.max_innermost_split_factor);
+            }
+        }
+      return c;
+    };
+    // M = 127 and K = 131 are prime, N = 129 = 3 x 43: all three are awkward.
+    const counts odd = sample(gemm(127, 131, 129));
+    CHECK(odd.free_extents == std::set<int64_t>{127, 129, 131});
+    // About half of the free innermost lengths are drawn as powers of two (the rest uniformly).
+    CHECK(odd.innermost_powers_of_two * 3 > odd.free_splits);
+    // 128, 96 and 24 have 8 among their divisors; 12 is too short to matter.
+    CHECK(sample(gemm(128, 96, 24)).free_splits == 0);
+    CHECK(sample(gemm(12, 12, 12)).free_splits == 0);
   }
 
   TEST_CASE("the same seed samples the same program") {
@@ -324,7 +367,8 @@ TEST_SUITE("search") {
 
   TEST_CASE("FillTileSize draws the length of an rfactor split") {
     Task task(op_matvec().dag, test_target());
-    const search::SearchOptions options;
+    search::SearchOptions options;
+    options.non_divisible_for_awkward_extents = false;  // 70 would be awkward: divisors only here
     std::mt19937_64 rng(9);
     std::set<int64_t> inner;
     for (auto& sketch : search::generate_sketches(task, options)) {

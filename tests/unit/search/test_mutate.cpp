@@ -317,6 +317,45 @@ TEST_SUITE("search") {
     CHECK(redrawn > 0);
   }
 
+  TEST_CASE("MutateTileSize takes perfect splits of prime extents off the perfect tilings") {
+    // 17 and 19 are prime, so awkward: their perfect tilings put the whole extent in one
+    // length. Sampling draws only perfect tilings here (probability 0); evolution must still be
+    // able to reach the free lengths FillTileSize would draw for them.
+    search::SearchOptions options;
+    options.non_divisible_probability = 0.0;
+    auto a = placeholder<float>("A", {17, 23});
+    auto b = placeholder<float>("B", {23, 19});
+    Setup su(make("matmul 17x19x23", {a, b}, {ops::matmul(a, b)}, 23), options);
+    const auto ref = loom_test::make_reference(su.w, 5);
+    std::mt19937_64 rng(31);
+    const auto programs = search::sample_programs(su.sketches, su.task, su.options, rng, 8);
+    REQUIRE(!programs.empty());
+    for (const auto& p : programs)
+      for (const auto& step : p.steps())
+        if (auto* sp = std::get_if<sched::SplitStep>(&step)) {
+          int64_t prod = 1;
+          for (auto& l : sp->lengths) prod *= *l;
+          REQUIRE(sp->extent % prod == 0);
+        }
+    int went_free = 0;
+    exercise(su, ref, programs, rule_named("MutateTileSize"), 32, 60, 8,
+             [&](const sched::State& parent, const sched::State& child) {
+               for (size_t i = 0; i < child.steps().size(); ++i) {
+                 auto* pa = std::get_if<sched::SplitStep>(&parent.steps()[i]);
+                 auto* ch = std::get_if<sched::SplitStep>(&child.steps()[i]);
+                 if (!pa || pa->lengths == ch->lengths) continue;
+                 int64_t prod = 1;
+                 for (auto& l : ch->lengths) prod *= *l;
+                 if (ch->extent % prod != 0) {
+                   ++went_free;
+                   CHECK(search::awkward_extent(ch->extent, options.max_innermost_split_factor));
+                 }
+               }
+             },
+             has_split);
+    CHECK(went_free > 0);
+  }
+
   TEST_CASE("MutateComputeLocation moves only what ChangeComputeLocation placed") {
     const search::SearchOptions options;
     {

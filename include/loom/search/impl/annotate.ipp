@@ -43,7 +43,8 @@ inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vecto
 
 // Free lengths for a non-divisible tiling: drawn inner to outer, each at most what the inner
 // ones leave of the extent, so the tiles cover less than twice the extent and the tails stay
-// short.
+// short. Half of the innermost lengths are powers of two: the innermost loop is the one that is
+// vectorized, and a uniform draw up to 64 would rarely give a whole number of vectors.
 inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost,
                                         std::mt19937_64& rng) {
   std::vector<int64_t> lengths(n);
@@ -51,7 +52,13 @@ inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost
   for (int j = n - 1; j >= 0; --j) {
     const int64_t cap = std::max<int64_t>(
         1, j == n - 1 ? std::min<int64_t>(rest, max_innermost) : rest);
-    lengths[j] = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap)));
+    if (j == n - 1 && rng() % 2 == 0) {
+      int log2_cap = 0;
+      while ((int64_t{2} << log2_cap) <= cap) ++log2_cap;
+      lengths[j] = int64_t{1} << draw(rng, static_cast<size_t>(log2_cap) + 1);
+    } else {
+      lengths[j] = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap)));
+    }
     rest = (rest + lengths[j] - 1) / lengths[j];
   }
   return lengths;
@@ -88,8 +95,12 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
         << "' has unset lengths but no known extent to factorize";
     const int n = static_cast<int>(sp->lengths.size());
     std::vector<int64_t> lengths;
-    const bool free = options.allow_non_divisible_tiles &&
-                      static_cast<double>(rng() % 1000000) < options.non_divisible_probability * 1e6;
+    const bool free_allowed =
+        options.allow_non_divisible_tiles ||
+        (options.non_divisible_for_awkward_extents &&
+         awkward_extent(sp->extent, options.max_innermost_split_factor));
+    const bool free = free_allowed && static_cast<double>(rng() % 1000000) <
+                                          options.non_divisible_probability * 1e6;
     if (free) {
       lengths = detail_search::free_tiling(sp->extent, n, options.max_innermost_split_factor, rng);
     } else {

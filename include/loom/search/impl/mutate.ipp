@@ -307,7 +307,14 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   for (auto& l : sp.lengths) product *= *l;
   std::vector<std::optional<int64_t>> lengths = sp.lengths;
 
-  if (sp.extent % product == 0) {
+  // A perfect split of an awkward extent (a prime: its only perfect tilings put the whole
+  // extent in one length) may also leave the perfect tilings, half of the time, as the free
+  // lengths FillTileSize draws for it would; otherwise evolution could never reach them from a
+  // perfect parent.
+  const bool may_go_free =
+      ctx.options().non_divisible_for_awkward_extents &&
+      awkward_extent(sp.extent, ctx.options().max_innermost_split_factor) && rng() % 2 == 0;
+  if (sp.extent % product == 0 && !may_go_free) {
     // TVM's MutateTileSize: levels 1..n are the lengths, level 0 the implicit outermost loop.
     // One change: a move between two levels whose loops are fused into one loop (the parallel
     // loop of outer tiles) is skipped, as it leaves the loop nest as it was.
@@ -350,7 +357,8 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
     if (!moved) return std::nullopt;
     for (int j = 0; j < n; ++j) lengths[j] = level[j + 1];
   } else {
-    // A non-divisible split (drawn with allow_non_divisible_tiles): redraw one length within the
+    // A non-divisible split (drawn with allow_non_divisible_tiles or for an awkward extent), or
+    // a perfect one of an awkward extent that goes free: redraw one length within the
     // bounds FillTileSize draws free lengths in, i.e. at most what the inner lengths leave of
     // the extent (and at most max_innermost for the innermost one), a value other than its own.
     bool redrawn = false;
@@ -364,6 +372,13 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
       if (cap - (inside ? 1 : 0) < 1) continue;
       int64_t v = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap - (inside ? 1 : 0))));
       if (inside && v >= current) ++v;
+      // As FillTileSize: half of the innermost lengths are powers of two (whole vectors).
+      if (j == n - 1 && rng() % 2 == 0) {
+        std::vector<int64_t> powers;
+        for (int64_t p = 1; p <= cap; p *= 2)
+          if (p != current) powers.push_back(p);
+        if (!powers.empty()) v = powers[draw(rng, powers.size())];
+      }
       lengths[j] = v;
       redrawn = true;
       break;
