@@ -22,9 +22,9 @@
 /// |                            | than spatial parallelism (needs_rfactor)    | outer/inner part) |
 /// | MemoryBoundReduction (loom)| untouched reduction, no multi-level tiling, | Apply             |
 /// |                            | its consumers read it row by row            |                   |
-/// | PackReusedInput (loom)     | input read by one multi-level-tiled stage   | Apply (the state  |
-/// |                            | along its innermost axis, reused across     | goes on unpacked) |
-/// |                            | another                                     |                   |
+/// | PackReusedInput (loom)     | input read by one multi-level-tiled stage   | Apply (2 sketches:|
+/// |                            | along its innermost axis, reused across     | tile or panel;    |
+/// |                            | another                                     | also unpacked)    |
 /// | AddCacheWrite              | needs multi-level tiling, no element-wise   | Apply (the state  |
 /// |                            | matched consumer, no cache-write stage yet  | goes on uncached) |
 /// | MultiLevelTilingWithFusion | needs multi-level tiling and has a single   | ApplyAndSkipRest  |
@@ -40,8 +40,11 @@
 ///    vectors, accumulates into a vector of `lanes` partial results (rfactor by the target's
 ///    vector lanes, the lanes innermost) that is folded once per row.
 ///  - PackReusedInput: the tile of an input that the tiled loops reuse (B of a GEMM, the weights
-///    of a dense layer) is copied into a contiguous buffer at the first reduce tile level, so
-///    the innermost loops stream through it with unit stride (what BLAS packing does).
+///    of a dense layer) is copied into a contiguous buffer, so the innermost loops stream
+///    through it with unit stride (what BLAS packing does). Two sketches: the tile of one reduce
+///    step, copied at the reader's first reduce tile level, or the whole panel of the root
+///    stage's outermost spatial tile (all reduce steps), copied once and reused by every row
+///    tile inside it (BLAS's packed B panel).
 ///
 /// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops) and the
 /// GPU rules (AddCacheRead, CrossThreadReduction, thread binding), which come with the CUDA

@@ -79,29 +79,38 @@ void check_lengths_unset(const std::vector<sched::State>& sketches) {
 }  // namespace
 
 TEST_SUITE("search") {
-  TEST_CASE("matmul has six sketches: plain tiling or a fused cache-write stage, B packed or not") {
+  TEST_CASE("matmul has nine sketches: plain tiling or a fused cache-write stage, B packed two ways or not") {
     // C needs multi-level tiling and has no consumer; 64x64 outputs are more parallelism than
     // the 64-long reduction, so no rfactor. AddCacheWrite applies (Apply: the state also goes on
     // uncached); the uncached state gets MultiLevelTiling (1 sketch). The cached state works on
     // C.local, whose consumer C matches it element-wise, so MultiLevelTilingWithFusion fuses it
     // into C at level 1 and at level 2 (2 sketches) and, being a cache stage, skips the rest:
     // 1 + 2 = 3 states. Then the inputs: B[k, j] runs along C's innermost axis j and is reused
-    // across i, so PackReusedInput adds a packed copy (Apply) beside SkipStage: x2. A[i, k]
-    // does not follow j: SkipStage only. 3 x 2 = 6.
+    // across i, so PackReusedInput adds two packed copies (Apply) beside SkipStage: x3. A[i, k]
+    // does not follow j: SkipStage only. 3 x 3 = 9.
     Task task = matmul_task();
     auto sketches = search::generate_sketches(task);
-    REQUIRE(sketches.size() == 6);
+    REQUIRE(sketches.size() == 9);
     check_lengths_unset(sketches);
-    CHECK(count_with_stage(sketches, "C.local") == 4);
-    CHECK(count_with_stage(sketches, "B.local") == 3);
+    CHECK(count_with_stage(sketches, "C.local") == 6);
+    CHECK(count_with_stage(sketches, "B.local") == 6);
     CHECK(count_with_stage(sketches, "A.local") == 0);
+    int tile_packs = 0, panel_packs = 0;
     for (auto& s : sketches) {
       if (has_stage(s, "B.local")) {
-        // The packed tile of B is copied at the first reduce level (k.0) of the tiled stage.
+        // Either the tile of one reduce step, copied at the first reduce level (k.0) of the
+        // tiled stage, or the panel of C's outermost spatial tile (after i0.0 i1.0), copied
+        // once for all the row tiles inside it.
         const std::string tiled = has_stage(s, "C.local") ? "C.local" : "C";
         const sched::Stage& packed = s.stage("B.local");
-        CHECK(packed.attach_stage == tiled);
-        CHECK(s.stage(tiled).iters[packed.attach_iter].name == "k.0");
+        if (packed.attach_stage == tiled &&
+            s.stage(tiled).iters[packed.attach_iter].name == "k.0") {
+          ++tile_packs;
+        } else {
+          CHECK(packed.attach_stage == "C");
+          CHECK(s.stage("C").leaf_position(packed.attach_iter) == 1);
+          ++panel_packs;
+        }
       }
       if (!has_stage(s, "C.local")) {
         // SSRSRS: S0 S1 R0 S2 R1 S3.
@@ -121,20 +130,22 @@ TEST_SUITE("search") {
       const int expected_at = names.size() < 20 ? 1 : 3;
       CHECK(out.leaf_position(local.attach_iter) == expected_at);
     }
+    CHECK(tile_packs == 3);
+    CHECK(panel_packs == 3);
   }
 
   TEST_CASE("matmul + relu fuses the matmul into relu at two levels or tiles it alone") {
     // relu is strictly inlineable but the output, so it stays (SkipStage). The matmul has the
     // element-wise matched consumer relu: no cache write; MultiLevelTilingWithFusion (Apply,
     // no cache stage) gives 2 sketches and MultiLevelTiling still runs after it: 2 + 1 = 3.
-    // B packed or not (as for matmul): 3 x 2 = 6.
+    // B packed two ways or not (as for matmul): 3 x 3 = 9.
     auto sketches = search::generate_sketches(matmul_relu_task());
-    REQUIRE(sketches.size() == 6);
+    REQUIRE(sketches.size() == 9);
     CHECK(count_with_stage(sketches, "matmul.local") == 0);
-    CHECK(count_with_stage(sketches, "B.local") == 3);
+    CHECK(count_with_stage(sketches, "B.local") == 6);
     int fused = 0;
     for (auto& s : sketches) fused += s.stage("matmul").location == sched::ComputeLocation::At;
-    CHECK(fused == 4);
+    CHECK(fused == 6);
   }
 
   TEST_CASE("conv2d + bias + relu inlines the bias and fuses the conv through it into relu") {
@@ -164,13 +175,13 @@ TEST_SUITE("search") {
   }
 
   TEST_CASE("batch_matmul tiles all three spatial axes") {
-    // Same derivation as matmul: 3 tilings x (B[b, k, j] packed or not) = 6; the batch axis
-    // is tiled like the others.
+    // Same derivation as matmul: 3 tilings x (B[b, k, j] packed two ways or not) = 9; the batch
+    // axis is tiled like the others.
     auto a = placeholder<float>("A", {3, 8, 6});
     auto b = placeholder<float>("B", {3, 6, 5});
     auto sketches = search::generate_sketches(make_task({a, b}, {ops::batch_matmul(a, b)}));
-    REQUIRE(sketches.size() == 6);
-    CHECK(count_with_stage(sketches, "B.local") == 3);
+    REQUIRE(sketches.size() == 9);
+    CHECK(count_with_stage(sketches, "B.local") == 6);
     for (auto& s : sketches)
       if (!has_stage(s, "batch_matmul.local"))
         CHECK(s.stage("batch_matmul").leaves.size() == 3 * 4 + 1 * 2);
@@ -307,17 +318,18 @@ TEST_SUITE("search") {
 
   TEST_CASE("a custom tiling structure changes the tile levels and the fusion levels") {
     // "SRS": 2 spatial levels, 1 reduce level. Fusion at level 2 needs structure[1] == 'S', so
-    // only level 1 remains: 1 cache-write sketch + 1 plain = 2, each with B packed or not: 4.
+    // only level 1 remains: 1 cache-write sketch + 1 plain = 2, each with B packed two ways or
+    // not: 6.
     search::SearchOptions options;
     options.cpu_tiling_structure = "SRS";
     auto sketches = search::generate_sketches(matmul_task(), options);
-    REQUIRE(sketches.size() == 4);
+    REQUIRE(sketches.size() == 6);
     for (auto& s : sketches) {
       const std::string tiled = has_stage(s, "C.local") ? "C.local" : "C";
       CHECK(leaf_names(s.stage(tiled)) == "i0.0 i1.0 k i0.1 i1.1");
     }
     options.enable_cache_write = false;
-    CHECK(search::generate_sketches(matmul_task(), options).size() == 2);
+    CHECK(search::generate_sketches(matmul_task(), options).size() == 3);
     options.enable_packing = false;
     CHECK(search::generate_sketches(matmul_task(), options).size() == 1);
   }
@@ -512,11 +524,17 @@ TEST_SUITE("search") {
     CHECK(rule.condition(ctx, s, s.stage_index("A")) == RuleCondition::Skip);
     CHECK(rule.condition(ctx, s, s.stage_index("C")) == RuleCondition::Skip);
     auto next = rule.apply(ctx, s, s.stage_index("B"));
-    REQUIRE(next.size() == 1);
+    REQUIRE(next.size() == 2);
     CHECK(next[0].second == s.stage_index("B") - 1);
+    CHECK(next[1].second == s.stage_index("B") - 1);
     const sched::Stage& packed = next[0].first.stage("B.local");
     CHECK(packed.attach_stage == "C");
     CHECK(next[0].first.stage("C").leaf_position(packed.attach_iter) == 4);  // k.0
+    // The panel: all of k for one (i0.0, i1.0) tile, in front of the row tiles that reuse it.
+    const sched::Stage& panel = next[1].first.stage("B.local");
+    CHECK(panel.attach_stage == "C");
+    CHECK(next[1].first.stage("C").leaf_position(panel.attach_iter) == 1);  // i1.0
+    CHECK(next[1].first.stage("C").iters[panel.attach_iter].name == "i1.0");
     options.enable_packing = false;
     CHECK(rule.condition(ctx, s, s.stage_index("B")) == RuleCondition::Skip);
   }
@@ -554,8 +572,8 @@ TEST_SUITE("search") {
     };
     // It runs on C and again on C.local in the cache-write branch: 1 (C untiled) + 1 (C.local
     // untiled) + 2 (C.local fused) + 1 (C tiled) = 5; the last three have a tiled reader of B,
-    // so each also comes with B packed: 5 + 3 = 8.
-    CHECK(search::generate_sketches(matmul_task(), {}, {no_tiling}).size() == 8);
+    // so each also comes with B packed per tile and per panel: 5 + 3 x 2 = 11.
+    CHECK(search::generate_sketches(matmul_task(), {}, {no_tiling}).size() == 11);
   }
 
   TEST_CASE("sketch generation rejects bad structures, GPU targets and rules that never finish") {
