@@ -16,6 +16,14 @@ packages=(
   libxgboost-dev          # benchmark baseline (cost model)
   zlib1g-dev              # cost-model data set (benchmarks)
 )
+# Opt-in extras, for benchmarks that CI never builds:
+#   --halide   Halide 14 and its autoschedulers (configure with -DLOOM_BENCH_HALIDE=ON)
+for arg in "$@"; do
+  case "$arg" in
+    --halide) packages+=(libhalide14-0-dev) ;;
+    *) echo "install-deps: unknown option $arg (known: --halide)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

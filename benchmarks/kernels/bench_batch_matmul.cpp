@@ -1,7 +1,8 @@
 /// \file
 /// fp32 batch matmul C[b] = A[b] * B[b] (A [batch, M, K], B [batch, K, N], C [batch, M, N], all
 /// row-major and densely packed) at 1 and 2 threads: naive loops, Eigen, OpenBLAS, oneDNN's matmul
-/// with a batch dimension, and loom's tuned program. The shape is 12 x (128x64 * 64x128), the
+/// with a batch dimension, loom's tuned program and (LOOM_BENCH_HALIDE=ON) the kernels of Halide's
+/// autoschedulers. The shape is 12 x (128x64 * 64x128), the
 /// attention-score product of BERT-base (12 heads, 128 tokens, head size 64). Named
 /// BM_BatchMatmul_<Contender>/<batch>/<M>/<N>/<K>/<threads>; every contender is checked once
 /// against a double-precision reference before it is timed.
@@ -14,6 +15,9 @@
 #include "baselines/timing.hpp"
 #if defined(LOOM_BENCH_HAVE_LOOM)
 #include "baselines/loom_tuned.hpp"
+#endif
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+#include "baselines/halide.hpp"
 #endif
 
 #include <benchmark/benchmark.h>
@@ -163,6 +167,33 @@ std::vector<BatchContender> make_contenders() {
                  [](int n) { loom::runtime::set_num_threads(n); },
                  2});
 #endif
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+  // Halide 14's autoschedulers, compiled ahead of time for this shape (benchmarks/halide/).
+  for (const std::string& variant : loom_bench::halide_variants()) {
+    if (variant == "Hand") continue;  // hand-scheduled for bench_gemm only
+    all.push_back(
+        {"Halide" + variant,
+         [variant](const BatchGemmShape& s, int) {
+           const loom_bench::HalideKernel* k =
+               loom_bench::find_halide_kernel("batch_matmul", variant, {s.batch, s.m, s.n, s.k});
+           if (!k) throw std::runtime_error("no Halide kernel generated for this shape");
+           auto call = std::make_shared<loom_bench::HalideCall>(
+               *k, std::initializer_list<std::vector<int>>{{int(s.batch), int(s.m), int(s.k)},
+                                                           {int(s.batch), int(s.k), int(s.n)},
+                                                           {int(s.batch), int(s.m), int(s.n)}});
+           std::string label = call->label();
+           return std::pair<BatchCall, std::string>(
+               [call](const float* a, const float* b, float* c) {
+                 call->set(0, a);
+                 call->set(1, b);
+                 call->set(2, c);
+                 (*call)();
+               },
+               std::move(label));
+         },
+         loom_bench::halide_set_threads, 1 << 20});
+  }
+#endif
   return all;
 }
 
@@ -259,6 +290,9 @@ int main(int argc, char** argv) {
     }
   }
   loom_bench::add_library_context();
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+  loom_bench::add_halide_context();
+#endif
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

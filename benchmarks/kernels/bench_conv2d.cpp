@@ -1,8 +1,10 @@
 /// \file
 /// fp32 3x3 convolution, stride 1, pad 1, batch 1, at 1 and 2 threads: oneDNN in plain NCHW and in
-/// its blocked layouts (with and without fused bias + ReLU), Eigen im2col + GEMM, and a naive
-/// direct loop. Named BM_Conv2d_<Contender>/<N.._C.._H.._W.._K.._R.._S.._P..>/<threads>; every
-/// contender is checked once against a double-precision reference before it is timed.
+/// its blocked layouts (with and without fused bias + ReLU), Eigen im2col + GEMM, a naive direct
+/// loop, loom's tuned program and (LOOM_BENCH_HALIDE=ON) the kernels of Halide's autoschedulers
+/// (NCHW, + bias + ReLU, for the shapes benchmarks/halide/ generates). Named
+/// BM_Conv2d_<Contender>/<N.._C.._H.._W.._K.._R.._S.._P..>/<threads>; every contender is checked
+/// once against a double-precision reference before it is timed.
 #include "baselines/common.hpp"
 #include "baselines/context.hpp"
 #include "baselines/dnnl.hpp"
@@ -11,6 +13,9 @@
 #include "baselines/timing.hpp"
 #if defined(LOOM_BENCH_HAVE_LOOM)
 #include "baselines/loom_tuned.hpp"
+#endif
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+#include "baselines/halide.hpp"
 #endif
 
 #include <benchmark/benchmark.h>
@@ -72,6 +77,8 @@ struct ConvContender {
   std::function<ConvInstance(const ConvShape&, int threads, ConvData&)> prepare;
   std::function<void(int)> set_threads;
   int max_threads = 1;
+  /// Shapes this contender is registered for; empty means every shape.
+  std::function<bool(const ConvShape&)> accepts;
 };
 
 std::vector<ConvContender>& contenders() {
@@ -172,6 +179,42 @@ void add_contenders() {
     all.push_back(std::move(c));
   }
 #endif
+
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+  // Halide 14's autoschedulers, compiled ahead of time per shape (benchmarks/halide/): NCHW in and
+  // out, OIHW weights, bias + ReLU in the same pipeline.
+  for (const std::string& variant : loom_bench::halide_variants()) {
+    if (variant == "Hand") continue;  // hand-scheduled for bench_gemm only
+    const auto kernel = [variant](const ConvShape& p) -> const loom_bench::HalideKernel* {
+      if (p.n != 1 || p.r != 3 || p.s != 3 || p.pad != 1) return nullptr;
+      return loom_bench::find_halide_kernel("conv2d_bias_relu", variant, {p.c, p.h, p.w, p.k});
+    };
+    ConvContender c;
+    c.name = "Halide" + variant + "_BiasReLU";
+    c.bias_relu = true;
+    c.accepts = [kernel](const ConvShape& p) { return kernel(p) != nullptr; };
+    c.prepare = [kernel](const ConvShape& p, int, ConvData& d) {
+      auto call = std::make_shared<loom_bench::HalideCall>(
+          *kernel(p),
+          std::initializer_list<std::vector<int>>{{int(p.n), int(p.c), int(p.h), int(p.w)},
+                                                  {int(p.k), int(p.c), int(p.r), int(p.s)},
+                                                  {int(p.k)},
+                                                  {int(p.n), int(p.k), int(p.oh()), int(p.ow())}});
+      call->set(0, d.src.data());
+      call->set(1, d.wei.data());
+      call->set(2, d.bias.data());
+      call->set(3, d.out.data());
+      std::string label = call->label();
+      return ConvInstance{
+          [call] { (*call)(); },
+          [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
+          std::move(label)};
+    };
+    c.set_threads = loom_bench::halide_set_threads;
+    c.max_threads = 1 << 20;
+    all.push_back(std::move(c));
+  }
+#endif
 }
 
 struct Slot {
@@ -230,7 +273,7 @@ int main(int argc, char** argv) {
     for (int t : {1, 2}) {
       for (std::size_t ci = 0; ci < contenders().size(); ++ci) {
         const ConvContender& c = contenders()[ci];
-        if (t > c.max_threads) continue;
+        if (t > c.max_threads || (c.accepts && !c.accepts(p))) continue;
         const std::string name = "BM_Conv2d_" + c.name + "/" + p.name() + "/" + std::to_string(t);
         benchmark::RegisterBenchmark(name.c_str(),
                                      [ci, p, t](benchmark::State& st) { run_conv(st, ci, p, t); })
@@ -241,6 +284,9 @@ int main(int argc, char** argv) {
     }
   }
   loom_bench::add_library_context();
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+  loom_bench::add_halide_context();
+#endif
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

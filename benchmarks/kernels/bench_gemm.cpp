@@ -1,6 +1,7 @@
 /// \file
 /// fp32 GEMM C[M,N] = A[M,K] * B[K,N] (row-major), every available baseline side by side at 1 and
-/// 2 threads: naive loops, Eigen, OpenBLAS, oneDNN (B row-major and B prepacked). Benchmarks are
+/// 2 threads: naive loops, Eigen, OpenBLAS, oneDNN (B row-major and B prepacked), and with
+/// LOOM_BENCH_HALIDE=ON Halide 14's kernels (kernels/gemm_halide.cpp). Benchmarks are
 /// named BM_Gemm_<Contender>/<M>/<N>/<K>/<threads>; see benchmarks/README.md for how to run them
 /// and how a loom kernel joins as one more contender.
 #include "baselines/common.hpp"
@@ -10,6 +11,9 @@
 #include "baselines/gemm_bench.hpp"
 #include "baselines/naive.hpp"
 #include "baselines/openblas.hpp"
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+#include "baselines/halide.hpp"
+#endif
 
 #include <benchmark/benchmark.h>
 
@@ -79,6 +83,9 @@ int main(int argc, char** argv) {
   loom_bench::register_gemm_benchmarks(loom_bench::default_gemm_shapes(), {1, 2});
 
   loom_bench::add_library_context();
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+  loom_bench::add_halide_context();
+#endif
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

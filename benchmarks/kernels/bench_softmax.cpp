@@ -1,6 +1,7 @@
 /// \file
 /// fp32 row-wise softmax (memory-bound) at 1 and 2 threads: the naive three-pass loop with std::exp
-/// (strict IEEE), Eigen array expressions per row, and oneDNN's softmax primitive. Named
+/// (strict IEEE), Eigen array expressions per row, oneDNN's softmax primitive, loom's tuned program
+/// and (LOOM_BENCH_HALIDE=ON) the kernels of Halide's autoschedulers. Named
 /// BM_Softmax_<Contender>/<rows>/<cols>/<threads>; reports GB/s counting one read of x and one
 /// write of y (2 * rows * cols * 4 bytes per call). Checked once against a double reference.
 #include "baselines/common.hpp"
@@ -11,6 +12,9 @@
 #include "baselines/timing.hpp"
 #if defined(LOOM_BENCH_HAVE_LOOM)
 #include "baselines/loom_tuned.hpp"
+#endif
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+#include "baselines/halide.hpp"
 #endif
 
 #include <benchmark/benchmark.h>
@@ -38,6 +42,8 @@ struct SoftmaxContender {
       prepare;
   std::function<void(int)> set_threads;
   int max_threads = 1;
+  /// Shapes this contender is registered for; empty means every shape.
+  std::function<bool(int64_t rows, int64_t cols)> accepts;
 };
 
 std::vector<SoftmaxContender> make_contenders() {
@@ -100,6 +106,31 @@ std::vector<SoftmaxContender> make_contenders() {
                  },
                  [](int n) { loom::runtime::set_num_threads(n); },
                  2});
+#endif
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+  // Halide 14's autoschedulers, compiled ahead of time per shape (benchmarks/halide/).
+  for (const std::string& variant : loom_bench::halide_variants()) {
+    if (variant == "Hand") continue;  // hand-scheduled for bench_gemm only
+    const auto kernel = [variant](int64_t rows, int64_t cols) {
+      return loom_bench::find_halide_kernel("softmax", variant, {rows, cols, 0, 0});
+    };
+    all.push_back({"Halide" + variant,
+                   [kernel](int64_t rows, int64_t cols, int) {
+                     auto call = std::make_shared<loom_bench::HalideCall>(
+                         *kernel(rows, cols), std::initializer_list<std::vector<int>>{
+                                                  {int(rows), int(cols)}, {int(rows), int(cols)}});
+                     std::string label = call->label();
+                     return std::pair<SoftmaxCall, std::string>(
+                         [call](const float* in, float* out) {
+                           call->set(0, in);
+                           call->set(1, out);
+                           (*call)();
+                         },
+                         std::move(label));
+                   },
+                   loom_bench::halide_set_threads, 1 << 20,
+                   [kernel](int64_t rows, int64_t cols) { return kernel(rows, cols) != nullptr; }});
+  }
 #endif
   return all;
 }
@@ -183,7 +214,8 @@ int main(int argc, char** argv) {
   for (auto [rows, cols] : shapes) {
     for (int t : {1, 2}) {
       for (std::size_t ci = 0; ci < contenders().size(); ++ci) {
-        if (t > contenders()[ci].max_threads) continue;
+        const SoftmaxContender& c = contenders()[ci];
+        if (t > c.max_threads || (c.accepts && !c.accepts(rows, cols))) continue;
         const std::string name = "BM_Softmax_" + contenders()[ci].name + "/" +
                                  std::to_string(rows) + "/" + std::to_string(cols) + "/" +
                                  std::to_string(t);
@@ -198,6 +230,9 @@ int main(int argc, char** argv) {
     }
   }
   loom_bench::add_library_context();
+#if defined(LOOM_BENCH_HAVE_HALIDE)
+  loom_bench::add_halide_context();
+#endif
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
