@@ -26,7 +26,7 @@
 //
 // Usage: bench_cost_model [DATASET] [key=value ...]
 //   gbdt.max_bins= gbdt.max_depth= gbdt.eta= gbdt.lambda= gbdt.min_child_weight= gbdt.gamma=
-//   gbdt.colsample= gbdt.subsample= gbdt.weight=y|1 xgb.tree_method=exact|hist|approx
+//   gbdt.colsample= gbdt.subsample= gbdt.weight=y|1 gbdt.label=throughput|log xgb.tree_method=exact|hist|approx
 //   xgb.max_bin= models=gbdt,xgb-packsum,xgb-sumrows,random,roofline parts=random,lowo,timing
 // A plain program, not a Google Benchmark: the numbers are accuracies, not times.
 #include "cost_workloads.hpp"
@@ -192,6 +192,9 @@ using Trainer = std::function<Predictor(const std::vector<size_t>& idx)>;
 struct Settings {
   cost::GbdtParams gbdt;
   bool gbdt_weight_by_y = true;
+  /// What the embedded model is trained against: "throughput" (y, Ansor's) or "log" (log-scaled
+  /// y, see train_label()).
+  std::string gbdt_label = "throughput";
   std::string xgb_tree_method = "exact";
   int xgb_max_bin = 256;
   std::vector<std::string> models = {"gbdt", "xgb-packsum", "xgb-sumrows", "random", "roofline"};
@@ -201,7 +204,16 @@ struct Settings {
 
 /// The pack-sum training set of the programs `idx` that have rows (others are never learned
 /// from, as in cost::GbdtCostModel).
-cost::GbdtDataset packsum_dataset(const Dataset& d, const std::vector<size_t>& idx, bool weight_by_y) {
+/// The label a program is trained against. "log" maps y in [1e-3, 1] to log10(y) / 3 + 1 in
+/// [0, 1] (0 below): the squared error then separates slow programs from each other as well,
+/// where normalized throughput puts most random programs at almost 0.
+double train_label(double y, const std::string& kind) {
+  if (kind != "log") return y;
+  return y > 0 ? std::max(0.0, std::log10(y) / 3.0 + 1.0) : 0.0;
+}
+
+cost::GbdtDataset packsum_dataset(const Dataset& d, const std::vector<size_t>& idx, bool weight_by_y,
+                                  const std::string& label = "throughput") {
   cost::GbdtDataset data;
   data.num_features = cost::kNumFeatures;
   data.group_offsets.push_back(0);
@@ -210,8 +222,9 @@ cost::GbdtDataset packsum_dataset(const Dataset& d, const std::vector<size_t>& i
     if (p.features.num_rows == 0) continue;
     data.features.insert(data.features.end(), p.features.values.begin(), p.features.values.end());
     data.group_offsets.push_back(data.features.size() / cost::kNumFeatures);
-    data.labels.push_back(p.label);
-    data.weights.push_back(weight_by_y ? p.label : 1.0);
+    const double y = train_label(p.label, label);
+    data.labels.push_back(y);
+    data.weights.push_back(weight_by_y ? y : 1.0);
   }
   return data;
 }
@@ -245,7 +258,7 @@ std::vector<double> scatter(const Rows& r, const std::vector<double>& group_scor
 Trainer gbdt_trainer(const Dataset& d, const Settings& s) {
   return [&d, &s](const std::vector<size_t>& idx) -> Predictor {
     auto model = std::make_shared<cost::Gbdt>(
-        cost::Gbdt::train(packsum_dataset(d, idx, s.gbdt_weight_by_y), s.gbdt));
+        cost::Gbdt::train(packsum_dataset(d, idx, s.gbdt_weight_by_y, s.gbdt_label), s.gbdt));
     return [&d, model](const std::vector<size_t>& test) {
       const Rows r = rows_of(d, test);
       std::vector<double> g(r.with_rows.size());
@@ -496,6 +509,7 @@ Settings parse(int argc, char** argv, std::string& path) {
     else if (k == "gbdt.subsample") s.gbdt.subsample = x;
     else if (k == "gbdt.early_stopping") s.gbdt.early_stopping_rounds = static_cast<int>(x);
     else if (k == "gbdt.weight") s.gbdt_weight_by_y = v == "y";
+    else if (k == "gbdt.label") s.gbdt_label = v;
     else if (k == "xgb.tree_method") s.xgb_tree_method = v;
     else if (k == "xgb.max_bin") s.xgb_max_bin = static_cast<int>(x);
     else if (k == "parts") s.parts = v;
