@@ -23,25 +23,34 @@ inline std::string tuned_records_dir() {
 }
 
 /// The best recorded program of `task` and the log it came from; throws std::runtime_error (the
-/// harness skips the shape with the message) when no log of the directory has one.
+/// harness skips the shape with the message) when no log of the directory has one. As
+/// loom::build_best does, records measured with the current thread count
+/// (loom::runtime::num_threads(), so set it first) win over those of another count.
 inline std::pair<loom::sched::State, std::string> tuned_program(const loom::Task& task) {
-  std::optional<std::pair<loom::sched::State, std::string>> best;
-  double best_cost = loom::search::kFailedCost;
+  const int threads = loom::runtime::num_threads();
+  std::optional<loom::search::TuningRecord> best;
+  std::string best_file;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(tuned_records_dir(), ec)) {
     if (entry.path().extension() != ".jsonl") continue;
     const auto records =
         loom::search::read_records(entry.path().string(), [](const std::string&) {});
-    auto r = loom::search::best_record(records, task.workload_key(), task.target.to_string());
-    if (r && r->result.mean_cost() < best_cost) {
-      best_cost = r->result.mean_cost();
-      best.emplace(loom::sched::replay(task.dag, r->steps), entry.path().filename().string());
+    auto r = loom::search::best_record(records, task.workload_key(), task.target.to_string(),
+                                       threads);
+    if (!r) continue;
+    const bool r_matches = r->threads == threads, best_matches = best && best->threads == threads;
+    if (!best || (r_matches && !best_matches) ||
+        (r_matches == best_matches && r->result.mean_cost() < best->result.mean_cost())) {
+      best = std::move(r);
+      best_file = entry.path().filename().string();
     }
   }
   if (!best)
     throw std::runtime_error("no tuning record of this workload in " + tuned_records_dir() +
                              " (run tune_workloads first)");
-  return std::move(*best);
+  std::string label = best_file;
+  if (best->threads > 0) label += ", measured with " + std::to_string(best->threads) + " threads";
+  return {loom::sched::replay(task.dag, best->steps), label};
 }
 
 }  // namespace loom_bench

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <loom/cost/features.hpp>
+#include <loom/runtime/parallel.hpp>
 #include <loom/sched/record.hpp>
 #include <loom/tune.hpp>
 
@@ -277,6 +278,8 @@ TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log an
       log.path, [&](const std::string& m) { warnings.push_back(m); });
   CHECK(records.size() == 24);
   CHECK(warnings.size() == 2);
+  // Each record says how many threads its program ran with: the runtime's count here.
+  for (const auto& rec : records) CHECK(rec.threads == runtime::num_threads());
   TuneOptions o = small_options(8, log.path);
   std::ostringstream sink;
   o.log = &sink;

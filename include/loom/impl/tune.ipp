@@ -2,6 +2,7 @@
 #include "loom/tune.hpp"
 
 #include "loom/backend/llvm/measurer.hpp"
+#include "loom/runtime/parallel.hpp"
 
 #include <future>
 #include <iostream>
@@ -47,7 +48,8 @@ LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
                                                              const std::string& records) {
   const std::vector<search::TuningRecord> all = search::read_records(records);
   std::optional<search::TuningRecord> best =
-      search::best_record(all, task.workload_key(), task.target.to_string());
+      search::best_record(all, task.workload_key(), task.target.to_string(),
+                          runtime::num_threads());
   if (!best) return std::nullopt;
   return sched::replay(task.dag, best->steps);
 }

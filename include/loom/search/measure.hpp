@@ -146,6 +146,8 @@ class Measurer {
   }
   /// A short name for logs ("local-cpu").
   virtual std::string name() const = 0;
+  /// How many threads the programs run with, recorded with each measurement (0: unknown).
+  virtual int threads() const { return 0; }
 };
 
 }  // namespace search

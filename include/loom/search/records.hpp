@@ -79,6 +79,11 @@ struct TuningRecord {
   MeasureResult result;
   /// Unix seconds.
   double timestamp = 0;
+  /// Threads the program ran with when it was measured; 0 when not recorded (logs of earlier
+  /// loom versions, measurers that do not say). The fastest schedule depends on it, so
+  /// best_record() can prefer the records of the caller's thread count. Written as the optional
+  /// field "threads" (omitted when 0).
+  int threads = 0;
   /// The format version of the line the record was read from. Writing always stamps
   /// kRecordsVersion, whatever this holds (as Ansor re-stamps old records).
   std::string version = kRecordsVersion;
@@ -141,8 +146,12 @@ using RecordKey = std::pair<std::string, std::string>;
 /// The successful record of `workload_key` on `target` with the lowest mean cost (the first
 /// such in `records` on a tie), or nothing when there is none. Failed measurements never win,
 /// whatever costs they carry.
+///
+/// With `threads` > 0, only the records measured with that many threads compete, as long as
+/// there is one; otherwise (none of that count, or `threads` == 0) all of them do.
 std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
-                                        const std::string& workload_key, const std::string& target);
+                                        const std::string& workload_key, const std::string& target,
+                                        int threads = 0);
 
 /// best_record() for every (workload, target) with at least one successful record.
 std::map<RecordKey, TuningRecord> best_records_by_workload(

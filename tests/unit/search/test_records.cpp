@@ -483,6 +483,39 @@ TEST_SUITE("search") {
     CHECK(search::measured_programs(records, "wk-z", "t1").empty());
   }
 
+  TEST_CASE("records keep the thread count they were measured with; best_record prefers it") {
+    const auto& programs = matmul_bias_relu_programs().programs;
+    auto with_threads = [&](int i, double cost, int threads) {
+      auto r = record("wk-a", "t1", ok_result({cost}), programs[i].steps(), i);
+      r.threads = threads;
+      return r;
+    };
+    const std::vector<search::TuningRecord> records = {
+        with_threads(0, 1e-3, 2),  // the fastest, measured with 2 threads
+        with_threads(1, 3e-3, 1),
+        with_threads(2, 2e-3, 1),  // the fastest of 1 thread
+        with_threads(3, 5e-4, 0),  // fastest of all, thread count unknown (older log)
+    };
+    CHECK(search::best_record(records, "wk-a", "t1")->timestamp == 3);     // any count
+    CHECK(search::best_record(records, "wk-a", "t1", 1)->timestamp == 2);  // 1 thread wins
+    CHECK(search::best_record(records, "wk-a", "t1", 2)->timestamp == 0);
+    CHECK(search::best_record(records, "wk-a", "t1", 4)->timestamp == 3);  // none of 4: all
+
+    // The count round-trips as the optional field "threads", absent when unknown.
+    for (const auto& r : records) {
+      const std::string line = search::to_json_line(r);
+      CHECK((line.find("\"threads\"") != std::string::npos) == (r.threads > 0));
+      CHECK(search::record_from_json_line(line).threads == r.threads);
+    }
+    std::string bad = search::to_json_line(records[0]);
+    bad.replace(bad.find("\"threads\":2"), 11, "\"threads\":0");
+    CHECK_THROWS_WITH_AS(search::record_from_json_line(bad), doctest::Contains("loom.search.E824"),
+                         user_error);
+    bad.replace(bad.find("\"threads\":0"), 11, "\"threads\":\"two\"");
+    CHECK_THROWS_WITH_AS(search::record_from_json_line(bad), doctest::Contains("loom.search.E821"),
+                         user_error);
+  }
+
   TEST_CASE("two processes appending to one log at once never interleave lines") {
     temp_dir dir;
     const std::string log = dir.file("shared.jsonl");

@@ -110,6 +110,8 @@ class LocalMeasurer : public search::Measurer {
                                                   const std::vector<sched::State>& states,
                                                   const ResultCallback& on_result) override;
   std::string name() const override { return "local-cpu"; }
+  /// MeasureOptions::num_threads, or the parallel runtime's count it leaves in place.
+  int threads() const override;
 
   const search::MeasureOptions& options() const { return options_; }
   const LocalMeasurerOptions& local_options() const { return local_; }

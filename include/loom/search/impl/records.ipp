@@ -144,6 +144,7 @@ LOOM_DECL std::string to_json_line(const TuningRecord& record) {
   put_number(out, "run_s", m.run_seconds);
   out += ",\"timestamp\":";
   put_number(out, "timestamp", record.timestamp);
+  if (record.threads > 0) out += ",\"threads\":" + std::to_string(record.threads);
   out += '}';
   return out;
 }
@@ -196,6 +197,13 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
   r.timestamp = field(j, "timestamp", &json::is_number, "a number").get<double>();
   LOOM_USER_CHECK(std::isfinite(r.timestamp), "loom.search.E824")
       << "field 'timestamp' of the tuning record is not a finite number";
+  if (j.contains("threads")) {
+    const json& t = field(j, "threads", &json::is_number_integer, "an integer");
+    LOOM_USER_CHECK(t.get<int64_t>() >= 1 && t.get<int64_t>() <= 1 << 20, "loom.search.E824")
+        << "field 'threads' of the tuning record is " << t.get<int64_t>()
+        << ", not a thread count";
+    r.threads = static_cast<int>(t.get<int64_t>());
+  }
   return r;
 }
 
@@ -304,12 +312,17 @@ LOOM_DECL std::vector<TuningRecord> read_records(const std::string& path,
 
 LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
                                                   const std::string& workload_key,
-                                                  const std::string& target) {
+                                                  const std::string& target, int threads) {
   const TuningRecord* best = nullptr;
+  const TuningRecord* best_of_count = nullptr;  // among the records of `threads` threads
   for (const TuningRecord& r : records) {
     if (!r.result.ok() || r.workload_key != workload_key || r.target != target) continue;
     if (!best || r.result.mean_cost() < best->result.mean_cost()) best = &r;
+    if (threads > 0 && r.threads == threads &&
+        (!best_of_count || r.result.mean_cost() < best_of_count->result.mean_cost()))
+      best_of_count = &r;
   }
+  if (best_of_count) return *best_of_count;
   if (!best) return std::nullopt;
   return *best;
 }

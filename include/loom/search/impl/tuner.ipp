@@ -165,6 +165,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     auto keep = [&](size_t i, const MeasureResult& r) {
       if (i >= made.size() || made[i]) return;
       made[i] = make_tuning_record(task, batch[i], r);
+      made[i]->threads = measurer.threads();
       if (!options.records.empty()) append_records(options.records, {*made[i]});
     };
     start = std::chrono::steady_clock::now();

@@ -930,6 +930,10 @@ LOOM_DECL LocalMeasurer::LocalMeasurer(search::MeasureOptions options, LocalMeas
 
 LOOM_DECL LocalMeasurer::~LocalMeasurer() = default;
 
+LOOM_DECL int LocalMeasurer::threads() const {
+  return options_.num_threads > 0 ? options_.num_threads : runtime::num_threads();
+}
+
 LOOM_DECL std::vector<std::string> LocalMeasurer::packed_inputs(
     const sched::State& state, const std::vector<std::string>& constant_inputs) {
   std::vector<std::string> packed;
