@@ -19,13 +19,14 @@
 /// | `compile_s`     | wall seconds spent building the program                             |
 /// | `run_s`         | wall seconds spent checking and timing it                           |
 /// | `timestamp`     | when it was measured, unix seconds                                  |
+/// | `threads`       | optional: the threads the program ran with (absent: not recorded)   |
 ///
 /// For example (one line in the file, wrapped here):
 ///
 ///     {"version":"loom-records/1","workload":"wk-5b9f1c0e2d4a6b7c","target":"llvm -mcpu=skylake",
 ///      "steps":[["SP","C",0,64,[4,16]],["FU","C",[0,2]],["AN","C",0,"parallel"]],
 ///      "costs":[1.25e-05,1.2e-05,1.3e-05],"error":0,"error_name":"none","error_message":"",
-///      "compile_s":0.21,"run_s":0.05,"timestamp":1718000000.5}
+///      "compile_s":0.21,"run_s":0.05,"timestamp":1718000000.5,"threads":2}
 ///
 /// Like Ansor's records (ansor.md §2.4) a line stores the steps only, never the stages: replaying
 /// them on the task's DAG (sched::replay) rebuilds the program. Unlike Ansor's, the keys are
