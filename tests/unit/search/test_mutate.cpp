@@ -231,6 +231,38 @@ void tile_size_extra(const search::SearchOptions& options, const sched::State& p
   CHECK(edited == 1);
 }
 
+// MutateRegisterTile edits two perfect split steps of one stage: each keeps its product, and the
+// product of their innermost lengths (the register tile's size) stays the same.
+void register_tile_extra(const search::SearchOptions& options, const sched::State& parent,
+                         const sched::State& child) {
+  REQUIRE(parent.steps().size() == child.steps().size());
+  std::vector<int> edited;
+  for (size_t i = 0; i < child.steps().size(); ++i) {
+    auto* a = std::get_if<sched::SplitStep>(&parent.steps()[i]);
+    auto* b = std::get_if<sched::SplitStep>(&child.steps()[i]);
+    if (!a) continue;
+    REQUIRE(b != nullptr);
+    if (a->lengths != b->lengths) edited.push_back(static_cast<int>(i));
+  }
+  REQUIRE(edited.size() == 2);
+  int64_t inner_a = 1, inner_b = 1;
+  for (int i : edited) {
+    const auto& a = std::get<sched::SplitStep>(parent.steps()[i]);
+    const auto& b = std::get<sched::SplitStep>(child.steps()[i]);
+    CHECK(a.stage == b.stage);
+    int64_t pa = 1, pb = 1;
+    for (auto& l : a.lengths) pa *= *l;
+    for (auto& l : b.lengths) pb *= *l;
+    CHECK(a.extent % pa == 0);
+    CHECK(b.extent % pb == 0);
+    CHECK(*b.lengths.back() <= options.max_innermost_split_factor);
+    inner_a *= *a.lengths.back();
+    inner_b *= *b.lengths.back();
+  }
+  CHECK(sched::step_stage(parent.steps()[edited[0]]) == sched::step_stage(parent.steps()[edited[1]]));
+  CHECK(inner_a == inner_b);
+}
+
 }  // namespace
 
 TEST_SUITE("search") {
@@ -259,6 +291,13 @@ TEST_SUITE("search") {
               [&](const sched::State& p, const sched::State& c) {
                 // Renumbered: the vectorized and unrolled loops are the same loops.
                 CHECK(annotated_loops(p) == annotated_loops(c));
+              },
+              may_not_apply);
+        else if (rule.name == "MutateRegisterTile")
+          st = exercise(
+              su, ref, programs, rule, seed++, 30, 6,
+              [&](const sched::State& p, const sched::State& c) {
+                register_tile_extra(su.options, p, c);
               },
               may_not_apply);
         else if (rule.name == "MutateAutoUnroll")
@@ -478,13 +517,14 @@ TEST_SUITE("search") {
     CHECK(!search::mutate(su.ctx, p, none, rng, 5));
     CHECK(calls[0] == 5);
 
-    // Ansor's table.
+    // Ansor's table, and loom's register-tile rule.
     std::vector<std::pair<std::string, double>> table;
     for (const auto& r : search::cpu_mutation_rules()) table.emplace_back(r.name, r.weight);
     CHECK(table == std::vector<std::pair<std::string, double>>{{"MutateTileSize", 0.90},
                                                                {"MutateAutoUnroll", 0.04},
                                                                {"MutateComputeLocation", 0.05},
-                                                               {"MutateParallel", 0.01}});
+                                                               {"MutateParallel", 0.01},
+                                                               {"MutateRegisterTile", 0.10}});
   }
 
   TEST_CASE("crossover mixes per-stage tile sizes of two programs of one sketch") {

@@ -391,6 +391,75 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   return detail_mutate::replay(state, edited);
 }
 
+LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& ctx,
+                                                           const sched::State& state,
+                                                           std::mt19937_64& rng) {
+  using detail_mutate::draw;
+  const int64_t max_innermost = std::max(1, ctx.options().max_innermost_split_factor);
+  const std::vector<sched::Step>& steps = state.steps();
+  // Perfect spatial splits with all lengths set, by stage (std::map: a reproducible order).
+  std::map<std::string, std::vector<int>> by_stage;
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+    const auto* sp = std::get_if<sched::SplitStep>(&steps[i]);
+    if (!sp || sp->extent <= 1 || sp->lengths.empty() ||
+        !std::all_of(sp->lengths.begin(), sp->lengths.end(), [](auto& l) { return l; }))
+      continue;
+    int64_t product = 1;
+    for (auto& l : sp->lengths) product *= *l;
+    if (sp->extent % product != 0 || *sp->lengths.back() > max_innermost) continue;
+    const std::vector<int> loops = detail_mutate::split_loops(state, i);
+    if (loops.empty() || state.stage(sp->stage).iters[loops.back()].kind != sched::IterKind::Spatial)
+      continue;
+    by_stage[sp->stage].push_back(i);
+  }
+  std::vector<const std::vector<int>*> stages;
+  for (const auto& [name, ids] : by_stage)
+    if (ids.size() >= 2) stages.push_back(&ids);
+  if (stages.empty()) return std::nullopt;
+  const std::vector<int>& ids = *stages[draw(rng, stages.size())];
+
+  // Levels of a split: 0 is the implicit outermost loop, 1..n the lengths (n the innermost).
+  auto levels = [&](int step_id) {
+    const auto& sp = std::get<sched::SplitStep>(steps[step_id]);
+    std::vector<int64_t> level(sp.lengths.size() + 1);
+    int64_t product = 1;
+    for (size_t j = 0; j < sp.lengths.size(); ++j) product *= level[j + 1] = *sp.lengths[j];
+    level[0] = sp.extent / product;
+    return level;
+  };
+  const int k = static_cast<int>(ids.size());
+  for (int pair : detail_mutate::permutation(rng, k * (k - 1))) {
+    const int from = ids[pair / (k - 1)];
+    int to_index = pair % (k - 1);
+    if (to_index >= pair / (k - 1)) ++to_index;
+    const int to = ids[to_index];
+    std::vector<int64_t> a = levels(from), b = levels(to);
+    const int na = static_cast<int>(a.size()) - 1, nb = static_cast<int>(b.size()) - 1;
+    const std::vector<int64_t> factors = detail_mutate::divisors(a[na]);
+    for (int f : detail_mutate::permutation(rng, static_cast<int>(factors.size()))) {
+      const int64_t factor = factors[f];
+      if (factor == 1 || b[nb] * factor > max_innermost) continue;
+      std::vector<int> b_sources;
+      for (int j = 0; j < nb; ++j)
+        if (b[j] % factor == 0) b_sources.push_back(j);
+      if (b_sources.empty()) continue;
+      const int a_dest = static_cast<int>(draw(rng, static_cast<size_t>(na)));
+      const int b_source = b_sources[draw(rng, b_sources.size())];
+      a[na] /= factor;
+      a[a_dest] *= factor;
+      b[b_source] /= factor;
+      b[nb] *= factor;
+      std::vector<sched::Step> edited = steps;
+      for (auto [step_id, level] : {std::pair{from, &a}, std::pair{to, &b}}) {
+        auto& lengths = std::get<sched::SplitStep>(edited[step_id]).lengths;
+        for (size_t j = 0; j < lengths.size(); ++j) lengths[j] = (*level)[j + 1];
+      }
+      return detail_mutate::replay(state, edited);
+    }
+  }
+  return std::nullopt;
+}
+
 LOOM_DECL std::optional<sched::State> mutate_auto_unroll(const SketchContext& ctx,
                                                          const sched::State& state,
                                                          std::mt19937_64& rng) {
@@ -513,7 +582,8 @@ LOOM_DECL const std::vector<MutationRule>& cpu_mutation_rules() {
       {"MutateTileSize", 0.90, mutate_tile_size},
       {"MutateAutoUnroll", 0.04, mutate_auto_unroll},
       {"MutateComputeLocation", 0.05, mutate_compute_location},
-      {"MutateParallel", 0.01, mutate_parallel}};
+      {"MutateParallel", 0.01, mutate_parallel},
+      {"MutateRegisterTile", 0.10, mutate_register_tile}};
   return rules;
 }
 
