@@ -79,18 +79,25 @@ inline std::string dnnl_info() {
 /// creation and, for Prepacked, the one-time reorder of B.
 class DnnlMatmul {
  public:
-  /// `b` is read at construction only for Prepacked; RowMajor reads it on every call.
-  DnnlMatmul(int64_t m, int64_t n, int64_t k, const float* b, DnnlBLayout layout, int threads)
+  /// `b` is read at construction only for Prepacked; RowMajor reads it on every call. With
+  /// `batch` > 0, A, B and C get a leading batch dimension (one primitive for the whole batch).
+  DnnlMatmul(int64_t m, int64_t n, int64_t k, const float* b, DnnlBLayout layout, int threads,
+             int64_t batch = 0)
       : threads_(threads), layout_(layout), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
     dnnl_set_threads(threads_);
-    const dnnl::memory::desc a_md({m, k}, dt::f32, tag::ab);
-    const dnnl::memory::desc b_user_md({k, n}, dt::f32, tag::ab);
-    const dnnl::memory::desc b_md = layout == DnnlBLayout::Prepacked
-                                        ? dnnl::memory::desc({k, n}, dt::f32, tag::any)
-                                        : b_user_md;
-    const dnnl::memory::desc c_md({m, n}, dt::f32, tag::ab);
+    auto plain = [&](int64_t rows, int64_t cols) {
+      return batch > 0 ? dnnl::memory::desc({batch, rows, cols}, dt::f32, tag::abc)
+                       : dnnl::memory::desc({rows, cols}, dt::f32, tag::ab);
+    };
+    const dnnl::memory::desc a_md = plain(m, k);
+    const dnnl::memory::desc b_user_md = plain(k, n);
+    const dnnl::memory::desc b_md =
+        layout == DnnlBLayout::Prepacked
+            ? dnnl::memory::desc(b_user_md.dims(), dt::f32, tag::any)
+            : b_user_md;
+    const dnnl::memory::desc c_md = plain(m, n);
     pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
     prim_ = dnnl::matmul(pd_);
     a_mem_ = dnnl::memory(a_md, engine_, DNNL_MEMORY_NONE);
@@ -159,41 +166,49 @@ inline std::string dnnl_format_tag(const dnnl::memory::desc& md) {
   return s;
 }
 
-/// One fp32 forward-inference convolution bound to a shape and thread count. Construction creates
-/// the primitive and, for Blocked, reorders src and weights once into the chosen layouts: in a
-/// network the previous layer already produces the blocked activation, and weights are constant.
-/// The output stays in the primitive's layout; read_output() converts it to NCHW (untimed).
-class DnnlConv2d {
+// What DnnlConv2d and DnnlDepthwiseConv2d share: one forward-inference direct convolution
+// (stride 1) computed on owned copies of its inputs. Nchw computes on the plain layouts; Blocked
+// lets the primitive pick every layout (format_tag::any) and reorders src and weights once at
+// construction, the output staying in the chosen layout until read_output() converts it
+// (untimed).
+class DnnlConvPrimitive {
  public:
-  DnnlConv2d(const ConvShape& p, const float* src, const float* wei, const float* bias,
-             bool bias_relu, DnnlConvLayout layout, int threads)
+  struct Operands {
+    dnnl::memory::dims src_dims, wei_dims, dst_dims;
+    dnnl::memory::format_tag wei_tag;  // the caller's weight layout
+    int64_t pad = 0;
+    const float* src = nullptr;
+    const float* wei = nullptr;
+    const float* bias = nullptr;  // with bias_relu: bias [K], then ReLU as a post-op
+    bool bias_relu = false;
+  };
+
+  DnnlConvPrimitive(const Operands& o, DnnlConvLayout layout, int threads)
       : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
     dnnl_set_threads(threads_);
-    const dnnl::memory::dims src_dims{p.n, p.c, p.h, p.w}, wei_dims{p.k, p.c, p.r, p.s},
-        bias_dims{p.k}, dst_dims{p.n, p.k, p.oh(), p.ow()};
-    const dnnl::memory::desc src_user(src_dims, dt::f32, tag::nchw);
-    const dnnl::memory::desc wei_user(wei_dims, dt::f32, tag::oihw);
-    const dnnl::memory::desc bias_md(bias_dims, dt::f32, tag::x);
-    dst_user_md_ = dnnl::memory::desc(dst_dims, dt::f32, tag::nchw);
+    const dnnl::memory::desc src_user(o.src_dims, dt::f32, tag::nchw);
+    const dnnl::memory::desc wei_user(o.wei_dims, dt::f32, o.wei_tag);
+    const dnnl::memory::desc bias_md({o.dst_dims[1]}, dt::f32, tag::x);
+    dst_user_md_ = dnnl::memory::desc(o.dst_dims, dt::f32, tag::nchw);
     const bool plain = layout == DnnlConvLayout::Nchw;
     const dnnl::memory::desc src_md =
-        plain ? src_user : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+        plain ? src_user : dnnl::memory::desc(o.src_dims, dt::f32, tag::any);
     const dnnl::memory::desc wei_md =
-        plain ? wei_user : dnnl::memory::desc(wei_dims, dt::f32, tag::any);
+        plain ? wei_user : dnnl::memory::desc(o.wei_dims, dt::f32, tag::any);
     const dnnl::memory::desc dst_md =
-        plain ? dst_user_md_ : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
-    const dnnl::memory::dims strides{1, 1}, padding{p.pad, p.pad};
+        plain ? dst_user_md_ : dnnl::memory::desc(o.dst_dims, dt::f32, tag::any);
+    const dnnl::memory::dims strides{1, 1}, padding{o.pad, o.pad};
     const auto prop = dnnl::prop_kind::forward_inference;
     const auto algo = dnnl::algorithm::convolution_direct;
     dnnl::primitive_attr attr;
-    if (bias_relu) {
+    if (o.bias_relu) {
       dnnl::post_ops ops;
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
       attr.set_post_ops(ops);
     }
-    const auto desc = bias_relu
+    const auto desc = o.bias_relu
                           ? dnnl::convolution_forward::desc(prop, algo, src_md, wei_md, bias_md,
                                                             dst_md, strides, padding, padding)
                           : dnnl::convolution_forward::desc(prop, algo, src_md, wei_md, dst_md,
@@ -205,14 +220,14 @@ class DnnlConv2d {
     src_ = dnnl::memory(pd_.src_desc(), engine_);
     wei_ = dnnl::memory(pd_.weights_desc(), engine_);
     dst_ = dnnl::memory(pd_.dst_desc(), engine_);
-    dnnl::memory src_in(src_user, engine_, const_cast<float*>(src));
-    dnnl::memory wei_in(wei_user, engine_, const_cast<float*>(wei));
+    dnnl::memory src_in(src_user, engine_, const_cast<float*>(o.src));
+    dnnl::memory wei_in(wei_user, engine_, const_cast<float*>(o.wei));
     dnnl::reorder(src_in, src_).execute(stream_, src_in, src_);
     dnnl::reorder(wei_in, wei_).execute(stream_, wei_in, wei_);
     args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}};
-    if (bias_relu) {
+    if (o.bias_relu) {
       bias_ = dnnl::memory(pd_.bias_desc(), engine_);
-      dnnl::memory bias_in(bias_md, engine_, const_cast<float*>(bias));
+      dnnl::memory bias_in(bias_md, engine_, const_cast<float*>(o.bias));
       dnnl::reorder(bias_in, bias_).execute(stream_, bias_in, bias_);
       args_.insert({DNNL_ARG_BIAS, bias_});
     }
@@ -236,10 +251,8 @@ class DnnlConv2d {
   /// The implementation oneDNN chose, e.g. "jit:avx2" or "gemm:jit".
   std::string impl_name() const { return pd_.impl_info_str(); }
 
-  /// The layouts oneDNN chose for src and weights, e.g. "src aBcd8b wei ABcd8b8a".
-  std::string formats() const {
-    return "src " + dnnl_format_tag(pd_.src_desc()) + " wei " + dnnl_format_tag(pd_.weights_desc());
-  }
+ protected:
+  const dnnl::convolution_forward::primitive_desc& pd() const { return pd_; }
 
  private:
   int threads_;
@@ -252,47 +265,39 @@ class DnnlConv2d {
   std::unordered_map<int, dnnl::memory> args_;
 };
 
+/// One fp32 forward-inference convolution bound to a shape and thread count. Construction creates
+/// the primitive and, for Blocked, reorders src and weights once into the chosen layouts: in a
+/// network the previous layer already produces the blocked activation, and weights are constant.
+/// The output stays in the primitive's layout; read_output() converts it to NCHW (untimed).
+class DnnlConv2d : public DnnlConvPrimitive {
+ public:
+  DnnlConv2d(const ConvShape& p, const float* src, const float* wei, const float* bias,
+             bool bias_relu, DnnlConvLayout layout, int threads)
+      : DnnlConvPrimitive({.src_dims = {p.n, p.c, p.h, p.w},
+                           .wei_dims = {p.k, p.c, p.r, p.s},
+                           .dst_dims = {p.n, p.k, p.oh(), p.ow()},
+                           .wei_tag = dnnl::memory::format_tag::oihw,
+                           .pad = p.pad,
+                           .src = src,
+                           .wei = wei,
+                           .bias = bias,
+                           .bias_relu = bias_relu},
+                          layout, threads) {}
+
+  /// The layouts oneDNN chose for src and weights, e.g. "src aBcd8b wei ABcd8b8a".
+  std::string formats() const {
+    return "src " + dnnl_format_tag(pd().src_desc()) + " wei " +
+           dnnl_format_tag(pd().weights_desc());
+  }
+};
+
 /// A batch of fp32 matmuls C[b] = A[b] * B[b] as one matmul primitive with a leading batch
 /// dimension: A [batch, M, K], B [batch, K, N], C [batch, M, N], all plain and densely packed
 /// (format_tag::abc), B read in the caller's layout on every call.
-class DnnlBatchMatmul {
+class DnnlBatchMatmul : public DnnlMatmul {
  public:
   DnnlBatchMatmul(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
-      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
-    using tag = dnnl::memory::format_tag;
-    using dt = dnnl::memory::data_type;
-    dnnl_set_threads(threads_);
-    const dnnl::memory::desc a_md({batch, m, k}, dt::f32, tag::abc);
-    const dnnl::memory::desc b_md({batch, k, n}, dt::f32, tag::abc);
-    const dnnl::memory::desc c_md({batch, m, n}, dt::f32, tag::abc);
-    pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
-    prim_ = dnnl::matmul(pd_);
-    a_mem_ = dnnl::memory(a_md, engine_, DNNL_MEMORY_NONE);
-    b_mem_ = dnnl::memory(b_md, engine_, DNNL_MEMORY_NONE);
-    c_mem_ = dnnl::memory(c_md, engine_, DNNL_MEMORY_NONE);
-    args_ = {{DNNL_ARG_SRC, a_mem_}, {DNNL_ARG_WEIGHTS, b_mem_}, {DNNL_ARG_DST, c_mem_}};
-  }
-
-  /// C = A * B, batch by batch.
-  void operator()(const float* a, const float* b, float* c) {
-    dnnl_set_threads(threads_);
-    a_mem_.set_data_handle(const_cast<float*>(a));
-    b_mem_.set_data_handle(const_cast<float*>(b));
-    c_mem_.set_data_handle(c);
-    prim_.execute(stream_, args_);
-    stream_.wait();
-  }
-
-  std::string impl_name() const { return pd_.impl_info_str(); }
-
- private:
-  int threads_;
-  dnnl::engine engine_;
-  dnnl::stream stream_;
-  dnnl::matmul::primitive_desc pd_;
-  dnnl::matmul prim_;
-  dnnl::memory a_mem_, b_mem_, c_mem_;
-  std::unordered_map<int, dnnl::memory> args_;
+      : DnnlMatmul(m, n, k, nullptr, DnnlBLayout::RowMajor, threads, batch) {}
 };
 
 /// One fp32 depthwise convolution (channel multiplier 1, stride 1) as a grouped convolution with
@@ -300,78 +305,25 @@ class DnnlBatchMatmul {
 /// G = C, O = I = 1). As DnnlConv2d: Nchw computes on plain layouts; Blocked lets the primitive
 /// pick every layout (format_tag::any) and reorders src and weights once at construction, the
 /// output staying in the chosen layout until read_output() converts it (untimed).
-class DnnlDepthwiseConv2d {
+class DnnlDepthwiseConv2d : public DnnlConvPrimitive {
  public:
+  // [C, 1, R, S] row-major has the bytes of goihw [C, 1, 1, R, S].
   DnnlDepthwiseConv2d(const ConvShape& p, const float* src, const float* wei,
                       DnnlConvLayout layout, int threads)
-      : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
-    using tag = dnnl::memory::format_tag;
-    using dt = dnnl::memory::data_type;
-    dnnl_set_threads(threads_);
-    const dnnl::memory::dims src_dims{p.n, p.c, p.h, p.w}, wei_dims{p.c, 1, 1, p.r, p.s},
-        dst_dims{p.n, p.c, p.oh(), p.ow()};
-    const dnnl::memory::desc src_user(src_dims, dt::f32, tag::nchw);
-    // [C, 1, R, S] row-major has the bytes of goihw [C, 1, 1, R, S].
-    const dnnl::memory::desc wei_user(wei_dims, dt::f32, tag::goihw);
-    dst_user_md_ = dnnl::memory::desc(dst_dims, dt::f32, tag::nchw);
-    const bool plain = layout == DnnlConvLayout::Nchw;
-    const dnnl::memory::desc src_md =
-        plain ? src_user : dnnl::memory::desc(src_dims, dt::f32, tag::any);
-    const dnnl::memory::desc wei_md =
-        plain ? wei_user : dnnl::memory::desc(wei_dims, dt::f32, tag::any);
-    const dnnl::memory::desc dst_md =
-        plain ? dst_user_md_ : dnnl::memory::desc(dst_dims, dt::f32, tag::any);
-    const dnnl::memory::dims strides{1, 1}, padding{p.pad, p.pad};
-    pd_ = dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::convolution_direct, src_md, wei_md,
-                                        dst_md, strides, padding, padding),
-        engine_);
-    prim_ = dnnl::convolution_forward(pd_);
-
-    src_ = dnnl::memory(pd_.src_desc(), engine_);
-    wei_ = dnnl::memory(pd_.weights_desc(), engine_);
-    dst_ = dnnl::memory(pd_.dst_desc(), engine_);
-    dnnl::memory src_in(src_user, engine_, const_cast<float*>(src));
-    dnnl::memory wei_in(wei_user, engine_, const_cast<float*>(wei));
-    dnnl::reorder(src_in, src_).execute(stream_, src_in, src_);
-    dnnl::reorder(wei_in, wei_).execute(stream_, wei_in, wei_);
-    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}};
-    stream_.wait();
-  }
-
-  /// One convolution on the owned input copies.
-  void operator()() {
-    dnnl_set_threads(threads_);
-    prim_.execute(stream_, args_);
-    stream_.wait();
-  }
-
-  /// Writes the last output to `dst` in NCHW (untimed; for the correctness check).
-  void read_output(float* dst) {
-    dnnl::memory out(dst_user_md_, engine_, dst);
-    dnnl::reorder(dst_, out).execute(stream_, dst_, out);
-    stream_.wait();
-  }
-
-  /// The implementation oneDNN chose, e.g. "jit_dw:avx2" or "gemm:jit".
-  std::string impl_name() const { return pd_.impl_info_str(); }
+      : DnnlConvPrimitive({.src_dims = {p.n, p.c, p.h, p.w},
+                           .wei_dims = {p.c, 1, 1, p.r, p.s},
+                           .dst_dims = {p.n, p.c, p.oh(), p.ow()},
+                           .wei_tag = dnnl::memory::format_tag::goihw,
+                           .pad = p.pad,
+                           .src = src,
+                           .wei = wei},
+                          layout, threads) {}
 
   /// The layouts oneDNN chose, e.g. "src aBcd8b wei Abcde8a dst aBcd8b" (nChw8c, Goihw8g).
   std::string formats() const {
-    return "src " + dnnl_format_tag(pd_.src_desc()) + " wei " +
-           dnnl_format_tag(pd_.weights_desc()) + " dst " + dnnl_format_tag(pd_.dst_desc());
+    return "src " + dnnl_format_tag(pd().src_desc()) + " wei " +
+           dnnl_format_tag(pd().weights_desc()) + " dst " + dnnl_format_tag(pd().dst_desc());
   }
-
- private:
-  int threads_;
-  dnnl::engine engine_;
-  dnnl::stream stream_;
-  dnnl::convolution_forward::primitive_desc pd_;
-  dnnl::convolution_forward prim_;
-  dnnl::memory::desc dst_user_md_;
-  dnnl::memory src_, wei_, dst_;
-  std::unordered_map<int, dnnl::memory> args_;
 };
 
 /// Row-wise softmax (axis 1 of a plain rows x cols matrix) with oneDNN's softmax primitive.

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace loom_bench {
 
@@ -28,26 +29,30 @@ inline std::string tuned_records_dir() {
 /// (loom::runtime::num_threads(), so set it first) win over those of another count.
 inline std::pair<loom::sched::State, std::string> tuned_program(const loom::Task& task) {
   const int threads = loom::runtime::num_threads();
-  std::optional<loom::search::TuningRecord> best;
-  std::string best_file;
+  // Each log's best, then the best of those: best_record() decides both times, so the thread
+  // preference is its own.
+  std::vector<loom::search::TuningRecord> bests;
+  std::vector<std::string> files;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(tuned_records_dir(), ec)) {
     if (entry.path().extension() != ".jsonl") continue;
     const auto records =
         loom::search::read_records(entry.path().string(), [](const std::string&) {});
-    auto r = loom::search::best_record(records, task.workload_key(), task.target.to_string(),
-                                       threads);
-    if (!r) continue;
-    const bool r_matches = r->threads == threads, best_matches = best && best->threads == threads;
-    if (!best || (r_matches && !best_matches) ||
-        (r_matches == best_matches && r->result.mean_cost() < best->result.mean_cost())) {
-      best = std::move(r);
-      best_file = entry.path().filename().string();
+    if (auto r = loom::search::best_record(records, task.workload_key(), task.target.to_string(),
+                                           threads)) {
+      bests.push_back(std::move(*r));
+      files.push_back(entry.path().filename().string());
     }
   }
+  const auto best =
+      loom::search::best_record(bests, task.workload_key(), task.target.to_string(), threads);
   if (!best)
     throw std::runtime_error("no tuning record of this workload in " + tuned_records_dir() +
                              " (run tune_workloads first)");
+  const std::string line = loom::search::to_json_line(*best);
+  size_t i = 0;
+  while (loom::search::to_json_line(bests[i]) != line) ++i;
+  const std::string& best_file = files[i];
   std::string label = best_file;
   if (best->threads > 0) label += ", measured with " + std::to_string(best->threads) + " threads";
   return {loom::sched::replay(task.dag, best->steps), label};

@@ -148,6 +148,12 @@ class State {
   std::vector<int> consumers(int stage) const;
   /// The stages whose tensors `stage` reads directly or through inlined stages.
   std::vector<int> producers(int stage) const;
+  /// The stages computed at loop `iter_id` (an iterator id) of the stage named `target`, in
+  /// stage order.
+  std::vector<int> attached_at(const std::string& target, int iter_id) const;
+  /// Whether `stage` is computed inside the stage named `target`: at one of its loops, or
+  /// inside a stage that is, through any chain of compute_at stages.
+  bool computed_inside(const Stage& stage, const std::string& target) const;
 
   /// Loop-nest pseudo code with annotations and compute locations.
   std::string to_string() const;

@@ -392,6 +392,21 @@ TEST_SUITE("sched") {
       s.compute_at("conv.local", "conv", 2);
       s.compute_at("pad", "conv.local", 4);
       check_schedule(c, s);
+      // attached_at and computed_inside follow the compute_at chain pad -> conv.local -> conv.
+      const Stage& conv = s.stage("conv");
+      const Stage& local = s.stage("conv.local");
+      const Stage& pad = s.stage("pad");
+      const std::vector<int> at_conv{s.stage_index("conv.local")}, at_local{s.stage_index("pad")};
+      CHECK(s.attached_at("conv", conv.leaves[2]) == at_conv);
+      CHECK(s.attached_at("conv.local", local.leaves[4]) == at_local);
+      CHECK(s.attached_at("conv", conv.leaves[1]).empty());
+      CHECK(s.attached_at("conv.local", local.leaves[3]).empty());
+      CHECK(s.computed_inside(pad, "conv.local"));
+      CHECK(s.computed_inside(pad, "conv"));  // through conv.local
+      CHECK(s.computed_inside(local, "conv"));
+      CHECK_FALSE(s.computed_inside(conv, "conv.local"));
+      CHECK_FALSE(s.computed_inside(local, "pad"));
+      CHECK_FALSE(s.computed_inside(s.stage("W"), "conv"));  // a placeholder at the root
     }
   }
 

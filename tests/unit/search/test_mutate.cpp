@@ -259,7 +259,8 @@ void register_tile_extra(const search::SearchOptions& options, const sched::Stat
     inner_a *= *a.lengths.back();
     inner_b *= *b.lengths.back();
   }
-  CHECK(sched::step_stage(parent.steps()[edited[0]]) == sched::step_stage(parent.steps()[edited[1]]));
+  CHECK(sched::step_stage(parent.steps()[edited[0]]) ==
+        sched::step_stage(parent.steps()[edited[1]]));
   CHECK(inner_a == inner_b);
 }
 

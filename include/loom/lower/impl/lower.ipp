@@ -280,16 +280,9 @@ class lowering {
   // Stages computed (transitively) inside stage si.
   std::vector<int> descendants(int si) {
     std::vector<int> out;
-    for (size_t j = 0; j < st_.stages().size(); ++j) {
-      const Stage* cur = &st_.stages()[j];
-      for (int guard = 0; cur->location == ComputeLocation::At && guard < 1000; ++guard) {
-        if (cur->attach_stage == st_.stages()[si].name) {
-          out.push_back(static_cast<int>(j));
-          break;
-        }
-        cur = &st_.stage(cur->attach_stage);
-      }
-    }
+    for (size_t j = 0; j < st_.stages().size(); ++j)
+      if (st_.computed_inside(st_.stages()[j], st_.stages()[si].name))
+        out.push_back(static_cast<int>(j));
     return out;
   }
 
@@ -395,15 +388,6 @@ class lowering {
     return emit_stage(si);
   }
 
-  std::vector<int> attached_at(const Stage& t, int iter_id) {
-    std::vector<int> out;
-    for (size_t j = 0; j < st_.stages().size(); ++j) {
-      const Stage& o = st_.stages()[j];
-      if (o.location == ComputeLocation::At && o.attach_stage == t.name && o.attach_iter == iter_id)
-        out.push_back(static_cast<int>(j));
-    }
-    return out;
-  }
 
   static Stmt guarded(const std::vector<Expr>& guards, Stmt s) {
     if (guards.empty()) return s;
@@ -425,7 +409,7 @@ class lowering {
     std::vector<std::vector<Stmt>> attached(n);
     std::vector<std::vector<Buffer>> attached_buffers(n);
     for (int p = 0; p < n; ++p)
-      for (int a : attached_at(s, s.leaves[p])) {
+      for (int a : st_.attached_at(s.name, s.leaves[p])) {
         attached[p].push_back(emit_stage(a));
         attached_buffers[p].push_back(info_[a].buffer);
       }

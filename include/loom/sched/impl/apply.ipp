@@ -212,15 +212,6 @@ struct step_applier {
     it.annotation = x.annotation;
   }
 
-  bool attached_to(const Stage& s, const std::string& target) {
-    const Stage* cur = &s;
-    for (int guard = 0; cur->location == ComputeLocation::At && guard < 1000; ++guard) {
-      if (cur->attach_stage == target) return true;
-      cur = &st.stage(cur->attach_stage);
-    }
-    return false;
-  }
-
   void operator()(const ComputeAtStep& x) {
     Stage& s = stage(x.stage, "compute_at");
     LOOM_USER_CHECK(!s.is_placeholder, "loom.sched.E202")
@@ -235,7 +226,7 @@ struct step_applier {
     // The target is the consumer, or a stage the consumer is computed inside (packing a tile of
     // an input once per outer tile of the output).
     const bool inside = cons.size() == 1 &&
-                        (cons[0] == ti || attached_to(st.stages_[cons[0]], t.name));
+                        (cons[0] == ti || st.computed_inside(st.stages_[cons[0]], t.name));
     LOOM_USER_CHECK(std::find(cons.begin(), cons.end(), ti) != cons.end() || inside,
                     "loom.sched.E221")
         << "compute_at: stage '" << t.name << "' does not read stage '" << s.name
@@ -245,7 +236,7 @@ struct step_applier {
     // softmax row: the sum, computed inside the division's row loop, and the division both read
     // exp): the stage is then computed before them, for all of them.
     const bool all_inside = std::all_of(cons.begin(), cons.end(), [&](int c) {
-      return c == ti || attached_to(st.stages_[c], t.name);
+      return c == ti || st.computed_inside(st.stages_[c], t.name);
     });
     LOOM_USER_CHECK(cons.size() == 1 || all_inside, "loom.sched.E222")
         << "compute_at: stage '" << s.name << "' is read by " << cons.size()
@@ -253,7 +244,7 @@ struct step_applier {
         << "computing it inside '" << t.name << "' would leave the others without it (compute "
         << "the other readers inside '" << t.name << "' first, or use cache_read to give each "
         << "reader its own copy)";
-    LOOM_USER_CHECK(!attached_to(t, s.name), "loom.sched.E223")
+    LOOM_USER_CHECK(!st.computed_inside(t, s.name), "loom.sched.E223")
         << "compute_at: stage '" << t.name << "' is itself computed inside '" << s.name << "'";
     s.location = ComputeLocation::At;
     s.attach_stage = t.name;
@@ -527,6 +518,27 @@ LOOM_DECL void State::set_split_lengths(int step, std::vector<std::optional<int6
   sp->lengths = std::move(lengths);
 }
 
+LOOM_DECL std::vector<int> State::attached_at(const std::string& target, int iter_id) const {
+  std::vector<int> out;
+  for (size_t j = 0; j < stages_.size(); ++j) {
+    const Stage& o = stages_[j];
+    if (o.location == ComputeLocation::At && o.attach_stage == target && o.attach_iter == iter_id)
+      out.push_back(static_cast<int>(j));
+  }
+  return out;
+}
+
+LOOM_DECL bool State::computed_inside(const Stage& stage, const std::string& target) const {
+  // A chain of compute_at stages is acyclic (compute_at refuses cycles, E223); the guard only
+  // bounds the walk on a corrupt state.
+  const Stage* cur = &stage;
+  for (size_t guard = 0; cur->location == ComputeLocation::At && guard <= stages_.size(); ++guard) {
+    if (cur->attach_stage == target) return true;
+    cur = &stages_[stage_index(cur->attach_stage)];
+  }
+  return false;
+}
+
 LOOM_DECL std::vector<int> State::consumers(int stage) const {
   std::vector<int> out;
   std::function<void(int)> collect = [&](int s) {
@@ -624,15 +636,7 @@ namespace detail_sched {
 
 inline void print_stage(std::ostream& os, const State& st, int si, int indent) {
   const Stage& s = st.stages()[si];
-  auto attached_here = [&](int iter_id) {
-    std::vector<int> out;
-    for (size_t j = 0; j < st.stages().size(); ++j) {
-      const Stage& o = st.stages()[j];
-      if (o.location == ComputeLocation::At && o.attach_stage == s.name && o.attach_iter == iter_id)
-        out.push_back(static_cast<int>(j));
-    }
-    return out;
-  };
+  auto attached_here = [&](int iter_id) { return st.attached_at(s.name, iter_id); };
   int depth = indent;
   for (size_t p = 0; p < s.leaves.size(); ++p) {
     const Iterator& it = s.iters[s.leaves[p]];

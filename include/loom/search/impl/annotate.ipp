@@ -17,14 +17,6 @@ namespace detail_search {
 // A uniform choice in [0, n) from the raw engine output (see the file comment of annotate.hpp).
 inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
 
-inline bool attached_at(const sched::State& state, const sched::Stage& target, int iter_id) {
-  for (const sched::Stage& o : state.stages())
-    if (o.location == sched::ComputeLocation::At && o.attach_stage == target.name &&
-        o.attach_iter == iter_id)
-      return true;
-  return false;
-}
-
 inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vector<int64_t>& cur,
                               std::vector<std::vector<int64_t>>& out) {
   if (static_cast<int>(cur.size()) == n) {
@@ -167,7 +159,7 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
       continue;
     out.emplace_back(t, p);
     // Deeper than a loop where another stage is computed would reorder the two.
-    if (detail_search::attached_at(state, target, target.leaves[p])) break;
+    if (!state.attached_at(target.name, target.leaves[p]).empty()) break;
   }
   if (target_attached && cons.size() == 1) {
     // The loops of the stage the consumer is computed in, outside the consumer's own position.
@@ -176,7 +168,7 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
     for (int p = 0; p < static_cast<int>(outer.leaves.size()); ++p) {
       const sched::Iterator& it = outer.leaf(p);
       if (it.kind == sched::IterKind::Reduce ||
-          detail_search::attached_at(state, outer, outer.leaves[p]))
+          !state.attached_at(outer.name, outer.leaves[p]).empty())
         break;
       if (it.annotation == sched::Annotation::Unroll) break;
       if (it.extent == 1) continue;
@@ -239,7 +231,7 @@ LOOM_DECL void annotate_parallel(const SketchContext& ctx, sched::State& state) 
       if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None) break;
       ++count;
       degree *= std::max<int64_t>(it.extent, 1);
-      if (degree > limit || detail_search::attached_at(state, s, s.leaves[p])) break;
+      if (degree > limit || !state.attached_at(s.name, s.leaves[p]).empty()) break;
     }
     // TODO(#4): Ansor recurses into the stages computed at a loop of extent 1 here; without
     // nested-parallel pruning that could nest parallel loops, so it is left out.
@@ -285,7 +277,7 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
     while (count < n) {
       const int p = n - 1 - count;
       const sched::Iterator& it = s.leaf(p);
-      if (detail_search::attached_at(state, s, s.leaves[p]) ||
+      if (!state.attached_at(s.name, s.leaves[p]).empty() ||
           it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None)
         break;
       // In a tiled stage the loop outside the innermost one strides over a tile: fusing it

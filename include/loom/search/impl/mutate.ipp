@@ -36,14 +36,6 @@ inline std::vector<int64_t> divisors(int64_t n) {
   return low;
 }
 
-inline bool attached_at(const sched::State& state, const sched::Stage& target, int iter_id) {
-  for (const sched::Stage& o : state.stages())
-    if (o.location == sched::ComputeLocation::At && o.attach_stage == target.name &&
-        o.attach_iter == iter_id)
-      return true;
-  return false;
-}
-
 inline bool is_location_step(const sched::Step& s) {
   return std::holds_alternative<sched::ComputeAtStep>(s) ||
          std::holds_alternative<sched::ComputeRootStep>(s) ||
@@ -408,7 +400,8 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
     for (auto& l : sp->lengths) product *= *l;
     if (sp->extent % product != 0 || *sp->lengths.back() > max_innermost) continue;
     const std::vector<int> loops = detail_mutate::split_loops(state, i);
-    if (loops.empty() || state.stage(sp->stage).iters[loops.back()].kind != sched::IterKind::Spatial)
+    if (loops.empty() ||
+        state.stage(sp->stage).iters[loops.back()].kind != sched::IterKind::Spatial)
       continue;
     by_stage[sp->stage].push_back(i);
   }
@@ -552,7 +545,7 @@ LOOM_DECL std::optional<sched::State> mutate_parallel(const SketchContext&,
     const sched::Iterator& it = s.leaf(p);
     if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None) break;
     ++max_count;
-    if (detail_mutate::attached_at(before, s, s.leaves[p])) break;
+    if (!before.attached_at(s.name, s.leaves[p]).empty()) break;
   }
   std::vector<int> counts;
   for (int c = 1; c <= max_count; ++c)
