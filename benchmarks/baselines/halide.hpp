@@ -62,9 +62,14 @@ inline const std::vector<std::string>& halide_variants() {
 }
 
 /// Makes the next Halide calls use `threads` threads (the calling thread included). Halide's
-/// runtime has one thread pool for every generated function; this caps how many of its workers
-/// take part, so 1 really is the calling thread alone.
-inline void halide_set_threads(int threads) { halide_set_num_threads(threads); }
+/// runtime has one thread pool for every generated function. halide_set_num_threads() alone does
+/// not shrink a pool that is already running: after a 2-thread run, the "1-thread" runs of
+/// bench_gemm used 1.96–1.99 cores (busy_cores). So a change of the count also shuts the pool
+/// down; the next parallel loop starts it again with `threads` workers, and 1 really is the
+/// calling thread alone.
+inline void halide_set_threads(int threads) {
+  if (halide_set_num_threads(threads) != threads) halide_shutdown_thread_pool();
+}
 
 /// A prepared call of one kernel: a halide_buffer_t per argument, each describing a dense
 /// row-major array (extents outermost first, as the C++ code indexes it). The host pointers can

@@ -7,11 +7,13 @@
 //    picture, <dir>/curves.svg (one panel per workload).
 //
 //   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
-//                  [--constant-weights] [--mode full|random|no-evolution|limited]
+//                  [--constant-weights]
+//                  [--mode full|random|no-evolution|limited|ansor-mutations]
 //
 // --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
 // sampled programs with the model but never mutates them, `limited` switches off the
-// cache-write, fusion-related and packing sketch rules. Records of an ablation go to
+// cache-write, fusion-related and packing sketch rules, `ansor-mutations` evolves with Ansor's
+// four mutation rules only (without loom's MutateRegisterTile). Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl.
 #include <loom/tune.hpp>
 
@@ -156,7 +158,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
-                   "[--constant-weights] [--mode full|random|no-evolution|limited]\n",
+                   "[--constant-weights]\n"
+                   "       [--mode full|random|no-evolution|limited|ansor-mutations]\n",
                    argv[0]);
       return 2;
     }
@@ -189,6 +192,9 @@ int main(int argc, char** argv) {
       o.space.enable_packing = false;
       o.space.enable_rfactor = false;
       o.space.enable_memory_bound_reduction = false;
+    } else if (mode == "ansor-mutations") {
+      for (const search::MutationRule& rule : search::cpu_mutation_rules())
+        if (rule.name != "MutateRegisterTile") o.evolution.mutation_rules.push_back(rule);
     } else if (mode != "full") {
       std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
       return 2;
