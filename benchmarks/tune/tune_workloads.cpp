@@ -7,14 +7,15 @@
 //    picture, <dir>/curves.svg (one panel per workload).
 //
 //   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
-//                  [--constant-weights]
-//                  [--mode full|random|no-evolution|limited|ansor-mutations]
+//                  [--constant-weights] [--seed N]
+//                  [--mode full|random|no-evolution|limited|register-tile]
 //
 // --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
 // sampled programs with the model but never mutates them, `limited` switches off the
-// cache-write, fusion-related and packing sketch rules, `ansor-mutations` evolves with Ansor's
-// four mutation rules only (without loom's MutateRegisterTile). Records of an ablation go to
-// <dir>/<name>.<mode>.jsonl.
+// cache-write, fusion-related and packing sketch rules, `register-tile` evolves with loom's
+// opt-in MutateRegisterTile next to Ansor's four mutation rules. Records of an ablation go to
+// <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
+// go to different directories.
 #include <loom/tune.hpp>
 
 #include <algorithm>
@@ -137,6 +138,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> only;
   double seconds = 0;
   int threads = 0;
+  uint64_t seed = 0;
   bool constant_weights = false;
   std::string mode = "full";
   for (int i = 1; i < argc; ++i) {
@@ -155,11 +157,12 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(next().c_str());
     else if (a == "--constant-weights") constant_weights = true;
     else if (a == "--mode") mode = next();
+    else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 10);
     else {
       std::fprintf(stderr,
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
-                   "[--constant-weights]\n"
-                   "       [--mode full|random|no-evolution|limited|ansor-mutations]\n",
+                   "[--constant-weights] [--seed N]\n"
+                   "       [--mode full|random|no-evolution|limited|register-tile]\n",
                    argv[0]);
       return 2;
     }
@@ -178,6 +181,7 @@ int main(int argc, char** argv) {
     Task task = w.make();
     TuneOptions o;
     o.trials = trials;
+    o.seed = seed;
     o.time_limit_s = seconds;
     o.name = w.name;
     o.records = dir + "/" + w.name + (mode == "full" ? "" : "." + mode) + ".jsonl";
@@ -192,9 +196,9 @@ int main(int argc, char** argv) {
       o.space.enable_packing = false;
       o.space.enable_rfactor = false;
       o.space.enable_memory_bound_reduction = false;
-    } else if (mode == "ansor-mutations") {
-      for (const search::MutationRule& rule : search::cpu_mutation_rules())
-        if (rule.name != "MutateRegisterTile") o.evolution.mutation_rules.push_back(rule);
+    } else if (mode == "register-tile") {
+      o.evolution.mutation_rules = search::cpu_mutation_rules();
+      o.evolution.mutation_rules.push_back(search::register_tile_mutation_rule());
     } else if (mode != "full") {
       std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
       return 2;

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/random_schedule.hpp"
@@ -277,7 +279,9 @@ TEST_SUITE("search") {
       std::mt19937_64 rng(seed++);
       const auto programs = search::sample_programs(su.sketches, su.task, su.options, rng, 12);
       REQUIRE(programs.size() == 12);
-      for (const auto& rule : search::cpu_mutation_rules()) {
+      std::vector<search::MutationRule> rules = search::cpu_mutation_rules();
+      rules.push_back(search::register_tile_mutation_rule());
+      for (const auto& rule : rules) {
         rule_stats st;
         if (rule.name == "MutateTileSize")
           st = exercise(
@@ -394,6 +398,51 @@ TEST_SUITE("search") {
              },
              has_split);
     CHECK(went_free > 0);
+  }
+
+  TEST_CASE("MutateRegisterTile reshapes a register tile in one step, across two splits") {
+    // From an 8x1 tile, 4x2 is two MutateTileSize steps away (through 4x1 or 8x2, both slower
+    // on a CPU); the register-tile rule reaches it in one and keeps the tile's size.
+    const search::SearchOptions options;
+    Setup su(op_matmul_relu(), options);
+    std::mt19937_64 rng(41);
+    const auto programs = search::sample_programs(su.sketches, su.task, su.options, rng, 16);
+    std::optional<sched::State> parent;
+    int i_step = -1, j_step = -1;
+    for (const auto& p : programs) {
+      std::vector<int> tiled;  // the multi-level tiled stage's spatial splits (3 lengths)
+      for (int k = 0; k < static_cast<int>(p.steps().size()); ++k) {
+        auto* sp = std::get_if<sched::SplitStep>(&p.steps()[k]);
+        if (sp && sp->lengths.size() == 3) tiled.push_back(k);
+      }
+      if (tiled.size() != 2 ||
+          sched::step_stage(p.steps()[tiled[0]]) != sched::step_stage(p.steps()[tiled[1]]))
+        continue;
+      std::vector<sched::Step> steps = p.steps();
+      std::get<sched::SplitStep>(steps[tiled[0]]).lengths = {2, 2, 8};
+      std::get<sched::SplitStep>(steps[tiled[1]]).lengths = {2, 4, 1};
+      parent = sched::replay(su.w.dag, steps);
+      i_step = tiled[0];
+      j_step = tiled[1];
+      break;
+    }
+    REQUIRE(parent);
+    auto inner = [](const sched::State& s, int step) {
+      return *std::get<sched::SplitStep>(s.steps()[step]).lengths.back();
+    };
+    std::set<std::pair<int64_t, int64_t>> by_register_rule, by_tile_rule;
+    for (int c = 0; c < 200; ++c) {
+      if (auto child = search::mutate_register_tile(su.ctx, *parent, rng)) {
+        CHECK(inner(*child, i_step) * inner(*child, j_step) == 8);
+        by_register_rule.insert({inner(*child, i_step), inner(*child, j_step)});
+      }
+      if (auto child = search::mutate_tile_size(su.ctx, *parent, rng))
+        by_tile_rule.insert({inner(*child, i_step), inner(*child, j_step)});
+    }
+    CHECK(by_register_rule.count({4, 2}) == 1);
+    CHECK(by_register_rule.count({1, 8}) == 1);
+    CHECK(by_register_rule.count({8, 1}) == 0);  // every child changes the tile's shape
+    CHECK(by_tile_rule.count({4, 2}) == 0);
   }
 
   TEST_CASE("MutateComputeLocation moves only what ChangeComputeLocation placed") {
@@ -518,14 +567,15 @@ TEST_SUITE("search") {
     CHECK(!search::mutate(su.ctx, p, none, rng, 5));
     CHECK(calls[0] == 5);
 
-    // Ansor's table, and loom's register-tile rule.
+    // Ansor's table; loom's register-tile rule is opt-in.
     std::vector<std::pair<std::string, double>> table;
     for (const auto& r : search::cpu_mutation_rules()) table.emplace_back(r.name, r.weight);
     CHECK(table == std::vector<std::pair<std::string, double>>{{"MutateTileSize", 0.90},
                                                                {"MutateAutoUnroll", 0.04},
                                                                {"MutateComputeLocation", 0.05},
-                                                               {"MutateParallel", 0.01},
-                                                               {"MutateRegisterTile", 0.10}});
+                                                               {"MutateParallel", 0.01}});
+    CHECK(search::register_tile_mutation_rule().name == "MutateRegisterTile");
+    CHECK(search::register_tile_mutation_rule().weight == 0.10);
   }
 
   TEST_CASE("crossover mixes per-stage tile sizes of two programs of one sketch") {

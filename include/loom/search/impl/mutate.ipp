@@ -575,9 +575,12 @@ LOOM_DECL const std::vector<MutationRule>& cpu_mutation_rules() {
       {"MutateTileSize", 0.90, mutate_tile_size},
       {"MutateAutoUnroll", 0.04, mutate_auto_unroll},
       {"MutateComputeLocation", 0.05, mutate_compute_location},
-      {"MutateParallel", 0.01, mutate_parallel},
-      {"MutateRegisterTile", 0.10, mutate_register_tile}};
+      {"MutateParallel", 0.01, mutate_parallel}};
   return rules;
+}
+
+LOOM_DECL MutationRule register_tile_mutation_rule() {
+  return {"MutateRegisterTile", 0.10, mutate_register_tile};
 }
 
 LOOM_DECL std::optional<sched::State> mutate(const SketchContext& ctx, const sched::State& state,
