@@ -388,7 +388,6 @@ class lowering {
     return emit_stage(si);
   }
 
-
   static Stmt guarded(const std::vector<Expr>& guards, Stmt s) {
     if (guards.empty()) return s;
     Expr c = guards[0];
