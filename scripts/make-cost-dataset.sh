@@ -4,11 +4,14 @@
 # benchmarks/cost/cost_workloads.hpp gets 500 distinct random programs (fixed seeds; half with
 # non-divisible tiles), each JIT-compiled, checked and timed on one thread.
 #
-# Takes 30-60 minutes (3,000 programs; JIT compilation dominates at 0.3-2 s per program: the
-# checked-in file took 20 minutes of wall time as two processes, three workloads each, on a
-# 2-core AMD EPYC VM at load ~5). Run it on a quiet machine: the timings are the labels. Each
-# program is built and run in a forked child, so an LLVM fatal error only fails that program. The output differs from run to run only by
-# timing noise (the programs are the same for a given loom version and host vector width).
+# Takes about 20 minutes (3,000 programs; JIT compilation dominates at 0.15-0.55 s per program:
+# the checked-in file took 21 minutes as one process on a 2-core AMD EPYC VM). Run it on a quiet
+# machine, as one process: the timings are the labels. Each program's time is normalized by a
+# reference kernel timed beside it (see make_cost_dataset.cpp), which takes out most of this
+# machine's drift, not the interference of a second busy core. Each program is built and run in a
+# forked child, so an LLVM fatal error only fails that program. The output differs from run to
+# run only by timing noise (the programs are the same for a given loom version and host vector
+# width).
 # Afterwards, bench_cost_model evaluates the cost models on it.
 #
 # Environment: BUILD_DIR (default build-cost-dataset), JOBS (default nproc), PROGRAMS (per

@@ -28,6 +28,7 @@
 //   gbdt.max_bins= gbdt.max_depth= gbdt.eta= gbdt.lambda= gbdt.min_child_weight= gbdt.gamma=
 //   gbdt.colsample= gbdt.subsample= gbdt.weight=y|1 gbdt.label=throughput|log xgb.tree_method=exact|hist|approx
 //   xgb.max_bin= models=gbdt,xgb-packsum,xgb-sumrows,random,roofline parts=random,lowo,timing
+//   dump=PATH (write every feature row as TSV: program, workload, seconds, label, values)
 // A plain program, not a Google Benchmark: the numbers are accuracies, not times.
 #include "cost_workloads.hpp"
 
@@ -199,6 +200,8 @@ struct Settings {
   int xgb_max_bin = 256;
   std::vector<std::string> models = {"gbdt", "xgb-packsum", "xgb-sumrows", "random", "roofline"};
   std::string parts = "random,lowo,timing";
+  /// Where to write the feature rows of every program (a TSV for analysis elsewhere), if set.
+  std::string dump;
   bool has(const char* part) const { return ("," + parts + ",").find(std::string(",") + part + ",") != std::string::npos; }
 };
 
@@ -513,6 +516,7 @@ Settings parse(int argc, char** argv, std::string& path) {
     else if (k == "xgb.tree_method") s.xgb_tree_method = v;
     else if (k == "xgb.max_bin") s.xgb_max_bin = static_cast<int>(x);
     else if (k == "parts") s.parts = v;
+    else if (k == "dump") s.dump = v;
     else if (k == "models") {
       s.models.clear();
       std::stringstream ss(v);
@@ -526,6 +530,26 @@ Settings parse(int argc, char** argv, std::string& path) {
   return s;
 }
 
+/// One line per feature row: program index, workload, measured seconds, label, the row's values.
+void dump_rows(const Dataset& d, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
+  for (size_t i = 0; i < d.programs.size(); ++i) {
+    const Program& p = d.programs[i];
+    for (int r = 0; r < p.features.num_rows; ++r) {
+      std::fprintf(f, "%zu\t%s\t%g\t%g", i, d.workloads[static_cast<size_t>(p.workload)].name.c_str(),
+                   p.cost, p.label);
+      const float* row = cost::feature_row(p.features, r);
+      for (int k = 0; k < p.features.num_features; ++k) std::fprintf(f, "\t%g", row[k]);
+      std::fprintf(f, "\n");
+    }
+  }
+  std::fclose(f);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -533,6 +557,7 @@ int main(int argc, char** argv) {
   const Settings settings = parse(argc, argv, path);
   const Dataset d = load(path);
   const size_t n = d.programs.size();
+  if (!settings.dump.empty()) dump_rows(d, settings.dump);
 
   std::vector<std::pair<std::string, Trainer>> models;
   for (const std::string& m : settings.models) {
