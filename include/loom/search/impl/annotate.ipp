@@ -1,6 +1,8 @@
 // Bodies of loom/search/annotate.hpp: Ansor's random annotation (init rules) for CPU targets.
 #include "loom/search/annotate.hpp"
 
+#include "loom/detail/random.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -14,8 +16,7 @@ namespace search {
 
 namespace detail_search {
 
-// A uniform choice in [0, n) from the raw engine output (see the file comment of annotate.hpp).
-inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
+using detail::draw;
 
 inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vector<int64_t>& cur,
                               std::vector<std::vector<int64_t>>& out) {
@@ -35,8 +36,7 @@ inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vecto
 
 // Free lengths for a non-divisible tiling: drawn inner to outer, each at most what the inner
 // ones leave of the extent, so the tiles cover less than twice the extent and the tails stay
-// short. Half of the innermost lengths are powers of two: the innermost loop is the one that is
-// vectorized, and a uniform draw up to 64 would rarely give a whole number of vectors.
+// short. Half of the innermost lengths are powers of two (detail::draw_power_of_two).
 inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost,
                                         std::mt19937_64& rng) {
   std::vector<int64_t> lengths(n);
@@ -45,9 +45,7 @@ inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost
     const int64_t cap = std::max<int64_t>(
         1, j == n - 1 ? std::min<int64_t>(rest, max_innermost) : rest);
     if (j == n - 1 && rng() % 2 == 0) {
-      int log2_cap = 0;
-      while ((int64_t{2} << log2_cap) <= cap) ++log2_cap;
-      lengths[j] = int64_t{1} << draw(rng, static_cast<size_t>(log2_cap) + 1);
+      lengths[j] = detail::draw_power_of_two(rng, cap);
     } else {
       lengths[j] = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap)));
     }

@@ -1,6 +1,8 @@
 // Bodies of loom/search/mutate.hpp: Ansor's mutation rules and the node-based crossover.
 #include "loom/search/mutate.hpp"
 
+#include "loom/detail/random.hpp"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -12,8 +14,7 @@ namespace search {
 
 namespace detail_mutate {
 
-// A uniform choice in [0, n) from the raw engine output (see the file comment of annotate.hpp).
-inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
+using detail::draw;
 
 // A uniformly random order of 0 .. n-1 (Fisher-Yates on draw(), reproducible everywhere, which
 // std::shuffle is not).
@@ -274,6 +275,32 @@ inline std::vector<int> split_loops(const sched::State& state, int step_id) {
   return st.splits[k].children;
 }
 
+// The split `s` if the tile-size rules may change it: a split of an extent above 1 with every
+// length set and an innermost length within max_innermost (as TVM, others are left alone).
+inline const sched::SplitStep* mutable_split(const sched::Step& s, int64_t max_innermost) {
+  const auto* sp = std::get_if<sched::SplitStep>(&s);
+  if (!sp || sp->extent <= 1 || sp->lengths.empty() ||
+      !std::all_of(sp->lengths.begin(), sp->lengths.end(), [](auto& l) { return l.has_value(); }))
+    return nullptr;
+  return *sp->lengths.back() > max_innermost ? nullptr : sp;
+}
+
+// The product of the (set) lengths of a split.
+inline int64_t split_product(const sched::SplitStep& sp) {
+  int64_t product = 1;
+  for (const auto& l : sp.lengths) product *= *l;
+  return product;
+}
+
+// The loop lengths of a perfect split: 0 is the implicit outermost loop, 1..n the lengths (n
+// the innermost).
+inline std::vector<int64_t> split_levels(const sched::SplitStep& sp) {
+  std::vector<int64_t> level(sp.lengths.size() + 1);
+  for (size_t j = 0; j < sp.lengths.size(); ++j) level[j + 1] = *sp.lengths[j];
+  level[0] = sp.extent / split_product(sp);
+  return level;
+}
+
 }  // namespace detail_mutate
 
 LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
@@ -283,20 +310,13 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   const int max_innermost = std::max(1, ctx.options().max_innermost_split_factor);
   const std::vector<sched::Step>& steps = state.steps();
   std::vector<int> candidates;
-  for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
-    const auto* sp = std::get_if<sched::SplitStep>(&steps[i]);
-    if (!sp || sp->extent <= 1 || sp->lengths.empty() ||
-        !std::all_of(sp->lengths.begin(), sp->lengths.end(), [](auto& l) { return l; }))
-      continue;
-    if (*sp->lengths.back() > max_innermost) continue;  // as TVM: such a split is left alone
-    candidates.push_back(i);
-  }
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i)
+    if (detail_mutate::mutable_split(steps[i], max_innermost)) candidates.push_back(i);
   if (candidates.empty()) return std::nullopt;
   const int step_id = candidates[draw(rng, candidates.size())];
   const auto& sp = std::get<sched::SplitStep>(steps[step_id]);
   const int n = static_cast<int>(sp.lengths.size());
-  int64_t product = 1;
-  for (auto& l : sp.lengths) product *= *l;
+  const int64_t product = detail_mutate::split_product(sp);
   std::vector<std::optional<int64_t>> lengths = sp.lengths;
 
   // A perfect split of an awkward extent (a prime: its only perfect tilings put the whole
@@ -322,9 +342,7 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
       }
       return false;
     };
-    std::vector<int64_t> level(n + 1);
-    level[0] = sp.extent / product;
-    for (int j = 0; j < n; ++j) level[j + 1] = *sp.lengths[j];
+    std::vector<int64_t> level = detail_mutate::split_levels(sp);  // 0: the outermost loop
     const std::vector<int> perm = detail_mutate::permutation(rng, n + 1);
     bool moved = false;
     for (int i = 0; i <= n && !moved; ++i) {
@@ -365,12 +383,8 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
       int64_t v = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap - (inside ? 1 : 0))));
       if (inside && v >= current) ++v;
       // As FillTileSize: half of the innermost lengths are powers of two (whole vectors).
-      if (j == n - 1 && rng() % 2 == 0) {
-        std::vector<int64_t> powers;
-        for (int64_t p = 1; p <= cap; p *= 2)
-          if (p != current) powers.push_back(p);
-        if (!powers.empty()) v = powers[draw(rng, powers.size())];
-      }
+      if (j == n - 1 && rng() % 2 == 0)
+        if (const int64_t p = detail::draw_power_of_two(rng, cap, current)) v = p;
       lengths[j] = v;
       redrawn = true;
       break;
@@ -392,13 +406,8 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
   // Perfect spatial splits with all lengths set, by stage (std::map: a reproducible order).
   std::map<std::string, std::vector<int>> by_stage;
   for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
-    const auto* sp = std::get_if<sched::SplitStep>(&steps[i]);
-    if (!sp || sp->extent <= 1 || sp->lengths.empty() ||
-        !std::all_of(sp->lengths.begin(), sp->lengths.end(), [](auto& l) { return l; }))
-      continue;
-    int64_t product = 1;
-    for (auto& l : sp->lengths) product *= *l;
-    if (sp->extent % product != 0 || *sp->lengths.back() > max_innermost) continue;
+    const sched::SplitStep* sp = detail_mutate::mutable_split(steps[i], max_innermost);
+    if (!sp || sp->extent % detail_mutate::split_product(*sp) != 0) continue;
     const std::vector<int> loops = detail_mutate::split_loops(state, i);
     if (loops.empty() ||
         state.stage(sp->stage).iters[loops.back()].kind != sched::IterKind::Spatial)
@@ -411,14 +420,8 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
   if (stages.empty()) return std::nullopt;
   const std::vector<int>& ids = *stages[draw(rng, stages.size())];
 
-  // Levels of a split: 0 is the implicit outermost loop, 1..n the lengths (n the innermost).
   auto levels = [&](int step_id) {
-    const auto& sp = std::get<sched::SplitStep>(steps[step_id]);
-    std::vector<int64_t> level(sp.lengths.size() + 1);
-    int64_t product = 1;
-    for (size_t j = 0; j < sp.lengths.size(); ++j) product *= level[j + 1] = *sp.lengths[j];
-    level[0] = sp.extent / product;
-    return level;
+    return detail_mutate::split_levels(std::get<sched::SplitStep>(steps[step_id]));
   };
   const int k = static_cast<int>(ids.size());
   for (int pair : detail_mutate::permutation(rng, k * (k - 1))) {

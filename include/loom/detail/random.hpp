@@ -1,0 +1,35 @@
+/// \file
+/// Reproducible random choices for the search: drawn from the raw std::mt19937_64 output, which
+/// the standard fixes, instead of std::uniform_int_distribution and std::shuffle, which it does
+/// not (a fixed seed must give the same programs with every standard library).
+#ifndef LOOM_DETAIL_RANDOM_HPP
+#define LOOM_DETAIL_RANDOM_HPP
+
+#include "loom/config.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+
+LOOM_BEGIN_NAMESPACE
+namespace detail {
+
+/// A uniform choice in [0, n); 0 without touching `rng` when n <= 1.
+inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
+
+/// A power of two in [1, cap] other than `except`, uniformly (0 when there is none). The
+/// innermost tile lengths are drawn so half of the time: the innermost loop is the vectorized
+/// one, and a uniform draw up to 64 would rarely give a whole number of vectors.
+inline int64_t draw_power_of_two(std::mt19937_64& rng, int64_t cap, int64_t except = 0) {
+  size_t count = 0;
+  for (int64_t p = 1; p <= cap; p *= 2) count += p != except;
+  if (count == 0) return 0;
+  size_t pick = draw(rng, count);
+  for (int64_t p = 1;; p *= 2)
+    if (p != except && pick-- == 0) return p;
+}
+
+}  // namespace detail
+LOOM_END_NAMESPACE
+
+#endif  // LOOM_DETAIL_RANDOM_HPP
