@@ -48,13 +48,16 @@ std::vector<sched::State> sample(const Task& task, int count, uint64_t seed) {
   return programs;
 }
 
-/// Short, quick measurements.
+/// Short, quick measurements. Every program is timed fully (no slow-program cut-off): whether a
+/// random program runs 10× slower than the best so far depends on the machine's mood, and
+/// check_ok() expects `repeat` costs.
 search::MeasureOptions quick_options() {
   search::MeasureOptions o;
   o.repeat = 2;
   o.min_repeat_ms = 2;
   o.build_parallelism = 2;
   o.num_threads = 1;
+  o.slow_program_factor = 0;
   return o;
 }
 
@@ -110,6 +113,24 @@ TEST_SUITE("tune") {
     bad.repeat = 0;
     CHECK_THROWS_WITH_AS(cpu_jit::LocalMeasurer{bad}, doctest::Contains("[loom.llvm.E530]"),
                          user_error);
+  }
+
+  TEST_CASE("a program slower than slow_program_factor × the task's best so far is timed once") {
+    const Task task(matmul_dag(32));
+    const auto programs = sample(task, 2, 13);
+    search::MeasureOptions o = quick_options();
+    // Any time is more than 1e-9 × the best: once a best is known, every program is cut off
+    // after its first run, whatever the machine does.
+    o.slow_program_factor = 1e-9;
+    cpu_jit::LocalMeasurer measurer(o);
+    check_ok(measurer.measure(task, {programs[0]})[0], 2);  // no best yet: timed fully
+    for (const auto& r : measurer.measure(task, programs)) {
+      CHECK(r.ok());
+      CHECK(r.costs.size() == 1);
+    }
+    // Another task has its own best.
+    const Task other(matmul_dag(16));
+    check_ok(measurer.measure(other, sample(other, 1, 3))[0], 2);
   }
 
   TEST_CASE("cache flushing times single calls; unchecked programs are timed too") {
