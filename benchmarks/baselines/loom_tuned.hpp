@@ -30,7 +30,7 @@ inline std::string tuned_records_dir() {
 inline std::pair<loom::sched::State, std::string> tuned_program(const loom::Task& task) {
   const int threads = loom::runtime::num_threads();
   // Each log's best, then the best of those: best_record() decides both times, so the thread
-  // preference is its own.
+  // preference is its own; its index names the log.
   std::vector<loom::search::TuningRecord> bests;
   std::vector<std::string> files;
   std::error_code ec;
@@ -44,18 +44,15 @@ inline std::pair<loom::sched::State, std::string> tuned_program(const loom::Task
       files.push_back(entry.path().filename().string());
     }
   }
-  const auto best =
-      loom::search::best_record(bests, task.workload_key(), task.target.to_string(), threads);
-  if (!best)
+  const auto i = loom::search::best_record_index(bests, task.workload_key(),
+                                                 task.target.to_string(), threads);
+  if (!i)
     throw std::runtime_error("no tuning record of this workload in " + tuned_records_dir() +
                              " (run tune_workloads first)");
-  const std::string line = loom::search::to_json_line(*best);
-  size_t i = 0;
-  while (loom::search::to_json_line(bests[i]) != line) ++i;
-  const std::string& best_file = files[i];
-  std::string label = best_file;
-  if (best->threads > 0) label += ", measured with " + std::to_string(best->threads) + " threads";
-  return {loom::sched::replay(task.dag, best->steps), label};
+  const loom::search::TuningRecord& best = bests[*i];
+  std::string label = files[*i];
+  if (best.threads > 0) label += ", measured with " + std::to_string(best.threads) + " threads";
+  return {loom::sched::replay(task.dag, best.steps), label};
 }
 
 }  // namespace loom_bench

@@ -154,6 +154,12 @@ std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records
                                         const std::string& workload_key, const std::string& target,
                                         int threads = 0);
 
+/// The index in `records` of what best_record() returns, for a caller that needs to know which
+/// record won (the log file it came from, say), or nothing.
+std::optional<size_t> best_record_index(const std::vector<TuningRecord>& records,
+                                        const std::string& workload_key, const std::string& target,
+                                        int threads = 0);
+
 /// best_record() for every (workload, target) with at least one successful record.
 std::map<RecordKey, TuningRecord> best_records_by_workload(
     const std::vector<TuningRecord>& records);

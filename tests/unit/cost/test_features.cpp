@@ -73,6 +73,16 @@ std::shared_ptr<const ComputeDAG> matmul(int64_t M, int64_t N, int64_t K) {
 
 ProgramFeatures features(const sched::State& s) { return extract_features(s, Target::host()); }
 
+/// A 64³ matmul tiled 8×8 inside the reduction loop: i.0, j.0, k, i.1, j.1 (vectorized).
+sched::State tiled_matmul_64() {
+  sched::State s(matmul(64, 64, 64));
+  s.split("C", 0, {8});
+  s.split("C", 2, {8});
+  s.reorder("C", {0, 2, 4, 1, 3});
+  s.annotate("C", 4, sched::Annotation::Vectorize);
+  return s;
+}
+
 // 1.0 within float rounding of a log-scaled value.
 bool near(double got, double want) {
   return std::abs(got - want) <= 1e-4 * std::max(1.0, std::abs(want));
@@ -299,12 +309,7 @@ TEST_SUITE("cost") {
   }
 
   TEST_CASE("a tiled matmul: intensity grows outwards, rows per written buffer") {
-    sched::State s(matmul(64, 64, 64));
-    s.split("C", 0, {8});
-    s.split("C", 2, {8});
-    s.reorder("C", {0, 2, 4, 1, 3});  // i.0, j.0, k, i.1, j.1
-    s.annotate("C", 4, sched::Annotation::Vectorize);
-    auto p = features(s);
+    auto p = features(tiled_matmul_64());
     REQUIRE(p.num_rows == 1);
     double prev = 0;
     for (int k = 0; k < kIntensityCurvePoints; ++k) {
@@ -328,12 +333,7 @@ TEST_SUITE("cost") {
   TEST_CASE("register tile: accumulators, loads and FMAs per iteration of the reduction loop") {
     auto approx = [](double v) { return doctest::Approx(v).epsilon(1e-4); };
     SUBCASE("8x8 tile inside k, j vectorized") {
-      sched::State s(matmul(64, 64, 64));
-      s.split("C", 0, {8});
-      s.split("C", 2, {8});
-      s.reorder("C", {0, 2, 4, 1, 3});  // i.0, j.0, k, i.1, j.1
-      s.annotate("C", 4, sched::Annotation::Vectorize);
-      auto p = features(s);
+      auto p = features(tiled_matmul_64());
       REQUIRE(p.num_rows == 1);
       // One k iteration: C 8x8 = 8 vectors of 8; A[i.1, k] 8 broadcasts; B[k, j.1] 1 vector.
       CHECK(raw(p, 0, kFeatureRegAccumulators) == approx(8));

@@ -500,6 +500,9 @@ TEST_SUITE("search") {
     CHECK(search::best_record(records, "wk-a", "t1", 1)->timestamp == 2);  // 1 thread wins
     CHECK(search::best_record(records, "wk-a", "t1", 2)->timestamp == 0);
     CHECK(search::best_record(records, "wk-a", "t1", 4)->timestamp == 3);  // none of 4: all
+    CHECK(search::best_record_index(records, "wk-a", "t1", 1) == 2u);
+    CHECK(search::best_record_index(records, "wk-a", "t1") == 3u);
+    CHECK_FALSE(search::best_record_index(records, "wk-b", "t1").has_value());
 
     // The count round-trips as the optional field "threads", absent when unknown.
     for (const auto& r : records) {

@@ -310,21 +310,29 @@ LOOM_DECL std::vector<TuningRecord> read_records(const std::string& path,
   return records;
 }
 
+LOOM_DECL std::optional<size_t> best_record_index(const std::vector<TuningRecord>& records,
+                                                  const std::string& workload_key,
+                                                  const std::string& target, int threads) {
+  std::optional<size_t> best;
+  std::optional<size_t> best_of_count;  // among the records of `threads` threads
+  auto cost = [&](std::optional<size_t> i) { return records[*i].result.mean_cost(); };
+  for (size_t i = 0; i < records.size(); ++i) {
+    const TuningRecord& r = records[i];
+    if (!r.result.ok() || r.workload_key != workload_key || r.target != target) continue;
+    if (!best || r.result.mean_cost() < cost(best)) best = i;
+    if (threads > 0 && r.threads == threads &&
+        (!best_of_count || r.result.mean_cost() < cost(best_of_count)))
+      best_of_count = i;
+  }
+  return best_of_count ? best_of_count : best;
+}
+
 LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
                                                   const std::string& workload_key,
                                                   const std::string& target, int threads) {
-  const TuningRecord* best = nullptr;
-  const TuningRecord* best_of_count = nullptr;  // among the records of `threads` threads
-  for (const TuningRecord& r : records) {
-    if (!r.result.ok() || r.workload_key != workload_key || r.target != target) continue;
-    if (!best || r.result.mean_cost() < best->result.mean_cost()) best = &r;
-    if (threads > 0 && r.threads == threads &&
-        (!best_of_count || r.result.mean_cost() < best_of_count->result.mean_cost()))
-      best_of_count = &r;
-  }
-  if (best_of_count) return *best_of_count;
-  if (!best) return std::nullopt;
-  return *best;
+  const auto i = best_record_index(records, workload_key, target, threads);
+  if (!i) return std::nullopt;
+  return records[*i];
 }
 
 LOOM_DECL std::map<RecordKey, TuningRecord> best_records_by_workload(
