@@ -65,8 +65,8 @@
 ///    fallback). Ansor leaves this a TODO and always writes "mixed".
 ///
 /// **Register tile** (features 164-169, version 2). Ansor's features describe memory traffic per
-/// buffer but not what stays in registers, and random programs of one workload differ most in
-/// that: an 8×1 and a 4×2 register tile of the same conv move the same bytes and run 1.3× apart.
+/// buffer but not what stays in registers: an 8×1 and a 4×2 register tile of the same conv move
+/// the same bytes and run 1.3× apart.
 /// For an update store (it reads the buffer it writes), the innermost reduction loop R is the
 /// innermost loop that moves a read but not the stored index; one iteration of R is what the
 /// backend keeps in registers. With V the length of the innermost vectorized loop inside R (1
