@@ -1,7 +1,6 @@
 /// \file
-/// Program features (layer cost/): Ansor's 164 floats per written buffer (ansor.md §3) and six of
-/// loom's on the register tile, computed from the lowered loop nest, the input of the learned
-/// cost model.
+/// Program features (layer cost/): Ansor's 164 floats per written buffer (ansor.md §3), computed
+/// from the lowered loop nest, the input of the learned cost model.
 ///
 /// **Rows.** One row per buffer the program writes, in order of the first store to it. When
 /// several stores write one buffer (a reduction's init and update, the peeled copies of a
@@ -9,7 +8,7 @@
 /// up over the stores and every other feature comes from the *last* store in program order — the
 /// update of a reduction overwrites its init, as in Ansor.
 ///
-/// **Layout** (`kFeatureVersion` 2, `kNumFeatures` = 170, names in feature_names()):
+/// **Layout** (`kFeatureVersion` 1, `kNumFeatures` = 164, names in feature_names()):
 ///
 /// | index   | group        | contents                                                      |
 /// |---------|--------------|---------------------------------------------------------------|
@@ -26,8 +25,6 @@
 /// | 157-160 | allocation   | allocated bytes, bytes × outer product, outer product at the  |
 /// |         |              | allocation, inner product                                     |
 /// | 161-163 | outer scope  | product of the enclosing extents, their number, unroll step   |
-/// | 164-169 | register     | loom's own (not Ansor's): the register tile of a reduction,   |
-/// |         | tile         | see below                                                     |
 ///
 /// Every feature except the one-hot ones and `is_gpu` is stored as log2(1 + |x|) with x's sign
 /// (`log_scale`); `unscale` inverts it.
@@ -64,18 +61,6 @@
 ///    (inner/middle/outer among those reduce loops), and outer spatial otherwise (Ansor's
 ///    fallback). Ansor leaves this a TODO and always writes "mixed".
 ///
-/// **Register tile** (features 164-169, version 2). Ansor's features describe memory traffic per
-/// buffer but not what stays in registers: an 8×1 and a 4×2 register tile of the same conv move
-/// the same bytes and run 1.3× apart.
-/// For an update store (it reads the buffer it writes), the innermost reduction loop R is the
-/// innermost loop that moves a read but not the stored index; one iteration of R is what the
-/// backend keeps in registers. With V the length of the innermost vectorized loop inside R (1
-/// without one): accumulators = the stored region inside R ÷ V; loads = for each read buffer,
-/// its region inside R, ÷ V where the vectorized loop moves it (a vector load) and whole where
-/// it does not (broadcasts); FMAs = the iterations inside R ÷ V (vector operations per
-/// iteration of R); then FMAs per load, accumulators + loads (live registers), and R's extent.
-/// All six are 0 for a store that is not an update.
-///
 /// **What the IR cannot show** (documented deviations):
 ///  - `auto_unroll_max_step` is a schedule pragma, gone after lowering. Feature 163 is the
 ///    number of statement instances under the outermost enclosing Unrolled loop — the smallest
@@ -108,9 +93,9 @@ namespace cost {
 
 /// Version of the layout and semantics below; bump it whenever a feature's meaning changes, so
 /// that saved models and training data from another version are not silently reused.
-inline constexpr int kFeatureVersion = 2;
-/// Floats per row: Ansor's 164 (DEFAULT_FEATURE_VEC_LEN) and loom's 6 register-tile features.
-inline constexpr int kNumFeatures = 170;
+inline constexpr int kFeatureVersion = 1;
+/// Floats per row (Ansor's DEFAULT_FEATURE_VEC_LEN).
+inline constexpr int kNumFeatures = 164;
 /// Buffers described per row (Ansor's DEFAULT_MAX_N_BUFS).
 inline constexpr int kMaxFeatureBuffers = 5;
 /// Access features per buffer.
@@ -217,18 +202,9 @@ inline constexpr int kFeatureOuterProd = 161;
 inline constexpr int kFeatureNumLoops = 162;
 inline constexpr int kFeatureAutoUnrollMaxStep = 163;
 
-/// Group 6 (loom's): the register tile of an update store, per iteration of its innermost
-/// reduction loop (see the file comment).
-inline constexpr int kFeatureRegAccumulators = 164;
-inline constexpr int kFeatureRegLoads = 165;
-inline constexpr int kFeatureRegFmas = 166;
-inline constexpr int kFeatureRegFmasPerLoad = 167;
-inline constexpr int kFeatureRegLive = 168;
-inline constexpr int kFeatureRegReduceExtent = 169;
-
 static_assert(kFeatureBuffers + kMaxFeatureBuffers * kFeaturesPerBuffer == kFeatureIntensityCurve);
 static_assert(kFeatureIntensityCurve + kIntensityCurvePoints == kFeatureAllocSize);
-static_assert(kFeatureRegReduceExtent + 1 == kNumFeatures);
+static_assert(kFeatureAutoUnrollMaxStep + 1 == kNumFeatures);
 
 /// The float-operation features whose (unscaled) sum is a row's float operation count, for
 /// analytic models. float_mad is left out: its pairs are already in add/sub and mul.

@@ -242,7 +242,6 @@ class extractor final : public ir::StmtVisitor {
     r.raw[kFeatureOuterProd] = outer_prod_;
     r.raw[kFeatureNumLoops] = static_cast<double>(loops_.size());
     r.raw[kFeatureAutoUnrollMaxStep] = unroll_steps_;
-    register_tile_features(r);
 
     if (lanes > 1) {
       vec_loops_.pop_back();
@@ -1110,56 +1109,6 @@ class extractor final : public ir::StmtVisitor {
     fill(parallel_loops_, kFeatureParallelNum);
   }
 
-  // Group 6, from the regions region_features() recorded (see the header). groups_[0] is the
-  // stored buffer.
-  void register_tile_features(row& r) {
-    for (int k = kFeatureRegAccumulators; k <= kFeatureRegReduceExtent; ++k) r.raw[k] = 0;
-    if (groups_.empty() || groups_[0].type != access_type::read_write) return;
-    const int n = static_cast<int>(loops_.size());
-    uint64_t read_mask = 0;
-    for (size_t g = 1; g < groups_.size(); ++g) read_mask |= groups_[g].mask;
-    int reduce = -1;
-    for (int d = n - 1; d >= 0 && reduce < 0; --d) {
-      const uint64_t bit = depth_bit(d);
-      if (loops_[d].var && !(groups_[0].mask & bit) && (read_mask & bit)) reduce = d;
-    }
-    if (reduce < 0) return;
-    double vector = 1;
-    int vec_depth = -1;
-    if (!vec_loops_.empty() && vec_loops_.back() > reduce) {
-      vec_depth = vec_loops_.back();
-      vector = static_cast<double>(std::max<int64_t>(loops_[vec_depth].extent, 1));
-    }
-    // The regions one iteration of the reduction loop touches: those recorded at the level
-    // just inside it (one element each when nothing is inside).
-    const int inside = reduce + 1;
-    auto elements_inside = [&](const ir::BufferNode* b) {
-      if (inside >= n) return 1.0;
-      // From the back: this store's records follow those of earlier stores at this depth.
-      const auto& here = touches_[inside];
-      for (auto t = here.rbegin(); t != here.rend(); ++t)
-        if (t->buffer == b) return t->elements;
-      return 1.0;
-    };
-    const double accumulators =
-        elements_inside(groups_[0].buffer) /
-        (vec_depth >= 0 && (groups_[0].mask & depth_bit(vec_depth)) ? vector : 1.0);
-    double loads = 0;
-    for (size_t g = 1; g < groups_.size(); ++g) {
-      const bool vector_load = vec_depth >= 0 && (groups_[g].mask & depth_bit(vec_depth));
-      loads += elements_inside(groups_[g].buffer) / (vector_load ? vector : 1.0);
-    }
-    double iterations = 1;
-    for (int d = inside; d < n; ++d) iterations *= static_cast<double>(loops_[d].extent);
-    const double fmas = iterations / vector;
-    r.raw[kFeatureRegAccumulators] = accumulators;
-    r.raw[kFeatureRegLoads] = loads;
-    r.raw[kFeatureRegFmas] = fmas;
-    r.raw[kFeatureRegFmasPerLoad] = loads > 0 ? fmas / loads : fmas;
-    r.raw[kFeatureRegLive] = accumulators + loads;
-    r.raw[kFeatureRegReduceExtent] = static_cast<double>(loops_[reduce].extent);
-  }
-
   // Traversal state.
   std::vector<loop> loops_;
   std::vector<int64_t> lo_, hi_;             // ranges by loop depth
@@ -1247,12 +1196,6 @@ LOOM_DECL const std::array<std::string_view, kNumFeatures>& feature_names() {
     n[kFeatureOuterProd] = "outer_prod";
     n[kFeatureNumLoops] = "num_loops";
     n[kFeatureAutoUnrollMaxStep] = "auto_unroll_max_step";
-    n[kFeatureRegAccumulators] = "reg_tile.accumulators";
-    n[kFeatureRegLoads] = "reg_tile.loads";
-    n[kFeatureRegFmas] = "reg_tile.fmas";
-    n[kFeatureRegFmasPerLoad] = "reg_tile.fmas_per_load";
-    n[kFeatureRegLive] = "reg_tile.live";
-    n[kFeatureRegReduceExtent] = "reg_tile.reduce_extent";
     return n;
   }();
   static const std::array<std::string_view, kNumFeatures> views = [] {
