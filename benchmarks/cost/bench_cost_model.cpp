@@ -29,12 +29,16 @@
 //   gbdt.colsample= gbdt.subsample= gbdt.weight=y|1 gbdt.label=throughput|log xgb.tree_method=exact|hist|approx
 //   xgb.max_bin= models=gbdt,xgb-packsum,xgb-sumrows,random,roofline parts=random,lowo,timing
 //   dump=PATH (write every feature row as TSV: program, workload, seconds, label, values)
+//   logs=DIR (evaluate on the tuning logs DIR/<name>.jsonl of tune_workloads instead: programs
+//   the search chose to measure, as Ansor's training data were, timed by the tuner)
 // A plain program, not a Google Benchmark: the numbers are accuracies, not times.
 #include "cost_workloads.hpp"
+#include "../tune/tune_workloads.hpp"
 
 #include <loom/cost/features.hpp>
 #include <loom/cost/model.hpp>
 #include <loom/sched/record.hpp>
+#include <loom/search/records.hpp>
 
 #if defined(LOOM_BENCH_HAVE_ZLIB)
 #include <zlib.h>
@@ -48,6 +52,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -110,14 +115,44 @@ struct Dataset {
   std::vector<Program> programs;
 };
 
-Dataset load(const std::string& path) {
+/// The tuning logs `dir`/<name>.jsonl of the tuner's workloads (tune_workloads.hpp) as data-set
+/// lines: the successful and failed records of each workload's own task, cost = mean of the
+/// repeats. Adds the workloads that have a log to `workloads`.
+std::string logs_as_dataset(const std::string& dir,
+                            std::vector<loom_bench::CostWorkload>& workloads) {
+  std::string text;
+  for (const auto& w : loom_bench::tune_workloads()) {
+    const std::string file = dir + "/" + w.name + ".jsonl";
+    if (!std::ifstream(file)) continue;
+    const Task task = w.make();
+    int n = 0;
+    for (const auto& r : search::read_records(file, [](const std::string&) {})) {
+      if (r.workload_key != task.workload_key()) continue;
+      char seconds[64] = "inf";
+      if (r.result.ok()) std::snprintf(seconds, sizeof seconds, "%.6e", r.result.mean_cost());
+      text += w.name + "\t" + seconds + "\t" + sched::to_record(r.steps) + "\n";
+      ++n;
+    }
+    if (n > 0) workloads.push_back({w.name, task});
+  }
+  return text;
+}
+
+/// The data set at `path`, or with `logs_dir` the tuning logs in it (logs_as_dataset).
+Dataset load(const std::string& path, const std::string& logs_dir) {
   Dataset d;
-  d.workloads = loom_bench::cost_workloads();
+  std::string text;
+  if (logs_dir.empty()) {
+    d.workloads = loom_bench::cost_workloads();
+    text = read_gz(path);
+  } else {
+    text = logs_as_dataset(logs_dir, d.workloads);
+  }
   std::map<std::string, int> index;
   for (size_t w = 0; w < d.workloads.size(); ++w) index[d.workloads[w].name] = static_cast<int>(w);
-  const std::string text = read_gz(path);
   if (text.empty()) {
-    std::fprintf(stderr, "cannot read %s (run scripts/make-cost-dataset.sh)\n", path.c_str());
+    std::fprintf(stderr, "cannot read %s (run scripts/make-cost-dataset.sh)\n",
+                 logs_dir.empty() ? path.c_str() : logs_dir.c_str());
     std::exit(1);
   }
   std::istringstream in(text);
@@ -162,7 +197,8 @@ Dataset load(const std::string& path) {
     p.label = std::isfinite(p.cost) ? best[static_cast<size_t>(p.workload)] / p.cost : 0.0;
   std::printf("data set %s: %zu programs, %d replay failures, %d unknown lines, %d without "
               "feature rows; features of all programs in %.2f s (%.0f programs/s)\n",
-              path.c_str(), d.programs.size(), replay_failed, unknown, no_rows, extract_s,
+              logs_dir.empty() ? path.c_str() : (logs_dir + " (tuning logs)").c_str(),
+              d.programs.size(), replay_failed, unknown, no_rows, extract_s,
               static_cast<double>(d.programs.size()) / extract_s);
   for (size_t w = 0; w < d.workloads.size(); ++w) {
     int n = 0, failed = 0, rows = 0;
@@ -202,6 +238,8 @@ struct Settings {
   std::string parts = "random,lowo,timing";
   /// Where to write the feature rows of every program (a TSV for analysis elsewhere), if set.
   std::string dump;
+  /// A directory of tuning logs to evaluate on instead of the data set (see logs_as_dataset).
+  std::string logs;
   bool has(const char* part) const { return ("," + parts + ",").find(std::string(",") + part + ",") != std::string::npos; }
 };
 
@@ -517,6 +555,7 @@ Settings parse(int argc, char** argv, std::string& path) {
     else if (k == "xgb.max_bin") s.xgb_max_bin = static_cast<int>(x);
     else if (k == "parts") s.parts = v;
     else if (k == "dump") s.dump = v;
+    else if (k == "logs") s.logs = v;
     else if (k == "models") {
       s.models.clear();
       std::stringstream ss(v);
@@ -555,7 +594,7 @@ void dump_rows(const Dataset& d, const std::string& path) {
 int main(int argc, char** argv) {
   std::string path = LOOM_COST_DATASET;
   const Settings settings = parse(argc, argv, path);
-  const Dataset d = load(path);
+  const Dataset d = load(path, settings.logs);
   const size_t n = d.programs.size();
   if (!settings.dump.empty()) dump_rows(d, settings.dump);
 

@@ -16,6 +16,8 @@
 // opt-in MutateRegisterTile next to Ansor's four mutation rules. Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
 // go to different directories.
+#include "tune_workloads.hpp"
+
 #include <loom/tune.hpp>
 
 #include <algorithm>
@@ -33,58 +35,6 @@
 using namespace loom;
 
 namespace {
-
-struct Workload {
-  std::string name;
-  std::function<Task()> make;
-  std::vector<std::string> weights;  // constant inputs
-};
-
-Task gemm(int64_t m, int64_t k, int64_t n) {
-  auto a = placeholder<float>("A", {m, k});
-  auto b = placeholder<float>("B", {k, n});
-  return Task(ComputeDAG({a, b}, {ops::matmul(a, b)}));
-}
-
-std::vector<Workload> workloads() {
-  std::vector<Workload> w;
-  w.push_back({"gemm_1024", [] { return gemm(1024, 1024, 1024); }, {"B"}});
-  w.push_back({"gemm_512", [] { return gemm(512, 512, 512); }, {"B"}});
-  w.push_back({"gemm_128", [] { return gemm(128, 128, 128); }, {"B"}});
-  w.push_back({"gemm_127x131x129", [] { return gemm(127, 131, 129); }, {"B"}});
-  w.push_back({"bert_ffn_128x768x3072", [] { return gemm(128, 768, 3072); }, {"B"}});
-  w.push_back({"batch_matmul_12x128x128x64",
-               [] {
-                 auto a = placeholder<float>("A", {12, 128, 64});
-                 auto b = placeholder<float>("B", {12, 64, 128});
-                 return Task(ComputeDAG({a, b}, {ops::batch_matmul(a, b)}));
-               },
-               {}});
-  w.push_back({"conv2d_bias_relu_1x64x56x56_k64_3x3",
-               [] {
-                 auto x = placeholder<float>("X", {1, 64, 56, 56});
-                 auto wt = placeholder<float>("W", {64, 64, 3, 3});
-                 auto bias = placeholder<float>("bias", {64});
-                 return Task(ComputeDAG(
-                     {x, wt, bias},
-                     {ops::relu(ops::bias_add(ops::conv2d_nchw(x, wt, {.padding = {1, 1}}), bias, 1))}));
-               },
-               {"W"}});
-  w.push_back({"depthwise_1x32x112x112_3x3",
-               [] {
-                 auto x = placeholder<float>("X", {1, 32, 112, 112});
-                 auto wt = placeholder<float>("W", {32, 1, 3, 3});
-                 return Task(ComputeDAG({x, wt}, {ops::depthwise_conv2d_nchw(x, wt, {.padding = {1, 1}})}));
-               },
-               {}});
-  w.push_back({"softmax_1024x1024",
-               [] {
-                 auto x = placeholder<float>("X", {1024, 1024});
-                 return Task(ComputeDAG({x}, {ops::softmax(x)}));
-               },
-               {}});
-  return w;
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -176,7 +126,7 @@ int main(int argc, char** argv) {
   csv << "workload,trial,elapsed_s,best_gflops\n";
   std::printf("%-36s %6s %6s %8s %8s %8s %8s %8s %8s %9s\n", "workload", "trials", "failed",
               "wall_s", "search_s", "model_s", "build_s", "run_s", "s/trial", "GFLOP/s");
-  for (const Workload& w : workloads()) {
+  for (const loom_bench::TuneWorkload& w : loom_bench::tune_workloads()) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
     Task task = w.make();
     TuneOptions o;

@@ -1,0 +1,79 @@
+/// \file
+/// The workloads of the tuner issue (#6): what benchmarks/tune/tune_workloads.cpp tunes, and what
+/// bench_cost_model replays when it evaluates the cost model on those tuning logs
+/// (`workloads=tune`). A workload's name keys its records file; changing a definition
+/// invalidates the logs tuned for it.
+#ifndef LOOM_BENCH_TUNE_WORKLOADS_HPP
+#define LOOM_BENCH_TUNE_WORKLOADS_HPP
+
+#include <loom/ops.hpp>
+#include <loom/search/task.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace loom_bench {
+
+/// One workload: its name (the records file <dir>/<name>.jsonl), its task, and the inputs that
+/// are constant weights (--constant-weights packs them once).
+struct TuneWorkload {
+  std::string name;
+  std::function<loom::Task()> make;
+  std::vector<std::string> weights;  // constant inputs
+};
+
+inline loom::Task gemm_task(int64_t m, int64_t k, int64_t n) {
+  using namespace loom;
+  auto a = placeholder<float>("A", {m, k});
+  auto b = placeholder<float>("B", {k, n});
+  return Task(ComputeDAG({a, b}, {ops::matmul(a, b)}));
+}
+
+/// The workloads, in table order.
+inline std::vector<TuneWorkload> tune_workloads() {
+  using namespace loom;
+  std::vector<TuneWorkload> w;
+  w.push_back({"gemm_1024", [] { return gemm_task(1024, 1024, 1024); }, {"B"}});
+  w.push_back({"gemm_512", [] { return gemm_task(512, 512, 512); }, {"B"}});
+  w.push_back({"gemm_128", [] { return gemm_task(128, 128, 128); }, {"B"}});
+  w.push_back({"gemm_127x131x129", [] { return gemm_task(127, 131, 129); }, {"B"}});
+  w.push_back({"bert_ffn_128x768x3072", [] { return gemm_task(128, 768, 3072); }, {"B"}});
+  w.push_back({"batch_matmul_12x128x128x64",
+               [] {
+                 auto a = placeholder<float>("A", {12, 128, 64});
+                 auto b = placeholder<float>("B", {12, 64, 128});
+                 return Task(ComputeDAG({a, b}, {ops::batch_matmul(a, b)}));
+               },
+               {}});
+  w.push_back({"conv2d_bias_relu_1x64x56x56_k64_3x3",
+               [] {
+                 auto x = placeholder<float>("X", {1, 64, 56, 56});
+                 auto wt = placeholder<float>("W", {64, 64, 3, 3});
+                 auto bias = placeholder<float>("bias", {64});
+                 return Task(ComputeDAG(
+                     {x, wt, bias}, {ops::relu(ops::bias_add(
+                                        ops::conv2d_nchw(x, wt, {.padding = {1, 1}}), bias, 1))}));
+               },
+               {"W"}});
+  w.push_back(
+      {"depthwise_1x32x112x112_3x3",
+       [] {
+         auto x = placeholder<float>("X", {1, 32, 112, 112});
+         auto wt = placeholder<float>("W", {32, 1, 3, 3});
+         return Task(ComputeDAG({x, wt}, {ops::depthwise_conv2d_nchw(x, wt, {.padding = {1, 1}})}));
+       },
+       {}});
+  w.push_back({"softmax_1024x1024",
+               [] {
+                 auto x = placeholder<float>("X", {1024, 1024});
+                 return Task(ComputeDAG({x}, {ops::softmax(x)}));
+               },
+               {}});
+  return w;
+}
+
+}  // namespace loom_bench
+
+#endif  // LOOM_BENCH_TUNE_WORKLOADS_HPP
