@@ -33,6 +33,7 @@
 //   the search chose to measure, as Ansor's training data were, timed by the tuner)
 // A plain program, not a Google Benchmark: the numbers are accuracies, not times.
 #include "cost_workloads.hpp"
+#include "gz_io.hpp"
 #include "../tune/tune_workloads.hpp"
 
 #include <loom/cost/features.hpp>
@@ -40,9 +41,6 @@
 #include <loom/sched/record.hpp>
 #include <loom/search/records.hpp>
 
-#if defined(LOOM_BENCH_HAVE_ZLIB)
-#include <zlib.h>
-#endif
 #if defined(LOOM_BENCH_HAVE_XGBOOST)
 #include <xgboost/c_api.h>
 #endif
@@ -90,26 +88,6 @@ struct Program {
   cost::ProgramFeatures features;
 };
 
-/// The whole decompressed file (zlib where found, else a `gzip -dc` child process).
-std::string read_gz(const std::string& path) {
-  std::string text;
-  char buf[1 << 16];
-#if defined(LOOM_BENCH_HAVE_ZLIB)
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) return text;
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-  gzclose(f);
-#else
-  FILE* f = popen(("gzip -dc '" + path + "'").c_str(), "r");
-  if (!f) return text;
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  pclose(f);
-#endif
-  return text;
-}
-
 struct Dataset {
   std::vector<loom_bench::CostWorkload> workloads;
   std::vector<Program> programs;
@@ -144,7 +122,7 @@ Dataset load(const std::string& path, const std::string& logs_dir) {
   std::string text;
   if (logs_dir.empty()) {
     d.workloads = loom_bench::cost_workloads();
-    text = read_gz(path);
+    text = loom_bench::read_gz(path);
   } else {
     text = logs_as_dataset(logs_dir, d.workloads);
   }

@@ -32,15 +32,12 @@
 // ones: two runs over the same programs bound how well any model can rank them (label noise).
 // Regenerate with scripts/make-cost-dataset.sh.
 #include "cost_workloads.hpp"
+#include "gz_io.hpp"
 
 #include <loom/cpu.hpp>
 #include <loom/sched/record.hpp>
 #include <loom/search/annotate.hpp>
 #include <loom/search/sketch.hpp>
-
-#if defined(LOOM_BENCH_HAVE_ZLIB)
-#include <zlib.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -69,47 +66,6 @@ constexpr int kMaxTimedCalls = 20;      // ... and more, up to this many,
 constexpr double kTimedSeconds = 0.03;  // ... until they add up to this much time
 constexpr uint64_t kSeedPerfect = 0x10057001;      // + workload index
 constexpr uint64_t kSeedNonDivisible = 0x10057101;  // + workload index
-
-/// Writes the data set gzip-compressed: through zlib where it was found, else through a `gzip`
-/// child process.
-class GzWriter {
- public:
-  explicit GzWriter(const std::string& path) {
-#if defined(LOOM_BENCH_HAVE_ZLIB)
-    file_ = gzopen(path.c_str(), "wb9");
-#else
-    const std::string command = "gzip -9 -n > '" + path + "'";
-    file_ = popen(command.c_str(), "w");
-#endif
-    if (!file_) {
-      std::fprintf(stderr, "cannot write %s\n", path.c_str());
-      std::exit(1);
-    }
-  }
-  GzWriter(const GzWriter&) = delete;
-  GzWriter& operator=(const GzWriter&) = delete;
-  ~GzWriter() {
-#if defined(LOOM_BENCH_HAVE_ZLIB)
-    gzclose(file_);
-#else
-    pclose(file_);
-#endif
-  }
-  void write(const std::string& line) {
-#if defined(LOOM_BENCH_HAVE_ZLIB)
-    gzwrite(file_, line.data(), static_cast<unsigned>(line.size()));
-#else
-    std::fwrite(line.data(), 1, line.size(), file_);
-#endif
-  }
-
- private:
-#if defined(LOOM_BENCH_HAVE_ZLIB)
-  gzFile file_ = nullptr;
-#else
-  FILE* file_ = nullptr;
-#endif
-};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -257,26 +213,16 @@ std::vector<sched::State> sample_half(const Task& task, bool non_divisible, uint
   return out;
 }
 
-/// The records of workload `name` in the data set `path` (gzip-compressed TSV), replayed, in file
-/// order, at most `count`.
+/// The records of workload `name` in `dataset` (a data set's text), replayed, in file order, at
+/// most `count`.
 std::vector<sched::State> recorded_programs(const Task& task, const std::string& name,
-                                            const std::string& path, int count) {
-  FILE* f = popen(("gzip -dc '" + path + "'").c_str(), "r");
-  if (!f) {
-    std::fprintf(stderr, "cannot read %s\n", path.c_str());
-    std::exit(1);
-  }
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  pclose(f);
+                                            const std::string& dataset, int count) {
   std::vector<sched::State> out;
   size_t pos = 0;
-  while (pos < text.size() && static_cast<int>(out.size()) < count) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(pos, end - pos);
+  while (pos < dataset.size() && static_cast<int>(out.size()) < count) {
+    size_t end = dataset.find('\n', pos);
+    if (end == std::string::npos) end = dataset.size();
+    const std::string line = dataset.substr(pos, end - pos);
     pos = end + 1;
     const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
     if (t2 == std::string::npos || line.compare(0, t1, name) != 0 || t1 != name.size()) continue;
@@ -322,8 +268,16 @@ int main(int argc, char** argv) {
     usage(argv[0]);
     return 2;
   }
+  std::string from_text;  // read once, for every workload
+  if (!from.empty()) {
+    from_text = loom_bench::read_gz(from);
+    if (from_text.empty()) {
+      std::fprintf(stderr, "cannot read %s\n", from.c_str());
+      return 1;
+    }
+  }
   runtime::set_num_threads(1);
-  GzWriter writer(out_path);
+  loom_bench::GzWriter writer(out_path);
   const auto start = std::chrono::steady_clock::now();
   const auto workloads = loom_bench::cost_workloads();
   int total = 0, total_failed = 0;
@@ -346,16 +300,16 @@ int main(int argc, char** argv) {
 
     std::set<std::string> seen;
     std::vector<sched::State> programs;
-    if (from.empty()) {
-      programs = sample_half(task, false, kSeedPerfect + w, per_workload / 2, seen);
+    size_t perfect = 0;  // of the sampled programs; recorded ones count as neither
+    if (!from.empty()) {
+      programs = recorded_programs(task, name, from_text, per_workload);
     } else {
-      programs = recorded_programs(task, name, from, per_workload);
-    }
-    const size_t perfect = programs.size();
-    if (from.empty())
+      programs = sample_half(task, false, kSeedPerfect + w, per_workload / 2, seen);
+      perfect = programs.size();
       for (sched::State& s : sample_half(task, true, kSeedNonDivisible + w,
                                          per_workload - static_cast<int>(perfect), seen))
         programs.push_back(std::move(s));
+    }
 
     double best = std::numeric_limits<double>::infinity();
     int build_failed = 0, wrong = 0;
@@ -390,14 +344,18 @@ int main(int argc, char** argv) {
     }
     total += static_cast<int>(programs.size());
     total_failed += build_failed + wrong;
-    std::printf("%-38s %4zu programs (%zu perfect, %zu non-divisible), %d build failures or crashes, "
-                "%d wrong, best %.3f ms, %.0f ms compile/program, %.0f s\n",
-                name.c_str(), programs.size(), perfect, programs.size() - perfect, build_failed,
-                wrong, best * 1e3, 1e3 * compile_seconds / std::max<size_t>(1, programs.size()),
-                seconds_since(t0));
+    const std::string origin =
+        from.empty() ? std::to_string(perfect) + " perfect, " +
+                           std::to_string(programs.size() - perfect) + " non-divisible"
+                     : "re-timed from " + from;
+    std::printf("%-38s %4zu programs (%s), %d build failures or crashes, %d wrong, best %.3f ms, "
+                "%.0f ms compile/program, %.0f s\n",
+                name.c_str(), programs.size(), origin.c_str(), build_failed, wrong, best * 1e3,
+                1e3 * compile_seconds / std::max<size_t>(1, programs.size()), seconds_since(t0));
     std::fflush(stdout);
   }
   std::printf("%d programs, %d failed, %.0f s -> %s\n", total, total_failed, seconds_since(start),
               out_path.c_str());
+  if (timings) std::fclose(timings);
   return 0;
 }
