@@ -73,7 +73,8 @@
   X(Store)                    \
   X(Allocate)                 \
   X(Block)                    \
-  X(IfThenElse)
+  X(IfThenElse)               \
+  X(Barrier)
 
 LOOM_BEGIN_NAMESPACE
 namespace ir {

@@ -90,6 +90,16 @@ struct IfThenElse final : StmtNode {
   static Stmt make(Expr condition, Stmt then_case, Stmt else_case = Stmt());
 };
 
+/// GPU kernels only (lower/gpu.hpp): every thread of the block waits here until all have
+/// arrived, and the shared-memory writes made before it are visible to every thread after it
+/// (CUDA's `__syncthreads()`). It must be reached by all threads of a block or by none; the
+/// loop-nest interpreter treats it as a no-op (it runs one thread at a time).
+struct Barrier final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::Barrier;
+  Barrier() : StmtNode(node_kind) {}
+  static Stmt make();
+};
+
 /// A lowered kernel: its arguments (buffers with arg_index 0..n-1, in the ComputeDAG's argument
 /// order: inputs then outputs) and its body. The unit that backends compile.
 struct LoweredFunc {

@@ -382,6 +382,8 @@ class extractor final : public ir::StmtVisitor {
       }
       case ir::StmtKind::Allocate:
         return instances(s.as<ir::Allocate>()->body);
+      case ir::StmtKind::Barrier:
+        return 0;
     }
     return 0;
   }

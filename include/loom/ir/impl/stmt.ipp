@@ -48,6 +48,8 @@ LOOM_DECL Stmt IfThenElse::make(Expr condition, Stmt then_case, Stmt else_case) 
   return new IfThenElse(std::move(condition), std::move(then_case), std::move(else_case));
 }
 
+LOOM_DECL Stmt Barrier::make() { return new Barrier(); }
+
 LOOM_DECL void StmtVisitor::visit(const Stmt& s) {
   if (!s.defined()) return;
   switch (s.kind()) {
@@ -75,6 +77,7 @@ LOOM_DECL void StmtVisitor::visit_IfThenElse(const IfThenElse* op) {
   visit(op->then_case);
   visit(op->else_case);
 }
+LOOM_DECL void StmtVisitor::visit_Barrier(const Barrier*) {}
 
 LOOM_DECL Stmt StmtMutator::mutate(const Stmt& s) {
   if (!s.defined()) return s;
@@ -117,6 +120,7 @@ LOOM_DECL Stmt StmtMutator::visit_IfThenElse(const IfThenElse* op, const Stmt& s
     return self;
   return IfThenElse::make(c, t, e);
 }
+LOOM_DECL Stmt StmtMutator::visit_Barrier(const Barrier*, const Stmt& self) { return self; }
 
 namespace detail_ir {
 
@@ -169,6 +173,9 @@ inline void print_stmt(std::ostream& os, const Stmt& s, int indent) {
       os << pad << "}\n";
       return;
     }
+    case StmtKind::Barrier:
+      os << pad << "barrier\n";
+      return;
   }
 }
 

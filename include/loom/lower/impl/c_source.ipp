@@ -177,6 +177,9 @@ class printer {
         os << pad << "}\n";
         return;
       }
+      case StmtKind::Barrier:
+        os << pad << "/* barrier: all threads of the GPU block wait here */\n";
+        return;
     }
   }
 };

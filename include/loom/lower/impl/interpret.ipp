@@ -306,6 +306,9 @@ class compiler {
             e(f);
         };
       }
+      case ir::StmtKind::Barrier:
+        // One thread at a time: every other thread has already run to the barrier.
+        return [](frame&) {};
     }
     return [](frame&) {};
   }

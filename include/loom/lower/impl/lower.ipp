@@ -308,6 +308,28 @@ class lowering {
         ranging[l.var[ss.leaves[q]].as<Variable>()] = Interval::range(l.extent[ss.leaves[q]]);
     };
     add_leaves(e, pos + 1);
+    if (ps.scope == MemoryScope::Shared) {
+      // Shared memory belongs to the GPU block, not to one thread: the region covers what every
+      // thread of the block reads, so the thread-bound loops around the attach point range too
+      // (TVM's bound inference relaxes them the same way). The stage's own loops are then
+      // spread over the threads (cooperative fetching).
+      auto add_thread_loops = [&](int si, int upto) {
+        const stage_loops& l = *info_[si].loops;
+        const Stage& ss = st_.stages()[si];
+        for (int q = 0; q <= upto && q < static_cast<int>(ss.leaves.size()); ++q) {
+          const sched::Annotation a = ss.iters[ss.leaves[q]].annotation;
+          if (a == sched::Annotation::ThreadIdxX || a == sched::Annotation::ThreadIdxY ||
+              a == sched::Annotation::ThreadIdxZ)
+            ranging[l.var[ss.leaves[q]].as<Variable>()] = Interval::range(l.extent[ss.leaves[q]]);
+        }
+      };
+      add_thread_loops(e, pos);
+      for (const Stage* cur = &es; cur->location == ComputeLocation::At;) {
+        const int outer = st_.stage_index(cur->attach_stage);
+        add_thread_loops(outer, st_.stages()[outer].leaf_position(cur->attach_iter));
+        cur = &st_.stages()[outer];
+      }
+    }
     for (int x : cons) {
       for (int cur = x; cur != e;) {
         const Stage& cs = st_.stages()[cur];

@@ -417,6 +417,11 @@ class codegen {
         b_.SetInsertPoint(done);
         return;
       }
+      case StmtKind::Barrier:
+        LOOM_BACKEND_FAIL("loom.llvm.E530")
+            << "the kernel contains a GPU barrier; the CPU backend compiles "
+            << "loop nests from lower::lower(), not GPU kernels from lower::lower_gpu()";
+        return;
     }
   }
 
