@@ -18,7 +18,21 @@
 ///  5. Vectorization — a random number of the innermost spatial loops (product at most
 ///     `max_vectorize_size`; one loop for a tiled stage) is fused and vectorized.
 ///
-/// The five rules are `InitRule` objects in a table (cpu_init_rules()); users can pass their
+/// GPU order (search/impl/gpu_annotate.ipp): FillTileSize, ThreadBind, Unroll (with
+/// `gpu_auto_unroll_candidates`), VerifyGpuProgram:
+///  - ThreadBind: a multi-level-tiled root stage fuses its level-0, level-1 and level-2 spatial
+///    loops and binds them to blockIdx.x, vthread and threadIdx.x (the draw is rejected when the
+///    vthread extent exceeds `max_vthread_extent`, or when fewer threads than a warp run and
+///    the stage has more than two warps of work); another root stage fuses its outer spatial
+///    loops and splits them into blockIdx.x × threadIdx.x with the threads drawn from
+///    `gpu_thread_candidates` (threadIdx.x alone when they fit in a warp); a shared-memory copy
+///    fuses its loops and splits them by the thread count of the stage it is computed in
+///    (follow_fused_split of that stage's thread level), the inner part bound to threadIdx.x:
+///    cooperative fetching.
+///  - VerifyGpuProgram: the draw is rejected if lower::lower_gpu refuses the program (too many
+///    threads or too much shared memory for the target, see lower/gpu.hpp).
+///
+/// The five CPU rules are `InitRule` objects in a table (cpu_init_rules()); users can pass their
 /// own, which run first, in the order given, on the sketch with its unset lengths (so a custom
 /// rule may set some lengths itself, and FillTileSize fills only the rest) — see
 /// examples/03_custom_annotation_rule.cpp.
@@ -53,6 +67,10 @@ struct InitRule {
 /// The built-in CPU init rules in Ansor's order: FillTileSize, ChangeComputeLocation, Parallel,
 /// Unroll, Vectorization.
 const std::vector<InitRule>& cpu_init_rules();
+/// The built-in GPU init rules: FillTileSize, ThreadBind, Unroll, VerifyGpuProgram.
+const std::vector<InitRule>& gpu_init_rules();
+/// The init rules for the task's target.
+const std::vector<InitRule>& init_rules(const Target& target);
 
 /// One random complete program from `sketch`, or nothing when the draw is rejected (a step was
 /// illegal in the state it met, e.g. a split length that leaves no loop to fuse).
@@ -111,6 +129,9 @@ void annotate_parallel(const SketchContext& ctx, sched::State& state);
 void annotate_unroll(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
 /// Vectorization (see the file comment).
 void annotate_vectorize(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
+/// GPU ThreadBind (see the file comment). Throws loom::user_error `[loom.search.E813]` when the
+/// drawn tiles give a multi-level-tiled stage too many vthreads or too few threads.
+void gpu_thread_bind(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
 
 }  // namespace search
 LOOM_END_NAMESPACE

@@ -25,6 +25,10 @@ struct SearchOptions {
   /// reduction loop into 2 and orders them S0 S1 R0 S2 R1 S3. The first two letters must be `S`
   /// for the fusion sketches (the consumer follows the tiling at level 1 or 2).
   std::string cpu_tiling_structure = "SSRSRS";
+  /// Multi-level tiling structure for GPU targets (Ansor `gpu_multi_level_tiling_structure`):
+  /// the first three spatial levels become blockIdx.x, vthread and threadIdx.x, so it must start
+  /// with "SSS"; the spatial and reduction level counts must differ.
+  std::string gpu_tiling_structure = "SSSRRSRS";
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
   bool enable_cache_write = true;
@@ -45,6 +49,13 @@ struct SearchOptions {
   /// Values for the `auto_unroll_max_step` pragma of stages with a reduction (Ansor CPU
   /// `cpu_auto_unroll_configs`); one is drawn uniformly per stage.
   std::vector<int> auto_unroll_candidates = {0, 16, 64, 512};
+  /// The same for GPU targets (Ansor `gpu_auto_unroll_configs`).
+  std::vector<int> gpu_auto_unroll_candidates = {0, 16, 64, 512, 1024};
+  /// GPU: largest vthread extent of a multi-level-tiled stage (Ansor: warp size / 4).
+  int max_vthread_extent = 8;
+  /// GPU: threads per block drawn for stages that are not multi-level tiled (element-wise ops,
+  /// row reductions), whose fused spatial loops are split into blockIdx.x and threadIdx.x.
+  std::vector<int> gpu_thread_candidates = {32, 64, 128, 256, 512};
   /// Outer spatial loops of a root stage are fused and parallelized until their product exceeds
   /// `parallel_granularity * target.num_cores` (Ansor uses 16).
   int parallel_granularity = 16;

@@ -46,9 +46,30 @@
 ///    stage's outermost spatial tile (all reduce steps), copied once and reused by every row
 ///    tile inside it (BLAS's packed B panel).
 ///
-/// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops) and the
-/// GPU rules (AddCacheRead, CrossThreadReduction, thread binding), which come with the CUDA
-/// backend.
+/// The GPU rules (Ansor's GPU order; search/impl/gpu_sketch.ipp), for CUDA targets:
+///
+/// | rule                        | condition                                  | result            |
+/// |-----------------------------|--------------------------------------------|-------------------|
+/// | AddCacheReadShared          | direct producer of a multi-level-tiled     | ApplyAndSkipRest  |
+/// |                             | consumer                                   | (stage stays)     |
+/// | AlwaysInlineGpu             | computed, not an output, no reduction,     | ApplyAndSkipRest  |
+/// |                             | inlineable (not only strictly)             |                   |
+/// | AddCacheWriteGpu            | as AddCacheWrite                           | ApplyAndSkipRest  |
+/// | MultiLevelTilingWithFusionGpu| as the CPU rule, consumer follows level 3 | ApplyAndSkipRest  |
+/// |                             | (the thread level)                         |                   |
+/// | MultiLevelTilingGpu         | needs multi-level tiling                   | ApplyAndSkipRest  |
+/// | SkipStage                   | always                                     | Apply             |
+///
+/// AddCacheReadShared copies the tile of the producer that one step of the consumer's outer
+/// reduction tile reads into shared memory, computed at that step; random annotation spreads
+/// the copy over the block's threads (cooperative fetching). Multi-level tiling uses
+/// `gpu_tiling_structure` ("SSSRRSRS"): random annotation binds the first three spatial levels to
+/// blockIdx.x, vthread and threadIdx.x.
+///
+/// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops) and, for
+/// now, CrossThreadReduction (a reduction split over the threads of a block needs a cross-thread
+/// combine that lower/gpu.hpp does not emit yet): reductions that are not multi-level tiled run
+/// one per thread.
 ///
 /// How to add a sketch rule:
 ///  1. Write its condition as a function of the context, the state and the working stage; keep
@@ -152,10 +173,17 @@ SketchRule rule_skip_stage();
 
 /// The built-in CPU rules in Ansor's order (see the table at the top).
 const std::vector<SketchRule>& cpu_sketch_rules();
+/// GPU: a shared-memory copy of a direct producer of a multi-level-tiled stage.
+SketchRule rule_add_cache_read_shared();
+/// GPU: inline any inlineable element-wise stage.
+SketchRule rule_always_inline_gpu();
+/// The built-in GPU rules in Ansor's order (see the table at the top).
+const std::vector<SketchRule>& gpu_sketch_rules();
 
 /// All sketches of `task`: `custom_rules` are tried before the built-in rules for every state.
-/// Throws loom::user_error `[loom.search.E801]` for a malformed tiling structure,
-/// `[loom.search.E802]` for a non-CPU target (the GPU rules are not written yet),
+/// The rules are the CPU or the GPU ones by the task's target. Throws loom::user_error
+/// `[loom.search.E801]` for a malformed tiling structure (for GPU targets: one that does not
+/// start with "SSS" or has as many S levels as R levels),
 /// `[loom.search.E803]` if the rules produce more than 10000 states or do not finish (a rule
 /// that never advances the working stage).
 std::vector<sched::State> generate_sketches(const Task& task, const SearchOptions& options = {},

@@ -576,7 +576,7 @@ TEST_SUITE("search") {
     CHECK(search::generate_sketches(matmul_task(), {}, {no_tiling}).size() == 11);
   }
 
-  TEST_CASE("sketch generation rejects bad structures, GPU targets and rules that never finish") {
+  TEST_CASE("sketch generation rejects bad structures and rules that never finish") {
     search::SearchOptions options;
     options.cpu_tiling_structure = "SSXS";
     CHECK_THROWS_WITH_AS(search::generate_sketches(matmul_task(), options),
@@ -590,8 +590,13 @@ TEST_SUITE("search") {
     Task gpu(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
                                                 std::vector<ir::Tensor>{ops::matmul(a, b)}),
              Target::cuda());
-    CHECK_THROWS_WITH_AS(search::generate_sketches(gpu), doctest::Contains("[loom.search.E802]"),
-                         user_error);
+    search::SearchOptions gpu_options;
+    gpu_options.gpu_tiling_structure = "SSRSRS";  // no thread level
+    CHECK_THROWS_WITH_AS(search::generate_sketches(gpu, gpu_options),
+                         doctest::Contains("[loom.search.E801]"), user_error);
+    gpu_options.gpu_tiling_structure = "SSSRRR";  // as many R levels as S levels
+    CHECK_THROWS_WITH_AS(search::generate_sketches(gpu, gpu_options),
+                         doctest::Contains("[loom.search.E801]"), user_error);
 
     search::SketchRule stuck{
         "Stuck",

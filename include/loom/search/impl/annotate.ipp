@@ -326,7 +326,7 @@ LOOM_DECL std::optional<sched::State> try_sample_program(const sched::State& ske
     const SketchContext ctx(task, options);
     sched::State s = sketch;
     for (const InitRule& rule : custom_rules) rule.apply(ctx, s, rng);
-    for (const InitRule& rule : cpu_init_rules()) rule.apply(ctx, s, rng);
+    for (const InitRule& rule : init_rules(task.target)) rule.apply(ctx, s, rng);
     return s;
   } catch (const user_error&) {
     return std::nullopt;
@@ -380,3 +380,6 @@ LOOM_DECL std::vector<sched::State> sample_programs(const std::vector<sched::Sta
 
 }  // namespace search
 LOOM_END_NAMESPACE
+
+// The GPU init rules share this file's helpers (compiled through it, see cmake/LoomCompiled.cmake).
+#include "loom/search/impl/gpu_annotate.ipp"

@@ -147,6 +147,17 @@ inline void check_structure(const std::string& structure) {
       << "and R (reduction level), with at least one of each, e.g. \"SSRSRS\"";
 }
 
+// GPU structures also bind their first three spatial levels to blockIdx, vthread and
+// threadIdx, and random annotation tells spatial from reduction splits by their part counts.
+inline void check_gpu_structure(const std::string& structure) {
+  check_structure(structure);
+  const auto n_s = std::count(structure.begin(), structure.end(), 'S');
+  LOOM_USER_CHECK(structure.rfind("SSS", 0) == 0 && 2 * n_s != static_cast<long>(structure.size()),
+                  "loom.search.E801")
+      << "GPU tiling structure '" << structure << "' must start with three S levels (blockIdx, "
+      << "vthread, threadIdx) and have a different number of S and R levels, e.g. \"SSSRRSRS\"";
+}
+
 }  // namespace detail_search
 
 LOOM_DECL std::vector<int> multi_level_tile(sched::State& state, int stage,
@@ -550,13 +561,14 @@ LOOM_DECL const std::vector<SketchRule>& cpu_sketch_rules() {
 LOOM_DECL std::vector<sched::State> generate_sketches(const Task& task,
                                                       const SearchOptions& options,
                                                       const std::vector<SketchRule>& custom_rules) {
-  detail_search::check_structure(options.cpu_tiling_structure);
-  LOOM_USER_CHECK(task.target.is_cpu(), "loom.search.E802")
-      << "generate_sketches: target '" << task.target.to_string()
-      << "' is not a CPU; the GPU sketch rules (cache_read to shared memory, thread binding) "
-      << "are not implemented yet";
+  const bool gpu = task.target.is_cuda();
+  if (gpu)
+    detail_search::check_gpu_structure(options.gpu_tiling_structure);
+  else
+    detail_search::check_structure(options.cpu_tiling_structure);
+  const std::vector<SketchRule>& builtin = gpu ? gpu_sketch_rules() : cpu_sketch_rules();
   std::vector<SketchRule> rules = custom_rules;
-  rules.insert(rules.end(), cpu_sketch_rules().begin(), cpu_sketch_rules().end());
+  rules.insert(rules.end(), builtin.begin(), builtin.end());
   const SketchContext ctx(task, options);
   constexpr size_t max_sketches = 10000;
 
@@ -594,3 +606,6 @@ LOOM_DECL std::vector<sched::State> generate_sketches(const Task& task,
 
 }  // namespace search
 LOOM_END_NAMESPACE
+
+// The GPU rules share this file's helpers (compiled through it, see cmake/LoomCompiled.cmake).
+#include "loom/search/impl/gpu_sketch.ipp"

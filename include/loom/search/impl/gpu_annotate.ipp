@@ -1,0 +1,162 @@
+// Bodies of loom/search/annotate.hpp: the GPU init rules (ThreadBind, GPU unroll, verification).
+#include "loom/search/annotate.hpp"
+
+#include "loom/detail/random.hpp"
+#include "loom/lower/gpu.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+namespace detail_search {
+
+inline bool name_ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// k when the stage's leaves start with k spatial loops "<axis>.0", then k "<axis>.1", then k
+// "<axis>.2": the block, vthread and thread levels of a multi-level tiling (followed by a
+// consumer, or the tiled stage itself); 0 otherwise.
+inline int gpu_tile_group_size(const sched::Stage& s) {
+  const int n = static_cast<int>(s.leaves.size());
+  int k = 0;
+  while (k < n && s.leaf(k).kind == sched::IterKind::Spatial && name_ends_with(s.leaf(k).name, ".0"))
+    ++k;
+  if (k == 0 || 3 * k > n) return 0;
+  for (int p = k; p < 3 * k; ++p)
+    if (s.leaf(p).kind != sched::IterKind::Spatial ||
+        !name_ends_with(s.leaf(p).name, p < 2 * k ? ".1" : ".2"))
+      return 0;
+  return k;
+}
+
+// The split steps of stage `stage` that tiled its spatial loops with the GPU structure (those
+// with one length per spatial level below the outermost).
+inline std::vector<int> gpu_spatial_split_steps(const sched::State& st, const std::string& stage,
+                                                int spatial_levels) {
+  std::vector<int> out;
+  for (size_t k = 0; k < st.steps().size(); ++k)
+    if (auto* sp = std::get_if<sched::SplitStep>(&st.steps()[k]);
+        sp && sp->stage == stage && static_cast<int>(sp->lengths.size()) == spatial_levels - 1)
+      out.push_back(static_cast<int>(k));
+  return out;
+}
+
+}  // namespace detail_search
+
+LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng) {
+  const Target& target = ctx.task().target;
+  const SearchOptions& o = ctx.options();
+  const int64_t warp = target.warp_size;
+  const int spatial_levels = static_cast<int>(
+      std::count(o.gpu_tiling_structure.begin(), o.gpu_tiling_structure.end(), 'S'));
+  for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
+    const sched::Stage& s = state.stages()[si];
+    if (s.is_placeholder || s.location == sched::ComputeLocation::Inlined || s.leaves.empty())
+      continue;
+    const std::string name = s.name;
+    if (s.location == sched::ComputeLocation::Root) {
+      if (const int k = detail_search::gpu_tile_group_size(s); k > 0) {
+        int64_t work = 1;
+        for (int64_t e : s.op.shape()) work *= e;
+        if (k > 1) {
+          std::vector<int> group(k);
+          for (int level = 0; level < 3; ++level) {
+            std::iota(group.begin(), group.end(), level);
+            state.fuse(name, group);
+          }
+        }
+        const sched::Stage& t = state.stage(name);
+        const int64_t vthreads = t.leaf(1).extent, threads = t.leaf(2).extent;
+        LOOM_USER_CHECK(vthreads <= o.max_vthread_extent, "loom.search.E813")
+            << "ThreadBind: stage '" << name << "' would have " << vthreads
+            << " vthreads; at most " << o.max_vthread_extent;
+        LOOM_USER_CHECK(threads >= warp || work <= 2 * warp, "loom.search.E813")
+            << "ThreadBind: stage '" << name << "' would run " << threads
+            << " threads per block, fewer than a warp (" << warp << ")";
+        state.annotate(name, 0, sched::Annotation::BlockIdxX);
+        state.annotate(name, 1, sched::Annotation::VThread);
+        state.annotate(name, 2, sched::Annotation::ThreadIdxX);
+        continue;
+      }
+      // Not multi-level tiled: the outer spatial loops over blocks and threads.
+      int count = 0;
+      int64_t extent = 1;
+      for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
+        const sched::Iterator& it = s.leaf(p);
+        if (it.kind != sched::IterKind::Spatial || it.annotation != sched::Annotation::None) break;
+        ++count;
+        extent *= std::max<int64_t>(it.extent, 1);
+        if (!state.attached_at(name, s.leaves[p]).empty()) break;
+      }
+      if (count == 0) continue;
+      if (count > 1) {
+        std::vector<int> all(count);
+        std::iota(all.begin(), all.end(), 0);
+        state.fuse(name, all);
+      }
+      if (extent <= warp) {
+        state.annotate(name, 0, sched::Annotation::ThreadIdxX);
+        continue;
+      }
+      std::vector<int> cands;
+      for (int c : o.gpu_thread_candidates)
+        if (c <= target.max_threads_per_block && (c == o.gpu_thread_candidates.front() || c < extent))
+          cands.push_back(c);
+      if (cands.empty()) cands.push_back(static_cast<int>(warp));
+      const int threads = cands[detail::draw(rng, cands.size())];
+      state.split(name, 0, {threads});
+      state.annotate(name, 0, sched::Annotation::BlockIdxX);
+      state.annotate(name, 1, sched::Annotation::ThreadIdxX);
+    } else if (s.location == sched::ComputeLocation::At && s.scope == ir::MemoryScope::Shared) {
+      // Cooperative fetching: the copy's elements spread over the threads of the block.
+      const std::vector<int> steps =
+          detail_search::gpu_spatial_split_steps(state, s.attach_stage, spatial_levels);
+      if (steps.empty()) continue;
+      if (s.leaves.size() > 1) {
+        std::vector<int> all(s.leaves.size());
+        std::iota(all.begin(), all.end(), 0);
+        state.fuse(name, all);
+      }
+      // Level 1 of the lengths (the outermost part has none) is the thread level.
+      state.follow_fused_split(name, 0, steps, 1, true);
+      state.annotate(name, 1, sched::Annotation::ThreadIdxX);
+    }
+  }
+}
+
+LOOM_DECL const std::vector<InitRule>& gpu_init_rules() {
+  static const std::vector<InitRule> rules = {
+      {"FillTileSize",
+       [](const SketchContext& ctx, sched::State& s, std::mt19937_64& rng) {
+         s = fill_tile_sizes(s, ctx.options(), rng);
+       }},
+      {"ThreadBind", gpu_thread_bind},
+      {"Unroll",
+       [](const SketchContext& ctx, sched::State& s, std::mt19937_64& rng) {
+         const auto& cands = ctx.options().gpu_auto_unroll_candidates;
+         if (cands.empty()) return;
+         for (int si = static_cast<int>(s.stages().size()) - 1; si >= 0; --si) {
+           const sched::Stage& st = s.stages()[si];
+           if (st.is_placeholder || st.location == sched::ComputeLocation::Inlined ||
+               st.leaves.empty() || !has_reduce(st))
+             continue;
+           s.pragma_unroll(st.name, 0, cands[detail::draw(rng, cands.size())]);
+         }
+       }},
+      {"VerifyGpuProgram",
+       [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
+         (void)lower::lower_gpu(s, ctx.task().target);
+       }}};
+  return rules;
+}
+
+LOOM_DECL const std::vector<InitRule>& init_rules(const Target& target) {
+  return target.is_cuda() ? gpu_init_rules() : cpu_init_rules();
+}
+
+}  // namespace search
+LOOM_END_NAMESPACE

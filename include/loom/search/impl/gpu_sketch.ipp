@@ -1,0 +1,143 @@
+// Bodies of loom/search/sketch.hpp: the GPU sketch rules (Ansor's GPU rule list).
+#include "loom/search/sketch.hpp"
+
+#include <algorithm>
+
+LOOM_BEGIN_NAMESPACE
+namespace search {
+
+namespace detail_search {
+
+// Whether stage `consumer` reads stage `producer` itself, not through inlined stages.
+inline bool reads_directly(const sched::State& st, int consumer, int producer) {
+  bool found = false;
+  ir::post_order_visit(st.stages()[consumer].op->body, [&](const ir::Expr& e) {
+    if (auto* t = e.as<ir::TensorRead>()) found = found || st.stage_of(t->tensor.get()) == producer;
+  });
+  return found;
+}
+
+// The multi-level-tiled stage that reads stage `i` directly and is its only consumer, or -1.
+inline int shared_cache_reader(const SketchContext& ctx, const sched::State& st, int i) {
+  const sched::Stage& s = st.stages()[i];
+  if (s.location == sched::ComputeLocation::Inlined) return -1;
+  const auto cons = st.consumers(i);
+  if (cons.size() != 1) return -1;
+  const int c = cons[0];
+  const sched::Stage& cs = st.stages()[c];
+  if (!needs_multi_level_tiling(ctx, st, c) || !is_tiled(cs) || first_reduce_level_end(cs) < 0)
+    return -1;
+  return reads_directly(st, c, i) ? c : -1;
+}
+
+}  // namespace detail_search
+
+LOOM_DECL SketchRule rule_add_cache_read_shared() {
+  return {"AddCacheReadShared",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return detail_search::shared_cache_reader(ctx, st, i) >= 0
+                       ? RuleCondition::ApplyAndSkipRest
+                       : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const std::string reader = st.stages()[detail_search::shared_cache_reader(ctx, st, i)].name;
+            sched::State s = st;
+            const std::string copy = s.cache_read(st.stages()[i].name, ir::MemoryScope::Shared, {reader});
+            // One step of the reader's outer reduction tile at a time (Ansor's
+            // GetLastReduceIteratorInOutermostReduceTile).
+            s.compute_at(copy, reader, detail_search::first_reduce_level_end(s.stage(reader)));
+            // The copy sits at i + 1; the stage itself is visited again (it may be inlined).
+            return detail_search::Successors{{std::move(s), i}};
+          }};
+}
+
+LOOM_DECL SketchRule rule_always_inline_gpu() {
+  return {"AlwaysInlineGpu",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const sched::Stage& s = st.stages()[i];
+            if (s.is_placeholder || s.is_output || s.location != sched::ComputeLocation::Root ||
+                has_reduce(s) || !is_untouched(s))
+              return RuleCondition::Skip;
+            const StageOrigin o = ctx.origin(st, i);
+            if (o.op < 0 || o.cache_write_local || o.cache_write_copy) return RuleCondition::Skip;
+            // Any element-wise op, not only the strictly inlineable ones: on a GPU recomputing
+            // an exp is cheaper than a round trip through global memory (Ansor's GPU rule).
+            try {
+              sched::State probe = st;
+              probe.compute_inline(s.name);
+            } catch (const user_error&) {
+              return RuleCondition::Skip;
+            }
+            return RuleCondition::ApplyAndSkipRest;
+          },
+          [](const SketchContext&, const sched::State& st, int i) {
+            sched::State s = st;
+            s.compute_inline(st.stages()[i].name);
+            return detail_search::Successors{{std::move(s), i - 1}};
+          }};
+}
+
+namespace detail_search {
+
+inline SketchRule rule_add_cache_write_gpu() {
+  SketchRule r = rule_add_cache_write();
+  r.name = "AddCacheWriteGpu";
+  auto cpu_condition = r.condition;
+  // On a GPU the accumulator always goes to registers: no sketch without it.
+  r.condition = [cpu_condition](const SketchContext& ctx, const sched::State& st, int i) {
+    return cpu_condition(ctx, st, i) == RuleCondition::Skip ? RuleCondition::Skip
+                                                            : RuleCondition::ApplyAndSkipRest;
+  };
+  return r;
+}
+
+inline SketchRule rule_multi_level_tiling_with_fusion_gpu() {
+  return {"MultiLevelTilingWithFusionGpu",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return needs_multi_level_tiling(ctx, st, i) &&
+                           single_elementwise_matched_consumer(ctx, st, i) >= 0
+                       ? RuleCondition::ApplyAndSkipRest
+                       : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            sched::State s = st;
+            const std::vector<int> steps = multi_level_tile(s, i, ctx.options().gpu_tiling_structure);
+            const int c = single_elementwise_matched_consumer(ctx, s, i);
+            if (c < 0 || steps.empty()) return Successors{};
+            const std::string producer = st.stages()[i].name, consumer = s.stages()[c].name;
+            // The consumer takes the block, vthread and thread levels; the producer is computed
+            // per thread inside them.
+            const int at = follow_tiling(s, consumer, steps, 3);
+            s.compute_at(producer, consumer, at);
+            return Successors{{std::move(s), i - 1}};
+          }};
+}
+
+inline SketchRule rule_multi_level_tiling_gpu() {
+  return {"MultiLevelTilingGpu",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return needs_multi_level_tiling(ctx, st, i) ? RuleCondition::ApplyAndSkipRest
+                                                        : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            sched::State s = st;
+            multi_level_tile(s, i, ctx.options().gpu_tiling_structure);
+            return Successors{{std::move(s), i - 1}};
+          }};
+}
+
+}  // namespace detail_search
+
+LOOM_DECL const std::vector<SketchRule>& gpu_sketch_rules() {
+  static const std::vector<SketchRule> rules = {
+      rule_add_cache_read_shared(),
+      rule_always_inline_gpu(),
+      detail_search::rule_add_cache_write_gpu(),
+      detail_search::rule_multi_level_tiling_with_fusion_gpu(),
+      detail_search::rule_multi_level_tiling_gpu(),
+      rule_skip_stage()};
+  return rules;
+}
+
+}  // namespace search
+LOOM_END_NAMESPACE

@@ -1,0 +1,155 @@
+// The GPU search space (loom/search/sketch.hpp GPU rules, loom/search/annotate.hpp GPU init
+// rules): the sketches of common workloads, thread binding and cooperative fetching, and the
+// property that every program sampled for a CUDA target computes what the DAG computes when its
+// kernels run on the CPU emulation of the GPU (loom/lower/gpu.hpp).
+#include <doctest/doctest.h>
+
+#include <loom/lower/gpu.hpp>
+#include <loom/ops.hpp>
+#include <loom/search/annotate.hpp>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/op_workloads.hpp"
+#include "support/random_schedule.hpp"
+
+using namespace loom;
+using namespace loom_test::op_workloads;
+
+namespace {
+
+loom_test::workload gpu_matmul() {
+  auto a = placeholder<float>("A", {64, 48});
+  auto b = placeholder<float>("B", {48, 96});
+  return make("matmul 64x96x48", {a, b}, {ops::matmul(a, b)}, 48);
+}
+
+loom_test::workload gpu_conv2d() {
+  auto x = placeholder<float>("X", {1, 8, 10, 10});
+  auto w = placeholder<float>("W", {16, 8, 3, 3});
+  auto bias = placeholder<float>("bias", {16});
+  auto y = ops::relu(ops::bias_add(ops::conv2d_nchw(x, w, {.padding = {1, 1}}), bias, 1));
+  return make("conv2d+bias+relu 8->16 10x10 pad 1", {x, w, bias}, {y}, 72);
+}
+
+std::vector<loom_test::workload> gpu_property_workloads() {
+  return {gpu_matmul(),  gpu_conv2d(),      op_matmul(),       op_matmul_relu(),
+          op_conv2d(),   op_depthwise(),    op_softmax(),      op_softmax_long(),
+          op_batch_matmul(), op_layer_norm(), op_matvec()};
+}
+
+const sched::Stage* find_stage(const sched::State& s, const std::string& name) {
+  for (const sched::Stage& st : s.stages())
+    if (st.name == name) return &st;
+  return nullptr;
+}
+
+struct gpu_sample_stats {
+  int sketches = 0, programs = 0, wrong = 0;
+};
+
+gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, int count) {
+  gpu_sample_stats st;
+  const Task task(w.dag, Target::cuda());
+  const search::SearchOptions options;
+  const auto sketches = search::generate_sketches(task, options);
+  st.sketches = static_cast<int>(sketches.size());
+  const auto ref = loom_test::make_reference(w, static_cast<uint32_t>(seed));
+  std::mt19937_64 rng(seed);
+  for (const sched::State& p : search::sample_programs(sketches, task, options, rng, count)) {
+    ++st.programs;
+    CHECK(sched::replay(w.dag, p.steps()).to_string() == p.to_string());
+    const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+    auto r = loom_test::run_and_compare(
+        w, ref, p, [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+    if (!r.ok) ++st.wrong;
+    CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << p.to_string());
+  }
+  MESSAGE(w.name << ": " << st.sketches << " GPU sketches, " << st.programs
+                 << " programs emulated, " << st.wrong << " wrong");
+  return st;
+}
+
+}  // namespace
+
+TEST_SUITE("search") {
+  TEST_CASE("a GPU matmul sketch: shared copies of A and B, a local accumulator, SSSRRSRS") {
+    const loom_test::workload w = gpu_matmul();
+    const auto sketches = search::generate_sketches(Task(w.dag, Target::cuda()));
+    REQUIRE(sketches.size() == 1);
+    const sched::State& s = sketches[0];
+    INFO(s.to_string());
+    const sched::Stage* local = find_stage(s, "matmul.local");
+    const sched::Stage* a = find_stage(s, "A.shared");
+    const sched::Stage* b = find_stage(s, "B.shared");
+    REQUIRE((local && a && b));
+    CHECK(local->location == sched::ComputeLocation::At);
+    CHECK(local->attach_stage == "matmul");
+    CHECK(a->attach_stage == "matmul.local");
+    CHECK(b->attach_stage == "matmul.local");
+    CHECK(a->scope == ir::MemoryScope::Shared);
+    // 5 spatial levels of i and j, 3 reduction levels of k; C follows the first three.
+    CHECK(local->leaves.size() == 2 * 5 + 3);
+    CHECK(s.stage("matmul").leaves.size() == 2 * 4);
+  }
+
+  TEST_CASE("a GPU conv sketch inlines the padding into its shared copy") {
+    const loom_test::workload w = gpu_conv2d();
+    const auto sketches = search::generate_sketches(Task(w.dag, Target::cuda()));
+    REQUIRE(sketches.size() == 1);
+    const sched::State& s = sketches[0];
+    INFO(s.to_string());
+    int shared = 0;
+    for (const sched::Stage& st : s.stages()) {
+      if (st.scope == ir::MemoryScope::Shared) ++shared;
+      // Element-wise stages are inlined; the output is the root of the fused nest.
+      if (!st.is_placeholder && !st.is_output && st.scope == ir::MemoryScope::Global &&
+          st.location == sched::ComputeLocation::Root)
+        FAIL("stage " << st.name << " stays at the root");
+    }
+    CHECK(shared == 2);  // the padded input and the weights
+  }
+
+  TEST_CASE("ThreadBind binds block, vthread and thread levels and spreads shared copies") {
+    const loom_test::workload w = gpu_matmul();
+    const Task task(w.dag, Target::cuda());
+    const auto sketches = search::generate_sketches(task);
+    std::mt19937_64 rng(5);
+    const auto programs = search::sample_programs(sketches, task, {}, rng, 20);
+    REQUIRE(programs.size() >= 10);
+    for (const sched::State& p : programs) {
+      const sched::Stage& c = p.stage("matmul");
+      CHECK(c.leaf(0).annotation == sched::Annotation::BlockIdxX);
+      CHECK(c.leaf(1).annotation == sched::Annotation::VThread);
+      CHECK(c.leaf(2).annotation == sched::Annotation::ThreadIdxX);
+      CHECK(c.leaf(1).extent <= 8);
+      const int64_t threads = c.leaf(2).extent;
+      CHECK(threads >= 32);
+      const sched::Stage& a = p.stage("A.shared");
+      REQUIRE(a.leaves.size() == 2);
+      CHECK(a.leaf(1).annotation == sched::Annotation::ThreadIdxX);
+      CHECK(a.leaf(1).extent == threads);  // the copy uses the block's threads
+      const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+      REQUIRE(g.kernels.size() == 1);
+      CHECK(g.kernels[0].block[0] == threads);
+      CHECK(g.kernels[0].shared.size() == 2);
+    }
+  }
+
+  TEST_CASE("every sampled GPU program of the operator library's ops computes the DAG's result") {
+    int total = 0, wrong = 0;
+    uint64_t seed = 3000;
+    for (const auto& w : gpu_property_workloads()) {
+      auto st = check_gpu_samples(w, ++seed, 30);
+      // Small odd shapes leave few tilings with a warp of threads per block.
+      CHECK(st.programs >= 3);
+      total += st.programs;
+      wrong += st.wrong;
+    }
+    MESSAGE("GPU emulation: " << total << " programs, " << wrong << " wrong");
+    CHECK(wrong == 0);
+  }
+}
