@@ -22,6 +22,9 @@ foreach(ipp IN LISTS _loom_ipps)
     # compiled in loom::llvm, the one library that includes LLVM's headers
   elseif(ipp MATCHES "^loom/backend/llvm/" OR ipp MATCHES "^loom/impl/(cpu|tune)\\.ipp$")
     string(APPEND _loom_llvm_front_ipps "#include \"${ipp}\"\n")
+  elseif(ipp MATCHES "^loom/backend/cuda/")
+    # core bodies: the CUDA backend needs only <dlfcn.h> (NVRTC and the driver are dlopen'ed)
+    string(APPEND _loom_core_ipps "#include \"${ipp}\"\n")
   elseif(ipp MATCHES "^loom/backend/")
     # other backends compile their own bodies
   else()
@@ -35,7 +38,7 @@ file(CONFIGURE OUTPUT "${_loom_compiled_src}"
 add_library(loom_compiled STATIC "${_loom_compiled_src}")
 add_library(loom::compiled ALIAS loom_compiled)
 target_compile_definitions(loom_compiled PUBLIC LOOM_SEPARATE_COMPILATION)
-target_link_libraries(loom_compiled PUBLIC loom::loom)
+target_link_libraries(loom_compiled PUBLIC loom::loom ${CMAKE_DL_LIBS})
 
 if(TARGET loom::llvm)
   set(_loom_compiled_llvm_src "${PROJECT_BINARY_DIR}/loom_compiled_llvm.cpp")

@@ -1,5 +1,6 @@
 # Optional dependencies of loom, each behind its own INTERFACE target (STYLE 3.11):
 #   loom::llvm  - LOOM_WITH_LLVM=1, LLVM 19 (ORC JIT) include dirs and library
+#   loom::cuda  - LOOM_WITH_CUDA=1, the dynamic loader (NVRTC and the CUDA driver are dlopen'ed)
 #   loom::eigen - LOOM_WITH_EIGEN=1, Eigen3::Eigen
 # Used both by the source tree and by the installed loomConfig.cmake.
 
@@ -51,6 +52,16 @@ if(NOT TARGET loom::llvm AND NOT LOOM_ENABLE_LLVM STREQUAL "OFF")
   else()
     message(STATUS "loom: LLVM 19 not found, the CPU JIT backend is disabled")
   endif()
+endif()
+
+# The CUDA backend needs nothing from CUDA at build time: loom/backend/cuda loads NVRTC and the
+# driver with dlopen when a program first asks for them, and reports their absence at run time. So
+# loom::cuda exists everywhere, machines without a GPU or a CUDA toolkit included.
+if(NOT TARGET loom::cuda)
+  add_library(loom_cuda INTERFACE)
+  add_library(loom::cuda ALIAS loom_cuda)
+  target_compile_definitions(loom_cuda INTERFACE LOOM_WITH_CUDA=1)
+  target_link_libraries(loom_cuda INTERFACE loom::loom ${CMAKE_DL_LIBS})
 endif()
 
 if(NOT TARGET loom::eigen AND NOT LOOM_ENABLE_EIGEN STREQUAL "OFF")

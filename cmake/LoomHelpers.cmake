@@ -11,13 +11,21 @@ function(loom_link_compiled target)
   endif()
 endfunction()
 
-# loom_add_test(<name> SOURCES <files...> [LIBS <targets...>] [LABELS <labels...>])
+# loom_add_test(<name> SOURCES <files...> [LIBS <targets...>] [LABELS <labels...>]
+#               [OWN_MAIN] [SKIP_RETURN_CODE <code>])
 # One doctest executable per layer, sharing the doctest main (loom_test_main) and registered with
 # ctest under <name>.
+# - OWN_MAIN: the sources define main() (say, one that first checks for the hardware the tests
+#   need) and run doctest themselves; the executable links doctest instead of loom_test_main.
+# - SKIP_RETURN_CODE: ctest reports the test as skipped, not failed, when it exits with <code>.
 function(loom_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "OWN_MAIN" "SKIP_RETURN_CODE" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE loom_test_main ${ARG_LIBS})
+  if(ARG_OWN_MAIN)
+    target_link_libraries(${name} PRIVATE doctest::doctest loom::loom ${ARG_LIBS})
+  else()
+    target_link_libraries(${name} PRIVATE loom_test_main ${ARG_LIBS})
+  endif()
   loom_link_compiled(${name} ${ARG_LIBS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_options(${name} PRIVATE -Wall -Wextra)
@@ -25,6 +33,9 @@ function(loom_add_test name)
   add_test(NAME ${name} COMMAND ${name})
   if(ARG_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+  if(DEFINED ARG_SKIP_RETURN_CODE)
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
   endif()
 endfunction()
 
