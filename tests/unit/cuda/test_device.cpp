@@ -1,0 +1,309 @@
+// The driver layer on a real GPU (loom/backend/cuda/driver.hpp, with NVRTC): device properties,
+// copies, a kernel compiled by NVRTC and launched, event timing, launches the driver refuses, and
+// recovering from a kernel that crashes. main.cpp skips the executable without a device.
+#include <loom/backend/cuda/driver.hpp>
+#include <loom/backend/cuda/nvrtc.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace loom;
+
+namespace {
+
+const char* const kernels_source = R"(
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
+// Writes through whatever pointer it gets: given 0, an illegal address.
+extern "C" __global__ void write_through(float* p) { p[threadIdx.x] = 1.0f; }
+
+// Copies x to y through dynamic shared memory of `n` floats (one block).
+extern "C" __global__ void through_shared(const float* x, float* y, int n) {
+  extern __shared__ float tile[];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[n - 1 - i] = tile[i];
+}
+)";
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// The kernels above, compiled once for the device's architecture.
+const std::string& kernels_ptx() {
+  static const std::string ptx = [] {
+    const cuda::DeviceInfo info = cuda::device_info(0);
+    return cuda::compile_to_ptx(kernels_source,
+                                cuda::nvrtc_arch_for(info.compute_major, info.compute_minor));
+  }();
+  return ptx;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+/// Runs saxpy (a = 2) on `n` elements on the device and checks the result against the host.
+void check_saxpy(const cuda::Module& module, int n) {
+  const std::vector<float> x = random_floats(static_cast<size_t>(n), 1);
+  const std::vector<float> y0 = random_floats(static_cast<size_t>(n), 2);
+  cuda::DeviceBuffer dx(n * sizeof(float)), dy(n * sizeof(float));
+  dx.upload(x.data(), n * sizeof(float));
+  dy.upload(y0.data(), n * sizeof(float));
+  const cuda::Function saxpy = module.function("saxpy");
+  float a = 2.0f;
+  cuda::CUdeviceptr px = dx.ptr(), py = dy.ptr();
+  const unsigned block = 256, grid = (static_cast<unsigned>(n) + block - 1) / block;
+  cuda::launch(saxpy, {grid, 1, 1}, {block, 1, 1}, 0, {&a, &px, &py, &n});
+  std::vector<float> y(static_cast<size_t>(n));
+  dy.download(y.data(), n * sizeof(float));
+  int wrong = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::abs(y[i] - (a * x[i] + y0[i])) > 1e-5f) ++wrong;
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_SUITE("cuda.device") {
+  TEST_CASE("device_info describes a real GPU") {
+    REQUIRE(cuda::device_count() >= 1);
+    const cuda::DeviceInfo info = cuda::device_info(0);
+    MESSAGE(info.name << ": " << info.arch() << ", " << info.sm_count << " SMs, driver "
+                      << cuda::driver_version());
+    CHECK(info.device == 0);
+    CHECK(!info.name.empty());
+    CHECK(info.compute_major >= 5);
+    CHECK(info.sm_count > 0);
+    CHECK(info.max_threads_per_block >= 512);
+    CHECK(info.max_block_dim[0] >= 512);
+    CHECK(info.max_grid_dim[0] >= 65535);
+    CHECK(info.warp_size == 32);
+    CHECK(info.max_shared_memory_per_block >= 48 * 1024);
+    CHECK(info.max_shared_memory_per_block_optin >= info.max_shared_memory_per_block);
+    CHECK(info.max_shared_memory_per_multiprocessor >= info.max_shared_memory_per_block_optin);
+    CHECK(info.max_threads_per_multiprocessor >= info.max_threads_per_block);
+    CHECK(info.max_registers_per_block >= 32 * 1024);
+    CHECK(info.l2_cache_bytes > 0);
+    CHECK(info.arch() == "sm_" + std::to_string(info.compute_major * 10 + info.compute_minor));
+    CHECK(cuda::Context::get().info().name == info.name);
+    CHECK(&cuda::Context::get(0) == &cuda::Context::get());
+    CHECK_THROWS_WITH_AS(cuda::device_info(cuda::device_count()),
+                         doctest::Contains("[loom.cuda.E911]"), user_error);
+  }
+
+  TEST_CASE("upload and download round-trip, zero clears, moves transfer ownership") {
+    const std::vector<float> data = random_floats(1000, 3);
+    const size_t bytes = data.size() * sizeof(float);
+    cuda::DeviceBuffer buffer(bytes);
+    CHECK(buffer.bytes() == bytes);
+    CHECK(buffer.ptr() != 0);
+    CHECK(buffer.valid());
+    buffer.upload(data.data(), bytes);
+    std::vector<float> back(data.size(), 0.0f);
+    buffer.download(back.data(), bytes);
+    CHECK(back == data);
+
+    buffer.zero();
+    buffer.download(back.data(), bytes);
+    CHECK(back == std::vector<float>(data.size(), 0.0f));
+
+    buffer.upload(data.data(), 10 * sizeof(float));  // a prefix
+    buffer.download(back.data(), 20 * sizeof(float));
+    CHECK(std::vector<float>(back.begin(), back.begin() + 10) ==
+          std::vector<float>(data.begin(), data.begin() + 10));
+    CHECK(back[10] == 0.0f);
+
+    CHECK_THROWS_WITH_AS(buffer.upload(data.data(), bytes + 4),
+                         doctest::Contains("[loom.cuda.E918]"), user_error);
+
+    const cuda::CUdeviceptr ptr = buffer.ptr();
+    cuda::DeviceBuffer moved(std::move(buffer));
+    CHECK(moved.ptr() == ptr);
+    CHECK(buffer.ptr() == 0);  // NOLINT(bugprone-use-after-move): moved-from is empty
+    cuda::DeviceBuffer assigned(16);
+    assigned = std::move(moved);
+    CHECK(assigned.ptr() == ptr);
+    CHECK(assigned.bytes() == bytes);
+
+    // Another thread may use the buffer: every operation makes the context current first.
+    std::vector<float> from_thread(data.size(), 1.0f);
+    std::string thread_error;
+    std::thread([&] {
+      try {
+        assigned.download(from_thread.data(), bytes);
+      } catch (const std::exception& e) {
+        thread_error = e.what();
+      }
+    }).join();
+    CHECK(thread_error == "");
+    CHECK(std::vector<float>(from_thread.begin(), from_thread.begin() + 10) ==
+          std::vector<float>(data.begin(), data.begin() + 10));
+  }
+
+  TEST_CASE("saxpy compiled by NVRTC for the device runs on it") {
+    const cuda::Module module(kernels_ptx());
+    CHECK(module.valid());
+    CHECK(module.handle() != nullptr);
+    const cuda::Function saxpy = module.function("saxpy");
+    CHECK(saxpy.valid());
+    CHECK(saxpy.name() == "saxpy");
+    CHECK(saxpy.num_registers() > 0);
+    CHECK(saxpy.max_threads_per_block() > 0);
+    CHECK(saxpy.static_shared_memory() == 0);
+    CHECK(saxpy.local_memory() == 0);
+    check_saxpy(module, 10000);  // not a multiple of the block size
+    check_saxpy(module, 1);
+
+    CHECK_THROWS_WITH_AS(module.function("saxpy_missing"), doctest::Contains("[loom.cuda.E914]"),
+                         backend_error);
+    CHECK_THROWS_WITH_AS(module.function("saxpy_missing"), doctest::Contains("saxpy, "),
+                         backend_error);  // the message lists the module's kernels
+  }
+
+  TEST_CASE("PTX the JIT rejects throws [loom.cuda.E913] with the JIT's log") {
+    const std::string bad_ptx =
+        ".version 7.0\n.target sm_70\n.address_size 64\n"
+        ".visible .entry k() { this is not ptx; }\n";
+    CHECK_THROWS_WITH_AS(cuda::Module{bad_ptx}, doctest::Contains("[loom.cuda.E913]"),
+                         backend_error);
+    CHECK_THROWS_WITH_AS(cuda::Module{bad_ptx}, doctest::Contains("JIT error log:"), backend_error);
+    CHECK(!cuda::Context::get().needs_reset());
+  }
+
+  TEST_CASE("time_launches measures seconds per call with CUDA events") {
+    const cuda::Module module(kernels_ptx());
+    const cuda::Function saxpy = module.function("saxpy");
+    int n = 1 << 20;
+    cuda::DeviceBuffer dx(n * sizeof(float)), dy(n * sizeof(float));
+    dx.zero();
+    dy.zero();
+    float a = 1.5f;
+    cuda::CUdeviceptr px = dx.ptr(), py = dy.ptr();
+    auto run = [&] {
+      cuda::launch(saxpy, {static_cast<unsigned>(n) / 256, 1, 1}, {256, 1, 1}, 0,
+                   {&a, &px, &py, &n});
+    };
+    run();  // warm-up
+    const double seconds = cuda::time_launches(run, 20);
+    MESSAGE("saxpy on 2^20 floats: " << seconds * 1e6 << " us");
+    CHECK(seconds > 0.0);
+    CHECK(seconds < 0.1);
+    CHECK_THROWS_WITH_AS(cuda::time_launches(run, 0), doctest::Contains("[loom.cuda.E911]"),
+                         user_error);
+  }
+
+  TEST_CASE("a block of 2048 threads is refused with the limit it breaks") {
+    const cuda::Module module(kernels_ptx());
+    const cuda::Function saxpy = module.function("saxpy");
+    int n = 4096;
+    cuda::DeviceBuffer dx(n * sizeof(float)), dy(n * sizeof(float));
+    float a = 1.0f;
+    cuda::CUdeviceptr px = dx.ptr(), py = dy.ptr();
+    std::string message;
+    try {
+      cuda::launch(saxpy, {2, 1, 1}, {2048, 1, 1}, 0, {&a, &px, &py, &n});
+      cuda::Context::get().synchronize();
+    } catch (const backend_error& e) {
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(contains(message, "[loom.cuda.E915]"));
+    CHECK(contains(message, "block 2048x1x1"));
+    CHECK(contains(message, "the block has 2048 threads"));
+    // Not a sticky error: the context goes on working.
+    CHECK(!cuda::Context::get().needs_reset());
+    check_saxpy(module, 1000);
+  }
+
+  TEST_CASE("dynamic shared memory above 48 KiB needs set_max_dynamic_shared_memory") {
+    const cuda::DeviceInfo& info = cuda::Context::get().info();
+    const int n = 16 * 1024;  // 64 KiB of floats
+    const unsigned shared = n * sizeof(float);
+    if (info.max_shared_memory_per_block_optin < static_cast<int>(shared)) {
+      MESSAGE("the device cannot opt in to 64 KiB of shared memory per block; not tested");
+      return;
+    }
+    const cuda::Module module(kernels_ptx());
+    cuda::Function copy = module.function("through_shared");
+    const std::vector<float> x = random_floats(n, 4);
+    cuda::DeviceBuffer dx(shared), dy(shared);
+    dx.upload(x.data(), shared);
+    int count = n;
+    cuda::CUdeviceptr px = dx.ptr(), py = dy.ptr();
+    std::vector<void*> params = {&px, &py, &count};
+    CHECK_THROWS_WITH_AS(cuda::launch(copy, {1, 1, 1}, {256, 1, 1}, shared, params),
+                         doctest::Contains("set_max_dynamic_shared_memory(65536)"), backend_error);
+    CHECK(!cuda::Context::get().needs_reset());
+    copy.set_max_dynamic_shared_memory(static_cast<int>(shared));
+    CHECK(copy.max_dynamic_shared_memory() >= static_cast<int>(shared));
+    cuda::launch(copy, {1, 1, 1}, {256, 1, 1}, shared, params);
+    std::vector<float> y(n);
+    dy.download(y.data(), shared);
+    int wrong = 0;
+    for (int i = 0; i < n; ++i)
+      if (y[n - 1 - i] != x[i]) ++wrong;
+    CHECK(wrong == 0);
+  }
+
+  TEST_CASE("a kernel that crashes is a sticky error that Context::reset() recovers from") {
+    cuda::Context& context = cuda::Context::get();
+    cuda::DeviceBuffer before(1024);
+    cuda::Module old_module(kernels_ptx());
+    const cuda::Function old_saxpy = old_module.function("saxpy");
+    const cuda::Function crash = old_module.function("write_through");
+
+    cuda::CUdeviceptr null_ptr = 0;
+    std::string message;
+    try {
+      cuda::launch(crash, {1, 1, 1}, {32, 1, 1}, 0, {&null_ptr});
+      context.synchronize();
+    } catch (const backend_error& e) {
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(contains(message, "[loom.cuda.E916]"));
+    CHECK(contains(message, "Context::reset()"));
+    CHECK(context.needs_reset());
+    // Every call fails the same way until the reset.
+    CHECK_THROWS_WITH_AS(cuda::DeviceBuffer(64), doctest::Contains("[loom.cuda.E916]"),
+                         backend_error);
+
+    const std::uint64_t generation = context.generation();
+    context.reset();
+    CHECK(context.generation() == generation + 1);
+    CHECK(!context.needs_reset());
+
+    // What was made before the reset is invalid, and says so.
+    CHECK(!before.valid());
+    CHECK(!old_module.valid());
+    CHECK(!old_saxpy.valid());
+    float value = 0.0f;
+    CHECK_THROWS_WITH_AS(before.upload(&value, sizeof value), doctest::Contains("[loom.cuda.E917]"),
+                         user_error);
+    CHECK_THROWS_WITH_AS(old_module.function("saxpy"), doctest::Contains("[loom.cuda.E917]"),
+                         user_error);
+    CHECK_THROWS_WITH_AS(cuda::launch(old_saxpy, {1, 1, 1}, {1, 1, 1}, 0, {}),
+                         doctest::Contains("[loom.cuda.E917]"), user_error);
+
+    // A module loaded after the reset works.
+    const cuda::Module module(kernels_ptx());
+    check_saxpy(module, 5000);
+    context.synchronize();
+  }
+
+}  // TEST_SUITE
