@@ -1,0 +1,294 @@
+// Bodies of loom/backend/cuda/codegen.hpp.
+#include "loom/backend/cuda/codegen.hpp"
+
+#include "loom/error.hpp"
+#include "loom/ir/printer.hpp"
+#include "loom/ir/simplify.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+LOOM_BEGIN_NAMESPACE
+namespace cuda {
+
+namespace detail_cuda {
+
+using namespace ir;
+
+class printer {
+ public:
+  printer(const lower::GpuKernel& k, bool wide_index) : k_(k), wide_(wide_index) {
+    idx_ = wide_ ? "long long" : "int";
+    for (int d = 0; d < 3; ++d) {
+      const char* xyz[] = {"x", "y", "z"};
+      special_[k.block_index[d].as<Variable>()] = std::string("((") + idx_ + ")blockIdx." + xyz[d] + ")";
+      special_[k.thread_index[d].as<Variable>()] = std::string("((") + idx_ + ")threadIdx." + xyz[d] + ")";
+      ranges_[k.block_index[d].as<Variable>()] = Interval::range(k.grid[d]);
+      ranges_[k.thread_index[d].as<Variable>()] = Interval::range(k.block[d]);
+    }
+  }
+
+  std::string kernel() {
+    std::unordered_set<const BufferNode*> written;
+    collect_writes(k_.body, written);
+    std::ostringstream head;
+    head << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads_per_block() << ") "
+         << k_.name << "(";
+    for (size_t i = 0; i < k_.params.size(); ++i) {
+      const Buffer& b = k_.params[i];
+      head << (i ? ", " : "") << (written.count(b.get()) ? "" : "const ") << type(b->dtype)
+           << "* __restrict__ " << name(b.get(), b->name);
+    }
+    head << ") {\n";
+    for (const Buffer& b : k_.shared)
+      os_ << "  __shared__ __align__(16) " << type(b->dtype) << ' ' << name(b.get(), b->name) << '['
+          << b->num_elements() << "];\n";
+    stmt(k_.body, 1);
+    return head.str() + os_.str() + "}\n";
+  }
+
+ private:
+  static void collect_writes(const Stmt& s, std::unordered_set<const BufferNode*>& out) {
+    struct collector : StmtVisitor {
+      std::unordered_set<const BufferNode*>* out;
+      using StmtVisitor::visit;
+      void visit(const Expr&) override {}
+      void visit_Store(const Store* op) override { out->insert(op->buffer.get()); }
+    } c;
+    c.out = &out;
+    c.visit(s);
+  }
+
+  std::string type(DType t) const {
+    if (t.lanes != 1) LOOM_BACKEND_FAIL("loom.cuda.E950") << "vector type " << to_string(t) << " in a GPU kernel";
+    if (t.is_bool()) return "bool";
+    if (t.is_float()) return t.bits == 32 ? "float" : "double";
+    return t.bits == 32 ? "int" : "long long";
+  }
+
+  // A C identifier for a buffer or variable, unique within the kernel.
+  std::string name(const void* key, const std::string& raw) {
+    auto it = names_.find(key);
+    if (it != names_.end()) return it->second;
+    std::string s;
+    for (char c : raw) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "v_" + s;
+    std::string unique = s;
+    for (int n = 1; taken_.count(unique); ++n) unique = s + "_" + std::to_string(n);
+    taken_.insert(unique);
+    return names_[key] = unique;
+  }
+
+  bool non_negative(const Expr& e) const { return bounds_of(e, ranges_).min >= 0; }
+
+  std::string int_type(DType t) const { return t.bits == 64 && t.is_int() ? idx_ : type(t); }
+
+  std::string expr(const Expr& e) {
+    const DType t = e.dtype();
+    if (t.lanes != 1)
+      LOOM_BACKEND_FAIL("loom.cuda.E950")
+          << "kernel '" << k_.name << "': vector expression " << e
+          << " (the CUDA printer takes GPU programs lowered without vectorization)";
+    if (is_binary(e.kind())) {
+      auto [a, b] = binary_operands(e);
+      const std::string x = expr(*a), y = expr(*b);
+      const bool fl = a->dtype().is_float();
+      const bool f32 = fl && a->dtype().bits == 32;
+      const int64_t* cb = as_const_int(*b);
+      const bool plain = !fl && cb && *cb > 0 && non_negative(*a);
+      switch (e.kind()) {
+        case NodeKind::Add: return "(" + x + " + " + y + ")";
+        case NodeKind::Sub: return "(" + x + " - " + y + ")";
+        case NodeKind::Mul: return "(" + x + " * " + y + ")";
+        case NodeKind::Div: return "(" + x + " / " + y + ")";
+        case NodeKind::Mod: return fl ? std::string(f32 ? "fmodf(" : "fmod(") + x + ", " + y + ")" : "(" + x + " % " + y + ")";
+        case NodeKind::FloorDiv: return plain ? "(" + x + " / " + y + ")" : "loom_floordiv(" + x + ", " + y + ")";
+        case NodeKind::FloorMod: return plain ? "(" + x + " % " + y + ")" : "loom_floormod(" + x + ", " + y + ")";
+        case NodeKind::Min: return fl ? std::string(f32 ? "fminf(" : "fmin(") + x + ", " + y + ")" : "loom_min(" + x + ", " + y + ")";
+        case NodeKind::Max: return fl ? std::string(f32 ? "fmaxf(" : "fmax(") + x + ", " + y + ")" : "loom_max(" + x + ", " + y + ")";
+        case NodeKind::EQ: return "(" + x + " == " + y + ")";
+        case NodeKind::NE: return "(" + x + " != " + y + ")";
+        case NodeKind::LT: return "(" + x + " < " + y + ")";
+        case NodeKind::LE: return "(" + x + " <= " + y + ")";
+        case NodeKind::GT: return "(" + x + " > " + y + ")";
+        case NodeKind::GE: return "(" + x + " >= " + y + ")";
+        case NodeKind::And: return "(" + x + " && " + y + ")";
+        case NodeKind::Or: return "(" + x + " || " + y + ")";
+        default: break;
+      }
+    }
+    switch (e.kind()) {
+      case NodeKind::IntImm: {
+        const int64_t v = e.as<IntImm>()->value;
+        if (t.is_bool()) return v ? "true" : "false";
+        if (t.bits == 64 && (wide_ || v > INT32_MAX || v < INT32_MIN)) return "(" + std::to_string(v) + "LL)";
+        return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v);
+      }
+      case NodeKind::FloatImm: {
+        const double v = e.as<FloatImm>()->value;
+        const bool f32 = t.bits == 32;
+        if (std::isnan(v)) return f32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)";
+        if (std::isinf(v)) {
+          std::string inf = f32 ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
+          return v < 0 ? "(-" + inf + ")" : inf;
+        }
+        char buf[64];
+        auto r = std::to_chars(buf, buf + sizeof buf, v);
+        std::string s(buf, r.ptr);
+        if (s.find_first_of(".e") == std::string::npos) s += ".0";
+        if (f32) s += "f";
+        return v < 0 ? "(" + s + ")" : s;
+      }
+      case NodeKind::Variable: {
+        auto* v = e.as<Variable>();
+        auto it = special_.find(v);
+        return it != special_.end() ? it->second : name(v, v->name);
+      }
+      case NodeKind::Cast: return "((" + int_type(t) + ")" + expr(e.as<Cast>()->value) + ")";
+      case NodeKind::Not: return "(!" + expr(e.as<Not>()->a) + ")";
+      case NodeKind::Select: {
+        auto* s = e.as<Select>();
+        return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " + expr(s->false_value) + ")";
+      }
+      case NodeKind::Call: {
+        auto* c = e.as<Call>();
+        const std::string x = expr(c->args[0]);
+        const bool f = t.is_float() && t.bits == 32;
+        auto fn = [&](const char* n) { return std::string(n) + (f ? "f(" : "(") + x + ")"; };
+        switch (c->op) {
+          case CallOp::exp: return fn("exp");
+          case CallOp::log: return fn("log");
+          case CallOp::sqrt: return fn("sqrt");
+          case CallOp::rsqrt: return "(1 / " + fn("sqrt") + ")";
+          case CallOp::tanh: return fn("tanh");
+          case CallOp::sigmoid: return std::string("(1 / (1 + ") + (f ? "expf(-" : "exp(-") + x + ")))";
+          case CallOp::erf: return fn("erf");
+          case CallOp::pow: return std::string(f ? "powf(" : "pow(") + x + ", " + expr(c->args[1]) + ")";
+          case CallOp::abs: return t.is_float() ? fn("fabs") : "loom_abs(" + x + ")";
+          case CallOp::floor: return fn("floor");
+          case CallOp::ceil: return fn("ceil");
+          case CallOp::round: return fn("rint");
+          case CallOp::sin: return fn("sin");
+          case CallOp::cos: return fn("cos");
+        }
+        return x;
+      }
+      case NodeKind::Load: {
+        auto* l = e.as<Load>();
+        return name(l->buffer.get(), l->buffer->name) + "[" + expr(l->index) + "]";
+      }
+      default:
+        LOOM_BACKEND_FAIL("loom.cuda.E950")
+            << "kernel '" << k_.name << "': " << node_kind_name(e.kind())
+            << " has no CUDA form (lowering should have removed it)";
+    }
+    return "";
+  }
+
+  void stmt(const Stmt& s, int indent) {
+    if (!s.defined()) return;
+    const std::string pad(indent * 2, ' ');
+    switch (s.kind()) {
+      case StmtKind::Block:
+        for (const Stmt& x : s.as<Block>()->stmts) stmt(x, indent);
+        return;
+      case StmtKind::For: {
+        auto* f = s.as<For>();
+        const std::string v = name(f->variable(), f->variable()->name);
+        const std::string mn = expr(f->min), ext = expr(f->extent);
+        if (f->for_kind == ForKind::Unrolled) os_ << pad << "#pragma unroll\n";
+        os_ << pad << "for (" << idx_ << " " << v << " = " << mn << "; " << v << " < "
+            << (is_const_int(f->min, 0) ? ext : mn + " + " + ext) << "; ++" << v << ") {\n";
+        const Interval mi = bounds_of(f->min, ranges_), ei = bounds_of(f->extent, ranges_);
+        Interval r;
+        if (mi.bounded() && ei.bounded()) r = {mi.min, mi.max + ei.max - 1};
+        ranges_[f->variable()] = r;
+        stmt(f->body, indent + 1);
+        ranges_.erase(f->variable());
+        os_ << pad << "}\n";
+        return;
+      }
+      case StmtKind::Store: {
+        auto* st = s.as<Store>();
+        os_ << pad << name(st->buffer.get(), st->buffer->name) << "[" << expr(st->index)
+            << "] = " << expr(st->value) << ";\n";
+        return;
+      }
+      case StmtKind::Allocate: {
+        auto* a = s.as<Allocate>();
+        os_ << pad << type(a->buffer->dtype) << ' ' << name(a->buffer.get(), a->buffer->name) << '['
+            << a->buffer->num_elements() << "];\n";
+        stmt(a->body, indent);
+        return;
+      }
+      case StmtKind::IfThenElse: {
+        auto* i = s.as<IfThenElse>();
+        os_ << pad << "if (" << expr(i->condition) << ") {\n";
+        stmt(i->then_case, indent + 1);
+        if (i->else_case.defined()) {
+          os_ << pad << "} else {\n";
+          stmt(i->else_case, indent + 1);
+        }
+        os_ << pad << "}\n";
+        return;
+      }
+      case StmtKind::Barrier:
+        os_ << pad << "__syncthreads();\n";
+        return;
+    }
+  }
+
+  const lower::GpuKernel& k_;
+  bool wide_;
+  std::string idx_;
+  std::ostringstream os_;
+  std::unordered_map<const Variable*, std::string> special_;
+  std::unordered_map<const void*, std::string> names_;
+  std::unordered_set<std::string> taken_;
+  RangeMap ranges_;
+};
+
+inline bool needs_wide_index(const lower::GpuProgram& p) {
+  constexpr int64_t limit = int64_t{1} << 31;
+  auto big = [&](const ir::Buffer& b) { return b->num_elements() >= limit; };
+  for (const ir::Buffer& b : p.args)
+    if (big(b)) return true;
+  for (const ir::Buffer& b : p.workspaces)
+    if (big(b)) return true;
+  for (const lower::GpuKernel& k : p.kernels)
+    if (k.grid[0] * k.grid[1] * k.grid[2] * k.threads_per_block() >= limit) return true;
+  return false;
+}
+
+}  // namespace detail_cuda
+
+LOOM_DECL std::string to_cuda_source(const lower::GpuProgram& program) {
+  const bool wide = detail_cuda::needs_wide_index(program);
+  std::ostringstream os;
+  os << "// Generated by loom for '" << program.name << "': " << program.kernels.size()
+     << " kernel(s), " << (wide ? "64" : "32") << "-bit indices.\n";
+  // Exact floor division and modulo (rounding towards -infinity) for the indices the printer
+  // cannot prove non-negative, e.g. around padding. Guarded, so that the sources of several
+  // programs can be compiled as one.
+  os << "#ifndef LOOM_CUDA_PRELUDE\n#define LOOM_CUDA_PRELUDE\n";
+  for (const char* ty : {"int", "long long"}) {
+    os << "__device__ __forceinline__ " << ty << " loom_floordiv(" << ty << " a, " << ty
+       << " b) { " << ty << " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
+       << "__device__ __forceinline__ " << ty << " loom_floormod(" << ty << " a, " << ty
+       << " b) { " << ty << " r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }\n"
+       << "__device__ __forceinline__ " << ty << " loom_min(" << ty << " a, " << ty
+       << " b) { return a < b ? a : b; }\n"
+       << "__device__ __forceinline__ " << ty << " loom_max(" << ty << " a, " << ty
+       << " b) { return a > b ? a : b; }\n"
+       << "__device__ __forceinline__ " << ty << " loom_abs(" << ty << " a) { return a < 0 ? -a : a; }\n";
+  }
+  os << "#endif  // LOOM_CUDA_PRELUDE\n\n";
+  for (const lower::GpuKernel& k : program.kernels) os << detail_cuda::printer(k, wide).kernel() << '\n';
+  return os.str();
+}
+
+}  // namespace cuda
+LOOM_END_NAMESPACE

@@ -1,0 +1,191 @@
+// CUDA code generation (loom/backend/cuda/codegen.hpp): for every op of the operator library,
+// hundreds of programs sampled from the GPU search space (lowered by lower::lower_gpu, printed
+// as CUDA C) compile to PTX for sm_90 with NVRTC. Needs NVRTC, not a GPU.
+//
+// NVRTC's optimizer takes 0.2-1 s per kernel here (loops of up to 1024 statements under
+// `#pragma unroll`); the optimizer is what the tuner pays per candidate, the front end and the
+// PTX generation are what a wrong source would fail. So every sampled program is compiled with
+// `-G` (no optimization, 5-10 ms a kernel) and a few per op with the full optimizer, as tuning
+// builds them.
+#include <doctest/doctest.h>
+
+#include <loom/backend/cuda/codegen.hpp>
+#include <loom/backend/cuda/nvrtc.hpp>
+#include <loom/lower/gpu.hpp>
+#include <loom/ops.hpp>
+#include <loom/search/annotate.hpp>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace loom;
+
+namespace {
+
+struct gpu_workload {
+  std::string name;
+  std::shared_ptr<const ComputeDAG> dag;
+};
+
+gpu_workload make(std::string name, std::vector<ir::Tensor> in, std::vector<ir::Tensor> out) {
+  return {std::move(name), std::make_shared<const ComputeDAG>(std::move(in), std::move(out))};
+}
+
+// The operator library at the shapes of the tuning issues (or smaller, for the big convs).
+std::vector<gpu_workload> operator_library() {
+  std::vector<gpu_workload> w;
+  {
+    auto a = placeholder<float>("A", {1024, 1024});
+    auto b = placeholder<float>("B", {1024, 1024});
+    w.push_back(make("matmul 1024^3", {a, b}, {ops::matmul(a, b)}));
+  }
+  {
+    auto a = placeholder<float>("A", {127, 131});
+    auto b = placeholder<float>("B", {131, 129});
+    w.push_back(make("matmul 127x129x131", {a, b}, {ops::matmul(a, b)}));
+  }
+  {
+    auto x = placeholder<float>("X", {128, 768});
+    auto wt = placeholder<float>("W", {3072, 768});
+    auto bias = placeholder<float>("bias", {3072});
+    w.push_back(make("dense+bias 128x3072x768", {x, wt, bias}, {ops::dense(x, wt, bias)}));
+  }
+  {
+    auto a = placeholder<float>("A", {12, 128, 64});
+    auto b = placeholder<float>("B", {12, 64, 128});
+    w.push_back(make("batch_matmul 12x128x128x64", {a, b}, {ops::batch_matmul(a, b)}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 64, 56, 56});
+    auto wt = placeholder<float>("W", {64, 64, 3, 3});
+    auto bias = placeholder<float>("bias", {64});
+    auto y = ops::relu(ops::bias_add(ops::conv2d_nchw(x, wt, {.padding = {1, 1}}), bias, 1));
+    w.push_back(make("conv2d+bias+relu 64x56x56", {x, wt, bias}, {y}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 28, 28, 32});
+    auto wt = placeholder<float>("W", {3, 3, 32, 32});
+    w.push_back(make("conv2d nhwc 32x28x28", {x, wt}, {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 16, 100});
+    auto wt = placeholder<float>("W", {32, 16, 5});
+    w.push_back(make("conv1d 16->32 x100", {x, wt}, {ops::conv1d_ncw(x, wt, {.stride = {2}})}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 8, 8, 14, 14});
+    auto wt = placeholder<float>("W", {16, 8, 3, 3, 3});
+    w.push_back(make("conv3d 8->16 8x14x14", {x, wt},
+                     {ops::conv3d_ncdhw(x, wt, {.padding = {1, 1, 1}})}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 32, 112, 112});
+    auto wt = placeholder<float>("W", {32, 1, 3, 3});
+    w.push_back(make("depthwise 32x112x112", {x, wt},
+                     {ops::depthwise_conv2d_nchw(x, wt, {.padding = {1, 1}})}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 32, 14, 14});
+    auto wt = placeholder<float>("W", {32, 16, 4, 4});
+    w.push_back(make("conv2d_transpose 32->16 14x14", {x, wt},
+                     {ops::conv2d_transpose_nchw(x, wt, {.stride = {2, 2}, .padding = {1, 1}})}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 64, 56, 56});
+    w.push_back(make("max_pool2d 3x3/2", {x}, {ops::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})}));
+    w.push_back(make("avg_pool2d 2x2/2", {x}, {ops::avg_pool2d(x, {2, 2}, {2, 2})}));
+  }
+  {
+    auto x = placeholder<float>("X", {1024, 1024});
+    w.push_back(make("softmax 1024x1024", {x}, {ops::softmax(x)}));
+  }
+  {
+    auto x = placeholder<float>("X", {128, 768});
+    auto g = placeholder<float>("gamma", {768});
+    auto b = placeholder<float>("beta", {768});
+    w.push_back(make("layer_norm 128x768", {x, g, b}, {ops::layer_norm(x, g, b)}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 64, 28, 28});
+    std::vector<Tensor<float, 1>> p;
+    for (const char* n : {"gamma", "beta", "mean", "var"}) p.push_back(placeholder<float>(n, {64}));
+    w.push_back(make("batch_norm 64x28x28", {x, p[0], p[1], p[2], p[3]},
+                     {ops::batch_norm(x, p[0], p[1], p[2], p[3])}));
+  }
+  {
+    auto a = placeholder<float>("A", {512, 512});
+    auto b = placeholder<float>("B", {512, 512});
+    auto y = compute("y", {512, 512}, [&](Var i, Var j) {
+      return max(a(i, j) + b(i, j), 0.0f) * a(i, j);
+    });
+    w.push_back(make("elementwise max(a + b, 0) * a", {a, b}, {y}));
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+  TEST_CASE("sampled GPU programs of every op of the operator library compile to PTX for sm_90") {
+    constexpr int per_op = 200, optimized_per_op = 2, batch = 50;
+    int total = 0, kernels = 0;
+    for (const gpu_workload& w : operator_library()) {
+      INFO(w.name);
+      const Task task(w.dag, Target::cuda("sm_90"));
+      const auto sketches = search::generate_sketches(task);
+      std::mt19937_64 rng(17);
+      const auto programs = search::sample_programs(sketches, task, {}, rng, per_op);
+      // Ops without multi-level tiling (pooling, element-wise) have few programs: a thread
+      // count per block from 5 candidates, times the unroll choices of their reductions.
+      CHECK(programs.size() >= 5);
+      std::string source;
+      int in_batch = 0;
+      auto compile = [&](const std::vector<std::string>& options) {
+        const std::string ptx = cuda::compile_to_ptx(source, "sm_90", options, "loom_sampled.cu");
+        CHECK(ptx.find(".target sm_90") != std::string::npos);
+        source.clear();
+        in_batch = 0;
+      };
+      for (size_t i = 0; i < programs.size(); ++i) {
+        const lower::GpuProgram g = lower::lower_gpu(programs[i], task.target, "p" + std::to_string(i));
+        kernels += static_cast<int>(g.kernels.size());
+        const std::string one = cuda::to_cuda_source(g);
+        CHECK(one.find("__global__") != std::string::npos);
+        if (static_cast<int>(i) < optimized_per_op) {
+          source = one;
+          compile({});
+        }
+        source += one;
+        if (++in_batch == batch) compile({"-G"});
+      }
+      if (in_batch > 0) compile({"-G"});
+      total += static_cast<int>(programs.size());
+      MESSAGE(w.name << ": " << programs.size() << " sampled programs compiled to PTX");
+    }
+    MESSAGE(total << " programs (" << kernels << " kernels) of 17 workloads compiled for sm_90");
+  }
+
+  TEST_CASE("a generated kernel names its buffers, launch bounds, shared memory and barriers") {
+    auto a = placeholder<float>("A", {256, 256});
+    auto b = placeholder<float>("B", {256, 256});
+    const Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                       std::vector<ir::Tensor>{ops::matmul(a, b)}),
+                    Target::cuda());
+    std::mt19937_64 rng(3);
+    const sched::State p = search::sample_program(search::generate_sketches(task)[0], task, {}, rng);
+    const lower::GpuProgram g = lower::lower_gpu(p, task.target, "gemm");
+    const std::string src = cuda::to_cuda_source(g);
+    INFO(src);
+    CHECK(src.find("extern \"C\" __global__ void __launch_bounds__(" +
+                   std::to_string(g.kernels[0].threads_per_block()) + ") gemm_kernel0(") !=
+          std::string::npos);
+    CHECK(src.find("const float* __restrict__ A") != std::string::npos);  // read only
+    CHECK(src.find("float* __restrict__ matmul") != std::string::npos);
+    CHECK(src.find("__shared__ __align__(16) float A_shared[") != std::string::npos);
+    CHECK(src.find("__syncthreads();") != std::string::npos);
+    CHECK(src.find("32-bit indices") != std::string::npos);
+    CHECK(cuda::compile_to_ptx(src).find(".entry gemm_kernel0(") != std::string::npos);
+  }
+}
