@@ -1,0 +1,202 @@
+// gpu_check: runs programs sampled from the GPU search space on a real NVIDIA GPU and compares
+// every output with the DAG interpreter: the device half of the GPU path's correctness check
+// (the CPU half, tests/unit/search/test_gpu_search.cpp, runs the same kernels on the CPU
+// emulation of lower/gpu.hpp).
+//
+//   gpu_check [programs per op = 50] [seed = 1]
+//
+// Prints, per workload, the programs run, the wrong ones and those that failed (compile, load,
+// launch), and exits with 1 when any program is wrong or failed, 77 when there is no GPU.
+//
+// Status: written without a GPU (none was lent while it was written); it has been compiled, not
+// run. It uses only loom/backend/cuda (NVRTC and the driver, both loaded at run time).
+#include <loom/backend/cuda/codegen.hpp>
+#include <loom/backend/cuda/driver.hpp>
+#include <loom/backend/cuda/nvrtc.hpp>
+#include <loom/loom.hpp>
+#include <loom/lower/gpu.hpp>
+#include <loom/ops.hpp>
+#include <loom/search/annotate.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace loom;
+
+namespace {
+
+struct workload {
+  std::string name;
+  std::shared_ptr<const ComputeDAG> dag;
+};
+
+workload make(std::string name, std::vector<ir::Tensor> in, std::vector<ir::Tensor> out) {
+  return {std::move(name), std::make_shared<const ComputeDAG>(std::move(in), std::move(out))};
+}
+
+// Shapes the DAG interpreter finishes in well under a second.
+std::vector<workload> workloads() {
+  std::vector<workload> w;
+  {
+    auto a = placeholder<float>("A", {128, 96});
+    auto b = placeholder<float>("B", {96, 160});
+    w.push_back(make("matmul 128x160x96", {a, b}, {ops::matmul(a, b)}));
+  }
+  {
+    auto a = placeholder<float>("A", {67, 45});
+    auto b = placeholder<float>("B", {45, 71});
+    w.push_back(make("matmul 67x71x45", {a, b}, {ops::matmul(a, b)}));
+  }
+  {
+    auto a = placeholder<float>("A", {4, 32, 48});
+    auto b = placeholder<float>("B", {4, 48, 64});
+    w.push_back(make("batch_matmul 4x32x64x48", {a, b}, {ops::batch_matmul(a, b)}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 16, 14, 14});
+    auto wt = placeholder<float>("W", {32, 16, 3, 3});
+    auto bias = placeholder<float>("bias", {32});
+    auto y = ops::relu(ops::bias_add(ops::conv2d_nchw(x, wt, {.padding = {1, 1}}), bias, 1));
+    w.push_back(make("conv2d+bias+relu 16->32 14x14", {x, wt, bias}, {y}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 16, 28, 28});
+    auto wt = placeholder<float>("W", {16, 1, 3, 3});
+    w.push_back(make("depthwise 16x28x28", {x, wt},
+                     {ops::depthwise_conv2d_nchw(x, wt, {.padding = {1, 1}})}));
+  }
+  {
+    auto x = placeholder<float>("X", {64, 200});
+    w.push_back(make("softmax 64x200", {x}, {ops::softmax(x)}));
+  }
+  {
+    auto x = placeholder<float>("X", {32, 96});
+    auto g = placeholder<float>("gamma", {96});
+    auto b = placeholder<float>("beta", {96});
+    w.push_back(make("layer_norm 32x96", {x, g, b}, {ops::layer_norm(x, g, b)}));
+  }
+  {
+    auto x = placeholder<float>("X", {1, 16, 28, 28});
+    w.push_back(make("max_pool2d 3x3/2", {x}, {ops::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})}));
+  }
+  return w;
+}
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Runs program `g` on the device; returns the outputs.
+std::vector<std::vector<float>> run_on_device(const lower::GpuProgram& g, const Target& target,
+                                              const std::vector<std::vector<float>>& inputs,
+                                              const std::vector<int64_t>& output_sizes) {
+  cuda::Module module(cuda::compile_to_ptx(cuda::to_cuda_source(g), target.arch));
+  std::vector<cuda::DeviceBuffer> args, workspaces;
+  for (size_t i = 0; i < g.args.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(g.args[i]->num_elements()) * sizeof(float);
+    args.emplace_back(bytes);
+    if (i < inputs.size()) {
+      args.back().upload(inputs[i].data(), bytes);
+    } else {
+      // NaN everywhere, so that an element no kernel writes is caught.
+      std::vector<float> nan(g.args[i]->num_elements(), std::nanf(""));
+      args.back().upload(nan.data(), bytes);
+    }
+  }
+  for (const ir::Buffer& w : g.workspaces)
+    workspaces.emplace_back(static_cast<size_t>(w->num_elements()) * w->dtype.bytes());
+  for (const lower::GpuKernel& k : g.kernels) {
+    std::vector<cuda::CUdeviceptr> values;
+    for (const ir::Buffer& p : k.params) {
+      cuda::CUdeviceptr ptr = 0;
+      for (size_t i = 0; i < g.args.size(); ++i)
+        if (g.args[i].get() == p.get()) ptr = args[i].ptr();
+      for (size_t i = 0; i < g.workspaces.size(); ++i)
+        if (g.workspaces[i].get() == p.get()) ptr = workspaces[i].ptr();
+      values.push_back(ptr);
+    }
+    std::vector<void*> params;
+    for (cuda::CUdeviceptr& v : values) params.push_back(&v);
+    auto u = [](int64_t x) { return static_cast<unsigned>(x); };
+    cuda::launch(module.function(k.name), {u(k.grid[0]), u(k.grid[1]), u(k.grid[2])},
+                 {u(k.block[0]), u(k.block[1]), u(k.block[2])}, 0, params);
+  }
+  cuda::Context::get().synchronize();
+  std::vector<std::vector<float>> out;
+  for (size_t o = 0; o < output_sizes.size(); ++o) {
+    out.emplace_back(static_cast<size_t>(output_sizes[o]));
+    args[inputs.size() + o].download(out.back().data(), out.back().size() * sizeof(float));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int per_op = argc > 1 ? std::atoi(argv[1]) : 50;
+  const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+  std::string why;
+  if (!cuda::device_available(&why)) {
+    std::cerr << "gpu_check: no CUDA device: " << why << '\n';
+    return 77;
+  }
+  const cuda::DeviceInfo info = cuda::device_info(0);
+  Target target = Target::cuda(cuda::nvrtc_arch_for(info.compute_major, info.compute_minor));
+  target.max_threads_per_block = info.max_threads_per_block;
+  target.max_shared_memory_per_block = info.max_shared_memory_per_block;
+  std::cout << "gpu_check on " << info.name << " (" << info.arch() << ", NVRTC target "
+            << target.arch << "), " << per_op << " programs per workload\n";
+  int total = 0, total_wrong = 0, total_failed = 0;
+  for (const workload& w : workloads()) {
+    std::mt19937 data_rng(static_cast<uint32_t>(seed));
+    std::vector<std::vector<float>> inputs, expected;
+    std::vector<void*> ptrs;
+    for (const ir::Tensor& t : w.dag->inputs()) inputs.push_back(random_floats(t.num_elements(), data_rng));
+    for (auto& v : inputs) ptrs.push_back(v.data());
+    std::vector<int64_t> output_sizes;
+    for (const ir::Tensor& t : w.dag->outputs()) {
+      output_sizes.push_back(t.num_elements());
+      expected.emplace_back(static_cast<size_t>(t.num_elements()));
+      ptrs.push_back(expected.back().data());
+    }
+    evaluate(*w.dag, ptrs);
+    const Task task(w.dag, target);
+    std::mt19937_64 rng(seed);
+    const auto programs = search::sample_programs(search::generate_sketches(task), task, {}, rng, per_op);
+    int wrong = 0, failed = 0;
+    for (size_t i = 0; i < programs.size(); ++i) {
+      try {
+        const auto got = run_on_device(lower::lower_gpu(programs[i], target, "p" + std::to_string(i)),
+                                       target, inputs, output_sizes);
+        bool ok = true;
+        for (size_t o = 0; o < got.size() && ok; ++o)
+          for (size_t e = 0; e < got[o].size() && ok; ++e)
+            ok = std::abs(got[o][e] - expected[o][e]) <= 1e-3f + 1e-3f * std::abs(expected[o][e]);
+        if (!ok) {
+          ++wrong;
+          std::cout << "  WRONG: " << w.name << " program " << i << ":\n" << programs[i].to_string();
+        }
+      } catch (const std::exception& e) {
+        ++failed;
+        std::cout << "  FAILED: " << w.name << " program " << i << ": " << e.what() << '\n';
+        if (cuda::Context::get().needs_reset()) cuda::Context::get().reset();
+      }
+    }
+    std::cout << w.name << ": " << programs.size() << " programs, " << wrong << " wrong, " << failed
+              << " failed\n";
+    total += static_cast<int>(programs.size());
+    total_wrong += wrong;
+    total_failed += failed;
+  }
+  std::cout << "gpu_check: " << total << " programs, " << total_wrong << " wrong, " << total_failed
+            << " failed\n";
+  return total_wrong + total_failed > 0 ? 1 : 0;
+}
