@@ -73,6 +73,8 @@ struct GpuKernel {
 
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
   int64_t shared_bytes() const;
+  /// The entries of `params` that the body stores to (the others it only reads).
+  std::vector<ir::Buffer> written_params() const;
 };
 
 /// A schedule as GPU kernels, launched in order on one stream.

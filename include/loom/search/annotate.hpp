@@ -125,7 +125,7 @@ std::vector<std::pair<int, int>> compute_location_candidates(const SketchContext
 void change_compute_location(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
 /// Parallel (see the file comment).
 void annotate_parallel(const SketchContext& ctx, sched::State& state);
-/// Unroll (see the file comment).
+/// Unroll (see the file comment); the candidates are the GPU ones for a CUDA target.
 void annotate_unroll(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
 /// Vectorization (see the file comment).
 void annotate_vectorize(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);

@@ -519,6 +519,14 @@ LOOM_DECL int64_t GpuKernel::shared_bytes() const {
   return bytes;
 }
 
+LOOM_DECL std::vector<ir::Buffer> GpuKernel::written_params() const {
+  const detail_gpu::buffer_use used = detail_gpu::uses_of(body, false);
+  std::vector<ir::Buffer> out;
+  for (const ir::Buffer& p : params)
+    if (used.writes.count(p.get())) out.push_back(p);
+  return out;
+}
+
 LOOM_DECL LowerOptions gpu_lower_options() {
   LowerOptions o;
   o.unroll = false;

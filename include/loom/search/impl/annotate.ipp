@@ -249,7 +249,8 @@ LOOM_DECL void annotate_parallel(const SketchContext& ctx, sched::State& state) 
 
 LOOM_DECL void annotate_unroll(const SketchContext& ctx, sched::State& state,
                                std::mt19937_64& rng) {
-  const auto& cands = ctx.options().auto_unroll_candidates;
+  const auto& cands = ctx.task().target.is_cuda() ? ctx.options().gpu_auto_unroll_candidates
+                                                  : ctx.options().auto_unroll_candidates;
   if (cands.empty()) return;
   for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
     const sched::Stage& s = state.stages()[si];

@@ -135,18 +135,7 @@ LOOM_DECL const std::vector<InitRule>& gpu_init_rules() {
          s = fill_tile_sizes(s, ctx.options(), rng);
        }},
       {"ThreadBind", gpu_thread_bind},
-      {"Unroll",
-       [](const SketchContext& ctx, sched::State& s, std::mt19937_64& rng) {
-         const auto& cands = ctx.options().gpu_auto_unroll_candidates;
-         if (cands.empty()) return;
-         for (int si = static_cast<int>(s.stages().size()) - 1; si >= 0; --si) {
-           const sched::Stage& st = s.stages()[si];
-           if (st.is_placeholder || st.location == sched::ComputeLocation::Inlined ||
-               st.leaves.empty() || !has_reduce(st))
-             continue;
-           s.pragma_unroll(st.name, 0, cands[detail::draw(rng, cands.size())]);
-         }
-       }},
+      {"Unroll", annotate_unroll},
       {"VerifyGpuProgram",
        [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
          (void)lower::lower_gpu(s, ctx.task().target);

@@ -33,7 +33,7 @@ class printer {
 
   std::string kernel() {
     std::unordered_set<const BufferNode*> written;
-    collect_writes(k_.body, written);
+    for (const Buffer& b : k_.written_params()) written.insert(b.get());
     std::ostringstream head;
     head << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads_per_block() << ") "
          << k_.name << "(";
@@ -51,17 +51,6 @@ class printer {
   }
 
  private:
-  static void collect_writes(const Stmt& s, std::unordered_set<const BufferNode*>& out) {
-    struct collector : StmtVisitor {
-      std::unordered_set<const BufferNode*>* out;
-      using StmtVisitor::visit;
-      void visit(const Expr&) override {}
-      void visit_Store(const Store* op) override { out->insert(op->buffer.get()); }
-    } c;
-    c.out = &out;
-    c.visit(s);
-  }
-
   std::string type(DType t) const {
     if (t.lanes != 1) LOOM_BACKEND_FAIL("loom.cuda.E950") << "vector type " << to_string(t) << " in a GPU kernel";
     if (t.is_bool()) return "bool";
