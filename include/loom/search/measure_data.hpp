@@ -1,0 +1,163 @@
+/// \file
+/// What the measurers of every backend share (layer search/): the random inputs programs are
+/// measured on, the poison their outputs start as, and the comparison of an output with its
+/// reference. One definition, so that a program is checked the same way on the CPU and the GPU.
+#ifndef LOOM_SEARCH_MEASURE_DATA_HPP
+#define LOOM_SEARCH_MEASURE_DATA_HPP
+
+#include "loom/config.hpp"
+#include "loom/ir/dtype.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace search::measure_data {
+
+/// An output as the comparison names it.
+struct OutputSpec {
+  std::string name;
+  ir::DType dtype;
+  std::vector<int64_t> shape;
+  int64_t elements = 1;
+};
+
+/// Fills `n` elements of type `t` at `p`: floats uniform in [0.5, 1.5), integers in [1, 8],
+/// bools 0 or 1.
+inline void fill_random(void* p, ir::DType t, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto unit = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  auto small_int = [&] { return static_cast<int64_t>(1 + (rng() >> 61)); };  // 1..8
+  if (t.is_float() && t.bits == 32) {
+    auto* x = static_cast<float*>(p);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(0.5 + unit());
+  } else if (t.is_float() && t.bits == 64) {
+    auto* x = static_cast<double*>(p);
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.5 + unit();
+  } else if (t.is_bool()) {
+    auto* x = static_cast<unsigned char*>(p);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<unsigned char>(rng() >> 63);
+  } else if (t.is_integral()) {
+    auto* x = static_cast<unsigned char*>(p);
+    const int bytes = t.bytes();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = small_int();
+      std::memcpy(x + i * bytes, &v, static_cast<size_t>(bytes));  // little-endian low bytes
+    }
+  } else {
+    // Other float widths (loom has none yet): zeros rather than random bits, which would
+    // make NaNs.
+    std::memset(p, 0, static_cast<size_t>(n * t.bytes()));
+  }
+}
+
+/// Output buffers start as poison, so that an element a program never writes is caught.
+inline void poison(void* p, ir::DType t, int64_t n) {
+  if (t.is_float() && t.bits == 32) {
+    std::fill_n(static_cast<float*>(p), n, std::numeric_limits<float>::quiet_NaN());
+  } else if (t.is_float() && t.bits == 64) {
+    std::fill_n(static_cast<double*>(p), n, std::numeric_limits<double>::quiet_NaN());
+  } else {
+    std::memset(p, 0x5A, static_cast<size_t>(n * t.bytes()));
+  }
+}
+
+inline std::string coordinates(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> c(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    c[d] = shape[d] > 0 ? flat % shape[d] : 0;
+    flat = shape[d] > 0 ? flat / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < c.size(); ++d) s += (d ? ", " : "") + std::to_string(c[d]);
+  return s + "]";
+}
+
+inline int64_t integer_at(const unsigned char* p, ir::DType t, int64_t i) {
+  const int bytes = t.bytes();
+  int64_t v = 0;
+  std::memcpy(&v, p + i * bytes, static_cast<size_t>(bytes));
+  if (t.is_int() && bytes < 8) {
+    const int shift = 64 - 8 * bytes;
+    v = static_cast<int64_t>(static_cast<uint64_t>(v) << shift) >> shift;
+  }
+  return v;
+}
+
+/// Compares one output with its reference; empty when they agree, else what differs (how many
+/// elements, and the worst one with its coordinates).
+inline std::string compare_output(const OutputSpec& a, const void* got_p, const void* want_p,
+                                  double rtol, double atol) {
+  int64_t bad = 0, worst = -1;
+  double worst_score = -1;
+  std::string got_s, want_s;
+  auto note = [&](int64_t i, double score) {
+    ++bad;
+    if (score > worst_score) {
+      worst_score = score;
+      worst = i;
+    }
+  };
+  const ir::DType t = a.dtype;
+  if (t.is_float() && (t.bits == 32 || t.bits == 64)) {
+    auto at = [&](const void* p, int64_t i) {
+      return t.bits == 32 ? static_cast<double>(static_cast<const float*>(p)[i])
+                          : static_cast<const double*>(p)[i];
+    };
+    for (int64_t i = 0; i < a.elements; ++i) {
+      const double g = at(got_p, i), w = at(want_p, i);
+      if (g == w) continue;  // also equal infinities
+      const double tol = atol + rtol * std::abs(w);
+      const double d = std::abs(g - w);
+      if (d <= tol) continue;  // false for NaN on either side
+      note(i, std::isnan(d) ? std::numeric_limits<double>::infinity() : d / tol);
+    }
+    if (worst >= 0) {
+      std::ostringstream g, w;
+      g.precision(9);
+      w.precision(9);
+      g << at(got_p, worst);
+      w << at(want_p, worst);
+      got_s = g.str();
+      want_s = w.str();
+    }
+  } else if (t.is_integral()) {
+    auto* g = static_cast<const unsigned char*>(got_p);
+    auto* w = static_cast<const unsigned char*>(want_p);
+    for (int64_t i = 0; i < a.elements; ++i) {
+      const int64_t gv = integer_at(g, t, i), wv = integer_at(w, t, i);
+      if (gv != wv)
+        note(i, std::abs(static_cast<double>(gv) - static_cast<double>(wv)));
+    }
+    if (worst >= 0) {
+      got_s = std::to_string(integer_at(g, t, worst));
+      want_s = std::to_string(integer_at(w, t, worst));
+    }
+  } else {
+    const int bytes = t.bytes();
+    for (int64_t i = 0; i < a.elements; ++i)
+      if (std::memcmp(static_cast<const unsigned char*>(got_p) + i * bytes,
+                      static_cast<const unsigned char*>(want_p) + i * bytes,
+                      static_cast<size_t>(bytes)) != 0)
+        note(i, 1);
+    if (worst >= 0) got_s = want_s = "(bytes differ)";
+  }
+  if (bad == 0) return {};
+  std::ostringstream os;
+  os << "output '" << a.name << "' differs from the reference in " << bad << " of " << a.elements
+     << " elements (rtol " << rtol << ", atol " << atol << "); worst: element " << worst << " "
+     << coordinates(worst, a.shape) << ": got " << got_s << ", expected " << want_s;
+  return os.str();
+}
+
+}  // namespace search::measure_data
+LOOM_END_NAMESPACE
+
+#endif  // LOOM_SEARCH_MEASURE_DATA_HPP
