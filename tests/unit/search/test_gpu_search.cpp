@@ -6,6 +6,7 @@
 
 #include <loom/lower/gpu.hpp>
 #include <loom/ops.hpp>
+#include <loom/sched/default_schedule.hpp>
 #include <loom/search/annotate.hpp>
 
 #include <algorithm>
@@ -151,5 +152,23 @@ TEST_SUITE("search") {
     }
     MESSAGE("GPU emulation: " << total << " programs, " << wrong << " wrong");
     CHECK(wrong == 0);
+  }
+
+  TEST_CASE("the default GPU schedule (the GPU measurer's reference) computes every op's result") {
+    uint64_t seed = 4000;
+    for (const auto& w : gpu_property_workloads()) {
+      const Target target = Target::cuda();
+      const sched::State s = sched::default_schedule(w.dag, target);
+      const lower::GpuProgram g = lower::lower_gpu(s, target);
+      // One thread per output element: no shared memory, no barriers, at most 256 threads.
+      for (const lower::GpuKernel& k : g.kernels) {
+        CHECK(k.shared.empty());
+        CHECK(k.threads_per_block() <= 256);
+      }
+      const auto ref = loom_test::make_reference(w, static_cast<uint32_t>(++seed));
+      auto r = loom_test::run_and_compare(
+          w, ref, s, [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+      CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << s.to_string());
+    }
   }
 }

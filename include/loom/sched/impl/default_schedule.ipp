@@ -1,8 +1,41 @@
 // Bodies of loom/sched/default_schedule.hpp.
 #include "loom/sched/default_schedule.hpp"
 
+#include <algorithm>
+
 LOOM_BEGIN_NAMESPACE
 namespace sched {
+namespace detail_sched {
+
+// One thread per output element of every root stage: its spatial loops fused and split over
+// blocks of up to 256 threads, its reduction loops serial inside the thread. Slow but simple
+// enough to serve as the GPU measurer's reference.
+inline State bind_naive_gpu_threads(State s, const Target& target) {
+  const int64_t block = std::min<int64_t>(256, target.max_threads_per_block);
+  for (const Stage& st0 : std::vector<Stage>(s.stages())) {
+    if (st0.is_placeholder || st0.location != ComputeLocation::Root) continue;
+    const std::string name = st0.name;
+    const int ns = st0.num_spatial_axes;
+    if (ns == 0) continue;  // a scalar result: lower_gpu refuses it, as it refuses to guess
+    int64_t extent = 1;
+    for (int p = 0; p < ns; ++p) extent *= st0.leaf(p).extent;
+    if (ns > 1) {
+      std::vector<int> all(ns);
+      for (int p = 0; p < ns; ++p) all[p] = p;
+      s.fuse(name, all);
+    }
+    if (extent <= block) {
+      s.annotate(name, 0, Annotation::ThreadIdxX);
+    } else {
+      s.split(name, 0, {block});
+      s.annotate(name, 0, Annotation::BlockIdxX);
+      s.annotate(name, 1, Annotation::ThreadIdxX);
+    }
+  }
+  return s;
+}
+
+}  // namespace detail_sched
 
 LOOM_DECL State default_schedule(std::shared_ptr<const ComputeDAG> dag, const Target& target) {
   State s(dag);
@@ -13,6 +46,7 @@ LOOM_DECL State default_schedule(std::shared_ptr<const ComputeDAG> dag, const Ta
     if (!info.is_placeholder && !info.is_output && info.is_strictly_inlineable)
       s.compute_inline(s.stages()[s.stage_of(dag->ops()[i].get())].name);
   }
+  if (target.is_cuda()) return detail_sched::bind_naive_gpu_threads(std::move(s), target);
   for (const Stage& st0 : std::vector<Stage>(s.stages())) {
     if (st0.is_placeholder || st0.location != ComputeLocation::Root) continue;
     const std::string name = st0.name;
