@@ -260,7 +260,7 @@ TEST_SUITE("cuda.device") {
     CHECK(wrong == 0);
   }
 
-  TEST_CASE("a kernel that crashes is a sticky error that Context::reset() recovers from") {
+  TEST_CASE("a kernel that crashes is a sticky error that Context::reset() recovers from, or says the process must restart") {
     cuda::Context& context = cuda::Context::get();
     cuda::DeviceBuffer before(1024);
     cuda::Module old_module(kernels_ptx());
@@ -284,7 +284,18 @@ TEST_SUITE("cuda.device") {
                          backend_error);
 
     const std::uint64_t generation = context.generation();
-    context.reset();
+    // Whether a reset recovers depends on the driver: on driver 580.159 (H100, seen 2026-11-22)
+    // the primary context cannot be retained again after an illegal address, which is why
+    // GpuMeasurer runs candidates in a worker process. Either way the outcome must be clear.
+    try {
+      context.reset();
+    } catch (const backend_error& e) {
+      const std::string what = e.what();
+      MESSAGE("this driver does not recover from a crashed kernel in-process: " << what);
+      CHECK(contains(what, "[loom.cuda.E912]"));
+      CHECK(contains(what, "Restart the process"));
+      return;
+    }
     CHECK(context.generation() == generation + 1);
     CHECK(!context.needs_reset());
 

@@ -60,6 +60,17 @@ TEST_SUITE("cuda.nvrtc") {
     CHECK(cuda::compile_to_ptx(saxpy_source) == ptx);  // sm_90 is the default
   }
 
+  TEST_CASE("compile_to_cubin gives machine code for the real architecture") {
+    const std::string cubin = cuda::compile_to_cubin(saxpy_source, "sm_90");
+    REQUIRE(cubin.size() > 4);
+    CHECK(cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    CHECK(contains(cubin, "saxpy"));  // the symbol table names the kernel
+    // A virtual architecture names the same machine.
+    CHECK(cuda::compile_to_cubin(saxpy_source, "compute_90").size() > 4);
+    CHECK_THROWS_WITH_AS(cuda::compile_to_cubin(saxpy_source, "sm_9"),
+                         doctest::Contains("[loom.cuda.E904]"), user_error);
+  }
+
   TEST_CASE("the architecture may be real, virtual or architecture-specific") {
     CHECK(contains(cuda::compile_to_ptx(saxpy_source, "compute_80"), ".target sm_80\n"));
     CHECK(contains(cuda::compile_to_ptx(saxpy_source, "sm_86"), ".target sm_86\n"));

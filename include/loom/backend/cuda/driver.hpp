@@ -152,8 +152,10 @@ class Context {
   /// (it does not touch the new context). Make them again after the reset.
   ///
   /// Do not call it while another thread uses the device. cuda.h documents the sticky errors as
-  /// fatal to the process; with current drivers a reset of the primary context recovers from
-  /// them. If the reset itself fails, the error says to restart the process.
+  /// fatal to the process, and some drivers hold to it: on driver 580.159 (an H100, 2026-11) the
+  /// reset succeeds but the context cannot be retained again after an illegal address. Then
+  /// reset() throws `[loom.cuda.E912]` saying to restart the process. Code that must survive
+  /// crashing kernels runs them in a separate process, as cuda::GpuMeasurer does.
   void reset();
 
   /// Number of resets so far; objects remember the generation they were made in.
@@ -197,6 +199,8 @@ class DeviceBuffer {
   void download(void* host, std::size_t bytes) const;
   /// Sets every byte to 0.
   void zero();
+  /// Sets every byte to `value` (0xFF makes every float a NaN).
+  void fill_bytes(unsigned char value);
 
  private:
   void check_usable(const char* what, std::size_t bytes) const;
@@ -247,7 +251,8 @@ class Function {
 class Module {
  public:
   Module() noexcept = default;
-  /// JIT-compiles `ptx` (NUL-free PTX text, e.g. from compile_to_ptx) for the context's device.
+  /// JIT-compiles `ptx` (NUL-free PTX text, e.g. from compile_to_ptx) for the context's device,
+  /// or loads a CUBIN (compile_to_cubin) for it as it is.
   /// Throws `[loom.cuda.E913]` with the JIT's error log when the driver rejects it.
   explicit Module(const std::string& ptx, Context& context = Context::get());
 

@@ -80,6 +80,14 @@ LOOM_DECL std::string compile_to_ptx(const std::string& source, const std::strin
                                      const std::vector<std::string>& extra_options = {},
                                      const std::string& program_name = "loom_kernel.cu");
 
+/// Compiles CUDA C++ `source` to machine code (a CUBIN) for the real architecture of `arch`
+/// ("sm_90" or "compute_90" both give sm_90 code): no JIT when the module is loaded, so loading
+/// is fast, but the image runs only on devices of that architecture. Same options and errors as
+/// compile_to_ptx; `[loom.cuda.E903]` also when this NVRTC cannot emit CUBINs (before 11.1).
+LOOM_DECL std::string compile_to_cubin(const std::string& source, const std::string& arch = "sm_90",
+                                       const std::vector<std::string>& extra_options = {},
+                                       const std::string& program_name = "loom_kernel.cu");
+
 }  // namespace cuda
 LOOM_END_NAMESPACE
 

@@ -762,11 +762,14 @@ LOOM_DECL void DeviceBuffer::download(void* host, std::size_t bytes) const {
                         "loom.cuda.E912");
 }
 
-LOOM_DECL void DeviceBuffer::zero() {
-  check_usable("zero", bytes_);
+LOOM_DECL void DeviceBuffer::zero() { fill_bytes(0); }
+
+LOOM_DECL void DeviceBuffer::fill_bytes(unsigned char value) {
+  check_usable("fill_bytes", bytes_);
   if (bytes_ == 0) return;
   context_->make_current();
-  detail::driver_check(detail::driver().cuMemsetD8(ptr_, 0, bytes_), "cuMemsetD8_v2", context_);
+  detail::driver_check(detail::driver().cuMemsetD8(ptr_, value, bytes_), "cuMemsetD8_v2",
+                       context_);
 }
 
 // --- Module and Function -------------------------------------------------------------------------
@@ -797,7 +800,9 @@ LOOM_DECL Module::Module(const std::string& ptx, Context& context) {
   info_log.back() = error_log.back() = '\0';
   module->info_log = info_log.data();
   if (rc != detail::cu::CUDA_SUCCESS) {
-    std::string more = " while loading PTX (" + std::to_string(ptx.size()) + " bytes";
+    const bool cubin = ptx.rfind("\x7f" "ELF", 0) == 0;
+    std::string more = std::string(" while loading ") + (cubin ? "a CUBIN" : "PTX") + " (" +
+                       std::to_string(ptx.size()) + " bytes";
     const std::string target = detail::ptx_directive(ptx, ".target");
     const std::string version = detail::ptx_directive(ptx, ".version");
     if (!target.empty()) more += ", .target " + target;

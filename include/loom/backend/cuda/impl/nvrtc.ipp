@@ -41,6 +41,9 @@ struct nvrtc_api {
   nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char* const*) = nullptr;
   nvrtcResult (*GetPTXSize)(nvrtcProgram, std::size_t*) = nullptr;
   nvrtcResult (*GetPTX)(nvrtcProgram, char*) = nullptr;
+  // Since CUDA 11.1; without them compile_to_cubin reports E903.
+  nvrtcResult (*GetCUBINSize)(nvrtcProgram, std::size_t*) = nullptr;
+  nvrtcResult (*GetCUBIN)(nvrtcProgram, char*) = nullptr;
   nvrtcResult (*GetProgramLogSize)(nvrtcProgram, std::size_t*) = nullptr;
   nvrtcResult (*GetProgramLog)(nvrtcProgram, char*) = nullptr;
 };
@@ -103,6 +106,8 @@ LOOM_DECL nvrtc_api load_nvrtc() {
     // Since CUDA 11.2; older libraries simply report no list.
     nvrtc_resolve(lib, "nvrtcGetNumSupportedArchs", api.GetNumSupportedArchs);
     nvrtc_resolve(lib, "nvrtcGetSupportedArchs", api.GetSupportedArchs);
+    nvrtc_resolve(lib, "nvrtcGetCUBINSize", api.GetCUBINSize);
+    nvrtc_resolve(lib, "nvrtcGetCUBIN", api.GetCUBIN);
     if (api.Version(&api.major, &api.minor) != 0) api.major = api.minor = 0;
     std::string path = candidate;
     Dl_info info{};
@@ -254,13 +259,16 @@ LOOM_DECL std::string nvrtc_arch_for(int compute_major, int compute_minor) {
   return "sm_" + std::to_string(*(newest - 1));
 }
 
-LOOM_DECL std::string compile_to_ptx(const std::string& source, const std::string& arch,
-                                     const std::vector<std::string>& extra_options,
-                                     const std::string& program_name) {
-  const std::string virtual_arch = detail::virtual_arch(arch);
+namespace detail {
+
+/// Compiles `source` with `--gpu-architecture=<gpu_arch>`; returns the PTX, or the CUBIN when
+/// `cubin` (then gpu_arch must be a real architecture, sm_XX).
+LOOM_DECL std::string nvrtc_compile(const std::string& source, const std::string& gpu_arch,
+                                    bool cubin, const std::vector<std::string>& extra_options,
+                                    const std::string& program_name) {
   const detail::nvrtc_api& api = detail::nvrtc_or_throw();
 
-  std::vector<std::string> options = {"--gpu-architecture=" + virtual_arch, "--std=c++17",
+  std::vector<std::string> options = {"--gpu-architecture=" + gpu_arch, "--std=c++17",
                                       "-default-device"};
   options.insert(options.end(), extra_options.begin(), extra_options.end());
   std::vector<const char*> argv;
@@ -278,20 +286,46 @@ LOOM_DECL std::string compile_to_ptx(const std::string& source, const std::strin
     LOOM_BACKEND_FAIL("loom.cuda.E902")
         << "NVRTC could not compile " << program_name << " (" << detail::nvrtc_result_name(api, rc)
         << ")\noptions: " << joined << "\nNVRTC log:\n"
-        << (log.empty() ? std::string("(empty)") : log) << detail::arch_hint(rc, virtual_arch);
+        << (log.empty() ? std::string("(empty)") : log) << detail::arch_hint(rc, gpu_arch.rfind("sm_", 0) == 0 ? "compute_" + gpu_arch.substr(3)
+                                                                   : gpu_arch);
   }
 
-  std::size_t size = 0;
-  detail::nvrtcResult size_rc = api.GetPTXSize(program.get(), &size);
-  std::string ptx(size, '\0');
-  detail::nvrtcResult ptx_rc = size_rc == 0 ? api.GetPTX(program.get(), ptx.data()) : size_rc;
-  if (ptx_rc != 0) {
+  auto get_size = cubin ? api.GetCUBINSize : api.GetPTXSize;
+  auto get = cubin ? api.GetCUBIN : api.GetPTX;
+  const char* size_name = cubin ? "nvrtcGetCUBINSize" : "nvrtcGetPTXSize";
+  const char* get_name = cubin ? "nvrtcGetCUBIN" : "nvrtcGetPTX";
+  if (!get_size || !get)
     LOOM_BACKEND_FAIL("loom.cuda.E903")
-        << (size_rc != 0 ? "nvrtcGetPTXSize" : "nvrtcGetPTX") << " failed for " << program_name
-        << ": " << detail::nvrtc_result_name(api, ptx_rc);
+        << "this NVRTC has no " << get_name << " (CUDA 11.1 or newer has it)";
+  std::size_t size = 0;
+  detail::nvrtcResult size_rc = get_size(program.get(), &size);
+  std::string out(size, '\0');
+  detail::nvrtcResult get_rc = size_rc == 0 ? get(program.get(), out.data()) : size_rc;
+  if (get_rc != 0) {
+    LOOM_BACKEND_FAIL("loom.cuda.E903")
+        << (size_rc != 0 ? size_name : get_name) << " failed for " << program_name << ": "
+        << detail::nvrtc_result_name(api, get_rc);
   }
-  while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();  // the size counts the NUL
-  return ptx;
+  if (!cubin)
+    while (!out.empty() && out.back() == '\0') out.pop_back();  // the size counts the NUL
+  return out;
+}
+
+}  // namespace detail
+
+LOOM_DECL std::string compile_to_ptx(const std::string& source, const std::string& arch,
+                                     const std::vector<std::string>& extra_options,
+                                     const std::string& program_name) {
+  return detail::nvrtc_compile(source, detail::virtual_arch(arch), false, extra_options,
+                               program_name);
+}
+
+LOOM_DECL std::string compile_to_cubin(const std::string& source, const std::string& arch,
+                                       const std::vector<std::string>& extra_options,
+                                       const std::string& program_name) {
+  // virtual_arch validates the name; the real architecture has the same number and suffix.
+  const std::string real = "sm_" + detail::virtual_arch(arch).substr(8);
+  return detail::nvrtc_compile(source, real, true, extra_options, program_name);
 }
 
 }  // namespace cuda
