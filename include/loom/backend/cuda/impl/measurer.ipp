@@ -1,0 +1,802 @@
+// Bodies of loom/backend/cuda/measurer.hpp.
+#include "loom/backend/cuda/measurer.hpp"
+
+#include "loom/backend/cuda/driver.hpp"
+#include "loom/backend/cuda/program.hpp"
+#include "loom/dag/evaluate.hpp"
+#include "loom/lower/gpu.hpp"
+#include "loom/sched/default_schedule.hpp"
+#include "loom/search/measure_data.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+LOOM_BEGIN_NAMESPACE
+namespace cuda {
+namespace detail_measure {
+
+using search::MeasureError;
+using search::measure_data::OutputSpec;
+
+inline constexpr const char* kWorkerEnv = "LOOM_CUDA_MEASURE_WORKER";
+
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// --- messages between the measurer and its worker ---------------------------------------------
+
+/// A message under construction: little-endian fixed-width fields and length-prefixed strings.
+class Writer {
+ public:
+  void u8(uint8_t v) { raw(&v, 1); }
+  void i64(int64_t v) { raw(&v, 8); }
+  void f64(double v) { raw(&v, 8); }
+  void str(const std::string& s) {
+    i64(static_cast<int64_t>(s.size()));
+    buf_.append(s);
+  }
+  void plan(const LaunchPlan& p) {
+    i64(static_cast<int64_t>(p.arg_bytes.size()));
+    for (std::size_t b : p.arg_bytes) i64(static_cast<int64_t>(b));
+    i64(static_cast<int64_t>(p.workspace_bytes.size()));
+    for (std::size_t b : p.workspace_bytes) i64(static_cast<int64_t>(b));
+    i64(static_cast<int64_t>(p.kernels.size()));
+    for (const KernelLaunch& k : p.kernels) {
+      str(k.name);
+      for (unsigned g : k.grid) i64(g);
+      for (unsigned b : k.block) i64(b);
+      i64(static_cast<int64_t>(k.buffers.size()));
+      for (int s : k.buffers) i64(s);
+    }
+  }
+  const std::string& bytes() const { return buf_; }
+
+ private:
+  void raw(const void* p, std::size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  std::string buf_;
+};
+
+/// Reads what a Writer wrote; throws std::runtime_error on a truncated message.
+class Reader {
+ public:
+  explicit Reader(const std::string& b) : buf_(b) {}
+  uint8_t u8() {
+    uint8_t v;
+    raw(&v, 1);
+    return v;
+  }
+  int64_t i64() {
+    int64_t v;
+    raw(&v, 8);
+    return v;
+  }
+  double f64() {
+    double v;
+    raw(&v, 8);
+    return v;
+  }
+  std::string str() {
+    const int64_t n = i64();
+    if (n < 0 || static_cast<std::size_t>(n) > buf_.size() - pos_)
+      throw std::runtime_error("truncated message from the GPU measurer");
+    std::string s = buf_.substr(pos_, static_cast<std::size_t>(n));
+    pos_ += static_cast<std::size_t>(n);
+    return s;
+  }
+  LaunchPlan plan() {
+    LaunchPlan p;
+    p.arg_bytes.resize(count());
+    for (std::size_t& b : p.arg_bytes) b = static_cast<std::size_t>(i64());
+    p.workspace_bytes.resize(count());
+    for (std::size_t& b : p.workspace_bytes) b = static_cast<std::size_t>(i64());
+    p.kernels.resize(count());
+    for (KernelLaunch& k : p.kernels) {
+      k.name = str();
+      for (unsigned& g : k.grid) g = static_cast<unsigned>(i64());
+      for (unsigned& b : k.block) b = static_cast<unsigned>(i64());
+      k.buffers.resize(count());
+      for (int& s : k.buffers) s = static_cast<int>(i64());
+    }
+    return p;
+  }
+
+ private:
+  std::size_t count() {
+    const int64_t n = i64();
+    if (n < 0 || n > (int64_t{1} << 24)) throw std::runtime_error("bad count in a measurer message");
+    return static_cast<std::size_t>(n);
+  }
+  void raw(void* p, std::size_t n) {
+    if (n > buf_.size() - pos_) throw std::runtime_error("truncated message from the GPU measurer");
+    std::memcpy(p, buf_.data() + pos_, n);
+    pos_ += n;
+  }
+  const std::string& buf_;
+  std::size_t pos_ = 0;
+};
+
+inline bool write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+inline bool send_message(int fd, const std::string& body) {
+  const uint64_t n = body.size();
+  return write_all(fd, reinterpret_cast<const char*>(&n), 8) && write_all(fd, body.data(), body.size());
+}
+
+enum class Received { message, timeout, closed };
+
+/// Reads one message; `timeout_s` < 0 waits for ever.
+inline Received receive_message(int fd, std::string& out, double timeout_s) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string buf;
+  uint64_t want = 8;
+  bool have_header = false;
+  char chunk[1 << 16];
+  for (;;) {
+    if (buf.size() >= want) {
+      if (!have_header) {
+        uint64_t n;
+        std::memcpy(&n, buf.data(), 8);
+        buf.erase(0, 8);
+        want = n;
+        have_header = true;
+        continue;
+      }
+      out = buf.substr(0, want);
+      return Received::message;
+    }
+    if (timeout_s >= 0) {
+      const double left = timeout_s - seconds_since(start);
+      if (left <= 0) return Received::timeout;
+      pollfd p{fd, POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::min(std::ceil(left * 1e3), 3.6e6)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) return Received::timeout;
+    }
+    const std::size_t room = std::min<uint64_t>(sizeof chunk, want - buf.size());
+    const ssize_t got = ::recv(fd, chunk, room, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return Received::closed;
+    buf.append(chunk, static_cast<std::size_t>(got));
+  }
+}
+
+enum : uint8_t { kSetup = 1, kRun = 2, kHello = 3 };
+
+// --- the worker process --------------------------------------------------------------------------
+
+/// One argument of the task as the worker sees it.
+struct ArgSpec {
+  OutputSpec spec;
+  std::size_t bytes = 0;
+  bool is_output = false;
+};
+
+inline void put_arg(Writer& w, const ArgSpec& a) {
+  w.str(a.spec.name);
+  w.u8(static_cast<uint8_t>(a.spec.dtype.code));
+  w.u8(a.spec.dtype.bits);
+  w.i64(a.spec.elements);
+  w.i64(static_cast<int64_t>(a.spec.shape.size()));
+  for (int64_t e : a.spec.shape) w.i64(e);
+  w.u8(a.is_output);
+}
+
+inline ArgSpec get_arg(Reader& r) {
+  ArgSpec a;
+  a.spec.name = r.str();
+  a.spec.dtype.code = static_cast<ir::DType::Code>(r.u8());
+  a.spec.dtype.bits = r.u8();
+  a.spec.elements = r.i64();
+  a.spec.shape.resize(static_cast<std::size_t>(r.i64()));
+  for (int64_t& e : a.spec.shape) e = r.i64();
+  a.is_output = r.u8() != 0;
+  a.bytes = static_cast<std::size_t>(a.spec.elements) * static_cast<std::size_t>(a.spec.dtype.bytes());
+  return a;
+}
+
+/// What the worker keeps for the current task: inputs on the device, outputs' reference and
+/// poison on the host.
+struct WorkerTask {
+  std::vector<ArgSpec> args;
+  std::vector<DeviceBuffer> buffers;
+  std::vector<std::vector<unsigned char>> reference;  // per argument; empty for inputs
+  std::vector<CUdeviceptr> pointers() const {
+    std::vector<CUdeviceptr> p;
+    for (const DeviceBuffer& b : buffers) p.push_back(b.ptr());
+    return p;
+  }
+  /// Outputs start as poison, so that an element a program never writes is caught: NaN bytes
+  /// for floats, 0x5A bytes for integers (as the CPU measurer's poison).
+  void poison_outputs() {
+    for (std::size_t i = 0; i < args.size(); ++i)
+      if (args[i].is_output) buffers[i].fill_bytes(args[i].spec.dtype.is_float() ? 0xFF : 0x5A);
+  }
+  /// Empty when every output equals its reference.
+  std::string compare(double rtol, double atol) const {
+    std::vector<unsigned char> got;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].is_output) continue;
+      got.resize(args[i].bytes);
+      buffers[i].download(got.data(), got.size());
+      std::string diff = search::measure_data::compare_output(args[i].spec, got.data(),
+                                                              reference[i].data(), rtol, atol);
+      if (!diff.empty()) return diff;
+    }
+    return {};
+  }
+};
+
+/// Serves a setup: allocates the task's buffers, fills the inputs and gets the reference.
+/// Returns the reference program's run time in seconds (0 when the host sent the reference).
+inline double serve_setup(Reader& r, WorkerTask& t, int device) {
+  t = WorkerTask{};
+  const std::size_t n = static_cast<std::size_t>(r.i64());
+  for (std::size_t i = 0; i < n; ++i) t.args.push_back(get_arg(r));
+  Context& ctx = Context::get(device);
+  for (const ArgSpec& a : t.args) t.buffers.emplace_back(std::max<std::size_t>(a.bytes, 1), ctx);
+  t.reference.resize(n);
+  const uint8_t mode = r.u8();
+  if (mode == 0) {
+    // Inputs and reference outputs computed on the host.
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string data = r.str();
+      if (data.size() != t.args[i].bytes) throw std::runtime_error("setup: wrong data size");
+      if (t.args[i].is_output)
+        t.reference[i].assign(data.begin(), data.end());
+      else
+        t.buffers[i].upload(data.data(), data.size());
+    }
+    return 0;
+  }
+  // Inputs from the seed; the reference from a (trusted) program run here.
+  const uint64_t seed = static_cast<uint64_t>(r.i64());
+  std::vector<unsigned char> host;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (t.args[i].is_output) continue;
+    host.resize(t.args[i].bytes);
+    search::measure_data::fill_random(host.data(), t.args[i].spec.dtype, t.args[i].spec.elements,
+                                      seed + i);
+    t.buffers[i].upload(host.data(), host.size());
+  }
+  const std::string ptx = r.str();
+  Program reference(ptx, r.plan(), ctx);
+  t.poison_outputs();
+  const std::vector<CUdeviceptr> args = t.pointers();
+  const double seconds = time_launches([&] { reference.launch(args); }, 1, ctx);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!t.args[i].is_output) continue;
+    t.reference[i].resize(t.args[i].bytes);
+    t.buffers[i].download(t.reference[i].data(), t.reference[i].size());
+    // Outputs start as NaN: one left there means the reference program did not write it.
+    const ir::DType d = t.args[i].spec.dtype;
+    if (d.is_float() && d.bits == 32) {
+      const auto* x = reinterpret_cast<const float*>(t.reference[i].data());
+      for (int64_t e = 0; e < t.args[i].spec.elements; ++e)
+        if (std::isnan(x[e]))
+          throw std::runtime_error("the reference program left element " + std::to_string(e) +
+                                   " of output '" + t.args[i].spec.name + "' unwritten (NaN)");
+    }
+  }
+  return seconds;
+}
+
+struct RunReply {
+  MeasureError error = MeasureError::none;
+  std::string message;
+  std::vector<double> costs;
+};
+
+/// Checks and times one program (see the file comment of measurer.hpp).
+inline RunReply serve_run(Reader& r, WorkerTask& t, int device) {
+  RunReply out;
+  const std::string ptx = r.str();
+  LaunchPlan plan = r.plan();
+  const bool check = r.u8() != 0;
+  const int64_t number = r.i64(), repeat = r.i64();
+  const double min_repeat_ms = r.f64();
+  const int64_t warmup = r.i64();
+  const double slow_limit_s = r.f64(), rtol = r.f64(), atol = r.f64();
+  Context& ctx = Context::get(device);
+  std::optional<Program> program;
+  try {
+    program.emplace(ptx, std::move(plan), ctx);
+  } catch (const std::exception& e) {
+    out.error = MeasureError::compile;
+    out.message = e.what();
+    return out;
+  }
+  const std::vector<CUdeviceptr> args = t.pointers();
+  auto launch_all = [&] { program->launch(args); };
+  if (check) t.poison_outputs();
+  const double first = time_launches(launch_all, 1, ctx);
+  if (check) {
+    std::string diff = t.compare(rtol, atol);
+    if (!diff.empty()) {
+      out.error = MeasureError::wrong_answer;
+      out.message = std::move(diff);
+      return out;
+    }
+  }
+  if (slow_limit_s > 0 && first > slow_limit_s) {
+    out.costs = {first};
+    return out;
+  }
+  if (warmup > 0) (void)time_launches(launch_all, static_cast<int>(warmup), ctx);
+  int64_t n = number;
+  if (first > 0)
+    n = std::max<int64_t>(n, static_cast<int64_t>(std::ceil(min_repeat_ms * 1e-3 / first)));
+  n = std::min<int64_t>(n, 100000);
+  for (int64_t k = 0; k < repeat; ++k)
+    out.costs.push_back(time_launches(launch_all, static_cast<int>(n), ctx));
+  return out;
+}
+
+/// The worker's loop: answers setups and runs until the measurer closes the socket. After a
+/// kernel faulted the process's CUDA context is unusable; the worker says so and exits.
+[[noreturn]] inline void worker_main(int fd, int device) {
+  WorkerTask task;
+  bool have_task = false;
+  {
+    Writer hello;
+    hello.u8(kHello);
+    std::string why;
+    const bool ok = device_available(&why) && device < device_count();
+    hello.u8(ok);
+    hello.str(ok ? device_info(device).name : why);
+    if (!send_message(fd, hello.bytes()) || !ok) ::_exit(0);
+  }
+  for (;;) {
+    std::string msg;
+    if (receive_message(fd, msg, -1) != Received::message) ::_exit(0);
+    Writer reply;
+    bool fatal = false;
+    try {
+      Reader r(msg);
+      const uint8_t kind = r.u8();
+      if (kind == kSetup) {
+        have_task = false;
+        double reference_seconds = 0;
+        std::string error;
+        try {
+          reference_seconds = serve_setup(r, task, device);
+          have_task = true;
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        fatal = Context::get(device).needs_reset();
+        reply.u8(have_task);
+        reply.str(error);
+        reply.f64(reference_seconds);
+      } else if (kind == kRun) {
+        RunReply out;
+        if (!have_task) {
+          out.error = MeasureError::unknown;
+          out.message = "the GPU measurer's worker has no task";
+        } else {
+          try {
+            out = serve_run(r, task, device);
+          } catch (const std::exception& e) {
+            out.error = MeasureError::runtime;
+            out.message = e.what();
+          }
+        }
+        fatal = Context::get(device).needs_reset();
+        reply.u8(static_cast<uint8_t>(out.error));
+        reply.str(out.message);
+        reply.i64(static_cast<int64_t>(out.costs.size()));
+        for (double c : out.costs) reply.f64(c);
+      } else {
+        ::_exit(2);
+      }
+    } catch (const std::exception&) {
+      ::_exit(2);
+    }
+    reply.u8(fatal);
+    if (!send_message(fd, reply.bytes()) || fatal) ::_exit(0);
+  }
+}
+
+/// Runs before main in every program that links this file: when started as a measurer's
+/// worker, serve it and never return.
+inline bool run_worker_if_asked() {
+  const char* env = std::getenv(kWorkerEnv);
+  if (!env || !*env) return false;
+  int fd = -1, device = 0;
+  if (std::sscanf(env, "%d:%d", &fd, &device) < 1 || fd < 0) return false;
+  ::unsetenv(kWorkerEnv);
+  worker_main(fd, device);
+}
+
+inline const bool worker_hook = run_worker_if_asked();
+
+}  // namespace detail_measure
+
+// --- the measurer's side ---------------------------------------------------------------------------
+
+struct GpuMeasurer::Worker {
+  pid_t pid = -1;
+  int fd = -1;
+  std::string task;  // workload key of the task set up in it ("" for none)
+
+  ~Worker() { stop(); }
+  bool alive() const { return pid > 0; }
+  /// Kills the process (when still there) and reaps it; returns how it ended.
+  std::string stop() {
+    std::string how;
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    if (pid > 0) {
+      int status = 0;
+      // Give a worker that is exiting by itself a moment, then kill it.
+      for (int i = 0; i < 50; ++i) {
+        if (::waitpid(pid, &status, WNOHANG) == pid) {
+          pid = -1;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        pid = -1;
+      }
+      if (WIFSIGNALED(status))
+        how = std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+              ::strsignal(WTERMSIG(status)) + ")";
+      else if (WIFEXITED(status))
+        how = "exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+    task.clear();
+    return how;
+  }
+  /// Starts this executable again as the worker; returns "" or why it could not.
+  std::string start(int device, double timeout_s) {
+    stop();
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      return std::string("socketpair failed: ") + std::strerror(errno);
+    // The child's end must survive exec: posix_spawn dups it onto itself without O_CLOEXEC.
+    const std::string env = std::string(detail_measure::kWorkerEnv) + "=" + std::to_string(sv[1]) +
+                            ":" + std::to_string(device);
+    std::vector<std::string> env_strings{env};
+    for (char** e = environ; e && *e; ++e)
+      if (std::strncmp(*e, detail_measure::kWorkerEnv, std::strlen(detail_measure::kWorkerEnv)) != 0)
+        env_strings.emplace_back(*e);
+    std::vector<char*> envp;
+    for (std::string& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string arg0 = "loom-cuda-measure-worker";
+    char* argv[] = {arg0.data(), nullptr};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    // dup2 onto itself clears FD_CLOEXEC in the child (POSIX.1-2024; glibc ≥ 2.29 does this).
+    posix_spawn_file_actions_adddup2(&actions, sv[1], sv[1]);
+    pid_t child = -1;
+    const int rc = ::posix_spawn(&child, "/proc/self/exe", &actions, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(sv[1]);
+    if (rc != 0) {
+      ::close(sv[0]);
+      return std::string("posix_spawn of /proc/self/exe failed: ") + std::strerror(rc);
+    }
+    pid = child;
+    fd = sv[0];
+    std::string hello;
+    const detail_measure::Received got = detail_measure::receive_message(fd, hello, timeout_s);
+    if (got != detail_measure::Received::message) {
+      const std::string how = stop();
+      return got == detail_measure::Received::timeout
+                 ? "the worker process did not answer within " + std::to_string(timeout_s) +
+                       " s (is /proc/self/exe a program that links loom's CUDA measurer?)"
+                 : "the worker process ended before answering (" + how + ")";
+    }
+    detail_measure::Reader r(hello);
+    if (r.u8() != detail_measure::kHello) {
+      stop();
+      return "the worker process sent something unexpected";
+    }
+    const bool ok = r.u8() != 0;
+    const std::string what = r.str();
+    if (!ok) {
+      stop();
+      return "no CUDA device in the worker process: " + what;
+    }
+    return {};
+  }
+};
+
+struct GpuMeasurer::TaskData {
+  std::vector<detail_measure::ArgSpec> args;
+  /// The setup message (inputs and reference, or the reference program), or why there is none.
+  std::string setup;
+  std::string error;
+  double best_cost = search::kFailedCost;
+};
+
+LOOM_DECL GpuMeasurer::GpuMeasurer(search::MeasureOptions options, GpuMeasurerOptions gpu)
+    : options_(std::move(options)), gpu_(std::move(gpu)) {
+  const search::MeasureOptions& o = options_;
+  LOOM_USER_CHECK(o.number >= 1 && o.repeat >= 1 && o.warmup >= 0 && o.min_repeat_ms >= 0 &&
+                      o.build_parallelism >= 0 && o.build_timeout_s > 0 && o.run_timeout_s > 0 &&
+                      o.rtol >= 0 && o.atol >= 0 && gpu_.reference_timeout_s > 0 &&
+                      gpu_.worker_start_timeout_s > 0 && gpu_.device >= 0,
+                  "loom.cuda.E922")
+      << "GpuMeasurer options out of range: number " << o.number << " and repeat " << o.repeat
+      << " must be ≥ 1; warmup " << o.warmup << ", min_repeat_ms " << o.min_repeat_ms
+      << ", build_parallelism " << o.build_parallelism << ", rtol " << o.rtol << ", atol "
+      << o.atol << " and device " << gpu_.device << " ≥ 0; build_timeout_s "
+      << o.build_timeout_s << ", run_timeout_s " << o.run_timeout_s << ", reference_timeout_s "
+      << gpu_.reference_timeout_s << " and worker_start_timeout_s "
+      << gpu_.worker_start_timeout_s << " > 0";
+  worker_ = std::make_unique<Worker>();
+}
+
+LOOM_DECL GpuMeasurer::~GpuMeasurer() = default;
+
+namespace detail_measure {
+
+struct Built {
+  std::optional<CompiledProgram> program;
+  search::MeasureResult result;  // filled when the build failed
+};
+
+inline Built build_one(const Task& task, const sched::State& state,
+                       const std::vector<ArgSpec>& args, const search::MeasureOptions& o,
+                       const GpuMeasurerOptions& gpu) {
+  Built b;
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<lower::GpuProgram> g;
+  try {
+    g = lower::lower_gpu(state, task.target, "loom_measure");
+    bool same = g->args.size() == args.size();
+    for (std::size_t i = 0; same && i < args.size(); ++i)
+      same = g->args[i]->num_elements() == args[i].spec.elements &&
+             g->args[i]->dtype == args[i].spec.dtype;
+    if (!same) throw std::runtime_error("the program's arguments are not the task's");
+  } catch (const std::exception& e) {
+    b.result.error = MeasureError::instantiation;
+    b.result.error_message = e.what();
+    b.result.compile_seconds = seconds_since(start);
+    return b;
+  }
+  try {
+    b.program = compile_program(*g, task.target.arch, gpu.nvrtc_options, gpu.image);
+  } catch (const std::exception& e) {
+    b.result.error = MeasureError::compile;
+    b.result.error_message = e.what();
+  }
+  b.result.compile_seconds = seconds_since(start);
+  if (b.program && b.result.compile_seconds > o.build_timeout_s) {
+    b.program.reset();
+    b.result.error = MeasureError::compile_timeout;
+    b.result.error_message = "building took " + std::to_string(b.result.compile_seconds) +
+                             " s, over build_timeout_s " + std::to_string(o.build_timeout_s);
+  }
+  return b;
+}
+
+/// The setup message of a task: host inputs and the interpreter's outputs when the DAG is small,
+/// else the seed and the default GPU schedule, compiled.
+inline std::string make_setup(const Task& task, const std::vector<ArgSpec>& args,
+                              const search::MeasureOptions& o, const GpuMeasurerOptions& gpu) {
+  Writer w;
+  w.u8(kSetup);
+  w.i64(static_cast<int64_t>(args.size()));
+  for (const ArgSpec& a : args) put_arg(w, a);
+  if (task.dag->flop_count() <= o.interpreter_flop_limit) {
+    std::vector<std::vector<unsigned char>> data(args.size());
+    std::vector<void*> ptrs;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      data[i].resize(std::max<std::size_t>(args[i].bytes, 1));
+      if (!args[i].is_output)
+        search::measure_data::fill_random(data[i].data(), args[i].spec.dtype,
+                                          args[i].spec.elements, gpu.seed + i);
+      ptrs.push_back(data[i].data());
+    }
+    evaluate(*task.dag, ptrs);
+    w.u8(0);
+    for (std::size_t i = 0; i < args.size(); ++i)
+      w.str(std::string(reinterpret_cast<const char*>(data[i].data()), args[i].bytes));
+  } else {
+    const CompiledProgram ref = compile_program(
+        lower::lower_gpu(sched::default_schedule(task.dag, task.target), task.target,
+                         "loom_reference"),
+        task.target.arch, gpu.nvrtc_options, gpu.image);
+    w.u8(1);
+    w.i64(static_cast<int64_t>(gpu.seed));
+    w.str(ref.image);
+    w.plan(ref.plan);
+  }
+  return w.bytes();
+}
+
+}  // namespace detail_measure
+
+LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
+    const Task& task, const std::vector<sched::State>& states, const ResultCallback& on_result) {
+  using namespace detail_measure;
+  LOOM_USER_CHECK(task.target.is_cuda(), "loom.cuda.E923")
+      << "GpuMeasurer measures CUDA tasks; this task targets " << task.target.to_string()
+      << " (use cpu_jit::LocalMeasurer, or Task(dag, Target::cuda(\"sm_90\")))";
+  const auto wall_start = std::chrono::steady_clock::now();
+  const search::MeasureOptions& o = options_;
+  ++stats_.batches;
+  stats_.programs += states.size();
+
+  // The task's data, made once: the argument list and the reference.
+  std::shared_ptr<TaskData>& slot = tasks_[task.workload_key()];
+  if (!slot) {
+    slot = std::make_shared<TaskData>();
+    for (const ir::Tensor& t : task.dag->inputs())
+      slot->args.push_back({{t.name(), t.dtype(), t.shape(), t.num_elements()},
+                            static_cast<std::size_t>(t.num_elements() * t.dtype().bytes()), false});
+    for (const ir::Tensor& t : task.dag->outputs())
+      slot->args.push_back({{t.name(), t.dtype(), t.shape(), t.num_elements()},
+                            static_cast<std::size_t>(t.num_elements() * t.dtype().bytes()), true});
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      slot->setup = make_setup(task, slot->args, o, gpu_);
+    } catch (const std::exception& e) {
+      slot->error = std::string("no reference output for this task: ") + e.what();
+    }
+    stats_.reference_seconds += seconds_since(start);
+  }
+  TaskData& td = *slot;
+
+  std::vector<search::MeasureResult> results(states.size());
+  std::vector<Built> built(states.size());
+  {
+    std::atomic<std::size_t> next{0};
+    const unsigned threads = o.build_parallelism > 0
+                                 ? static_cast<unsigned>(o.build_parallelism)
+                                 : std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < std::min<std::size_t>(threads, states.size()); ++t)
+      pool.emplace_back([&] {
+        for (std::size_t i; (i = next++) < states.size();)
+          built[i] = build_one(task, states[i], td.args, o, gpu_);
+      });
+    for (std::thread& t : pool) t.join();
+  }
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    stats_.compile_seconds += built[i].result.compile_seconds;
+    if (!built[i].program) {
+      results[i] = built[i].result;
+      if (on_result) on_result(i, results[i]);
+    }
+  }
+
+  std::string setup_error = td.error;
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    if (!built[i].program) continue;
+    search::MeasureResult& res = results[i];
+    res.compile_seconds = built[i].result.compile_seconds;
+    const auto run_start = std::chrono::steady_clock::now();
+    auto finish = [&] {
+      res.run_seconds = seconds_since(run_start);
+      stats_.run_seconds += res.run_seconds;
+      if (on_result) on_result(i, res);
+    };
+    // A worker with this task set up.
+    if (setup_error.empty() && (!worker_->alive() || worker_->task != task.workload_key())) {
+      if (!worker_->alive()) {
+        ++stats_.worker_starts;
+        const std::string why = worker_->start(gpu_.device, gpu_.worker_start_timeout_s);
+        if (!why.empty()) {
+          // The first start failing means there is nothing to measure on: say so at once. A
+          // later one (after a crash) fails the programs of this batch.
+          LOOM_USER_CHECK(stats_.worker_starts > 1, "loom.cuda.E924")
+              << "GpuMeasurer could not start its worker process: " << why;
+          setup_error = "could not restart the GPU measurer's worker process: " + why;
+        }
+      }
+      if (setup_error.empty()) {
+        // The worker drops its task when a setup arrives, whether or not the setup succeeds.
+        worker_->task.clear();
+        const auto start = std::chrono::steady_clock::now();
+        std::string reply;
+        Received got = send_message(worker_->fd, td.setup)
+                           ? receive_message(worker_->fd, reply, gpu_.reference_timeout_s)
+                           : Received::closed;
+        stats_.reference_seconds += seconds_since(start);
+        if (got != Received::message) {
+          const std::string how = worker_->stop();
+          setup_error = got == Received::timeout
+                            ? "the reference took longer than reference_timeout_s"
+                            : "the worker died while computing the reference (" + how + ")";
+        } else {
+          Reader r(reply);
+          const bool ok = r.u8() != 0;
+          const std::string error = r.str();
+          // The reference is a correct program: no program worth timing fully is many times
+          // slower than it, even before the first one is measured.
+          const double reference_seconds = r.f64();
+          if (reference_seconds > 0) td.best_cost = std::min(td.best_cost, reference_seconds);
+          const bool fatal = r.u8() != 0;
+          if (fatal) worker_->stop();
+          if (ok)
+            worker_->task = task.workload_key();
+          else
+            setup_error = "no reference output for this task: " + error;
+        }
+      }
+    }
+    if (!setup_error.empty()) {
+      res.error = MeasureError::unknown;
+      res.error_message = setup_error;
+      finish();
+      continue;
+    }
+    if (o.fault_injection_hook) o.fault_injection_hook(i, 1);
+    Writer w;
+    w.u8(kRun);
+    w.str(built[i].program->image);
+    w.plan(built[i].program->plan);
+    w.u8(o.check_correctness);
+    w.i64(o.number);
+    w.i64(o.repeat);
+    w.f64(o.min_repeat_ms);
+    w.i64(o.warmup);
+    w.f64(o.slow_program_factor > 0 && td.best_cost < search::kFailedCost
+              ? o.slow_program_factor * td.best_cost
+              : 0);
+    w.f64(o.rtol);
+    w.f64(o.atol);
+    std::string reply;
+    const Received got = send_message(worker_->fd, w.bytes())
+                             ? receive_message(worker_->fd, reply, o.run_timeout_s)
+                             : Received::closed;
+    if (got != Received::message) {
+      const std::string how = worker_->stop();
+      res.error = got == Received::timeout ? MeasureError::run_timeout : MeasureError::runtime;
+      res.error_message = got == Received::timeout
+                              ? "the program ran longer than run_timeout_s (" +
+                                    std::to_string(o.run_timeout_s) + " s); its worker was killed"
+                              : "the worker process died while running the program (" + how + ")";
+      finish();
+      continue;
+    }
+    Reader r(reply);
+    res.error = static_cast<MeasureError>(r.u8());
+    res.error_message = r.str();
+    res.costs.resize(static_cast<std::size_t>(r.i64()));
+    for (double& c : res.costs) c = r.f64();
+    if (r.u8() != 0) worker_->stop();  // its context is gone with the fault
+    if (res.ok()) td.best_cost = std::min(td.best_cost, *std::min_element(res.costs.begin(), res.costs.end()));
+    finish();
+  }
+  stats_.wall_seconds += seconds_since(wall_start);
+  return results;
+}
+
+}  // namespace cuda
+LOOM_END_NAMESPACE

@@ -1,0 +1,90 @@
+/// \file
+/// The NVIDIA GPU umbrella header: everything in loom.hpp plus the CUDA backend (CUDA C
+/// printer, NVRTC, the driver, the GPU measurer) and the GPU calls of the tuner. Link the CMake
+/// target `loom::cuda`; nothing from CUDA is needed to build (NVRTC and the driver are loaded at
+/// run time).
+///
+/// ```cpp
+/// Task task(dag, Target::cuda("sm_90"));
+/// TuneOptions opts; opts.trials = 1000; opts.records = "gemm.jsonl";
+/// cuda::TuneResult r = cuda::tune(task, opts);   // measured on the GPU, see measurer.hpp
+/// std::cout << r.source();                       // the best program as CUDA C
+/// cuda::Program p = r.program();                 // loaded; p.launch({a, b, c})
+/// ```
+///
+/// The tuner runs candidates in a worker process (backend/cuda/measurer.hpp): this process may
+/// use the GPU itself before, during and after tuning.
+#ifndef LOOM_CUDA_HPP
+#define LOOM_CUDA_HPP
+
+#include "loom/loom.hpp"
+
+#include "loom/backend/cuda/codegen.hpp"
+#include "loom/backend/cuda/driver.hpp"
+#include "loom/backend/cuda/measurer.hpp"
+#include "loom/backend/cuda/nvrtc.hpp"
+#include "loom/backend/cuda/program.hpp"
+#include "loom/lower/gpu.hpp"
+#include "loom/sched/default_schedule.hpp"
+#include "loom/search/task.hpp"
+#include "loom/search/tuner.hpp"
+
+#include <optional>
+#include <string>
+
+LOOM_BEGIN_NAMESPACE
+namespace cuda {
+
+/// Lowers `state` for the task's CUDA target and compiles it with NVRTC (no GPU needed).
+/// Throws loom::user_error `[loom.cuda.E923]` when the task's target is not CUDA, and what
+/// lower_gpu, the printer and NVRTC throw.
+CompiledProgram build(const Task& task, const sched::State& state,
+                      const std::vector<std::string>& nvrtc_options = {});
+/// build() with the default GPU schedule (one thread per output element: correct, slow).
+CompiledProgram build(const Task& task);
+
+/// The outcome of cuda::tune.
+class TuneResult {
+ public:
+  TuneResult(Task task, search::TuneReport report)
+      : task_(std::move(task)), report_(std::move(report)) {}
+  bool found() const { return report_.best.has_value(); }
+  /// The best program's schedule. Throws `[loom.search.E850]` when nothing was found.
+  const sched::State& best_state() const;
+  /// The best program, compiled (CUDA C source, PTX, launch plan).
+  CompiledProgram compiled() const { return build(task_, best_state()); }
+  /// The best program as CUDA C.
+  std::string source() const { return compiled().source; }
+  /// The best program loaded on the current device, ready to launch.
+  Program program() const {
+    CompiledProgram c = compiled();
+    return Program(c.image, std::move(c.plan));
+  }
+  double best_seconds() const { return report_.best_cost; }
+  double best_gflops() const { return report_.best_gflops(); }
+  const search::TuneReport& report() const { return report_; }
+  const Task& task() const { return task_; }
+
+ private:
+  Task task_;
+  search::TuneReport report_;
+};
+
+/// Tunes `task` (a CUDA target) on this machine's GPU: search/tuner.hpp's loop with the GPU
+/// measurer. Throws `[loom.cuda.E923]` for a task that is not CUDA and `[loom.cuda.E924]` when
+/// the measurer's worker cannot start (no GPU, no driver).
+TuneResult tune(const Task& task, const search::TuneOptions& options = {},
+                const GpuMeasurerOptions& gpu = {});
+
+/// The fastest correct record of the task's workload and target in the log, replayed; nothing
+/// when the log has none.
+std::optional<sched::State> best_recorded_schedule(const Task& task, const std::string& records);
+
+}  // namespace cuda
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/impl/cuda.ipp"
+#endif
+
+#endif  // LOOM_CUDA_HPP

@@ -1,0 +1,49 @@
+// Bodies of loom/cuda.hpp.
+#include "loom/cuda.hpp"
+
+#include "loom/search/records.hpp"
+
+LOOM_BEGIN_NAMESPACE
+namespace cuda {
+
+LOOM_DECL CompiledProgram build(const Task& task, const sched::State& state,
+                                const std::vector<std::string>& nvrtc_options) {
+  LOOM_USER_CHECK(task.target.is_cuda(), "loom.cuda.E923")
+      << "cuda::build: the task targets " << task.target.to_string()
+      << "; make it with Target::cuda(\"sm_90\") (or loom::build for the CPU)";
+  return compile_program(lower::lower_gpu(state, task.target, "loom_kernel"), task.target.arch,
+                         nvrtc_options);
+}
+
+LOOM_DECL CompiledProgram build(const Task& task) {
+  return build(task, sched::default_schedule(task.dag, task.target));
+}
+
+LOOM_DECL const sched::State& TuneResult::best_state() const {
+  LOOM_USER_CHECK(report_.best.has_value(), "loom.search.E850")
+      << "tuning found no correct program for workload " << task_.workload_key() << " ("
+      << report_.trials << " measured, " << report_.failures
+      << " failed); raise TuneOptions::trials or look at the errors in the records";
+  return *report_.best;
+}
+
+LOOM_DECL TuneResult tune(const Task& task, const search::TuneOptions& options,
+                          const GpuMeasurerOptions& gpu) {
+  LOOM_USER_CHECK(task.target.is_cuda(), "loom.cuda.E923")
+      << "cuda::tune: the task targets " << task.target.to_string()
+      << "; make it with Target::cuda(\"sm_90\") (or use loom::tune for the CPU)";
+  GpuMeasurer measurer(options.measure, gpu);
+  return TuneResult(task, search::tune_with(task, options, measurer));
+}
+
+LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
+                                                             const std::string& records) {
+  const std::vector<search::TuningRecord> all = search::read_records(records);
+  std::optional<search::TuningRecord> best =
+      search::best_record(all, task.workload_key(), task.target.to_string());
+  if (!best) return std::nullopt;
+  return sched::replay(task.dag, best->steps);
+}
+
+}  // namespace cuda
+LOOM_END_NAMESPACE

@@ -1,0 +1,134 @@
+// cuda::GpuMeasurer without a GPU (loom/backend/cuda/measurer.hpp): option and task errors, the
+// error when its worker process finds no driver, and the worker's protocol end to end against
+// the fake driver (fake_libcuda.cpp), which loads modules and accepts launches but runs no
+// generated kernel, so every output stays poison and the check must catch it. The measurer on a
+// real GPU is test_measurer_device.cpp.
+#include <loom/backend/cuda/measurer.hpp>
+#include <loom/ops.hpp>
+#include <loom/sched/default_schedule.hpp>
+#include <loom/search/annotate.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace loom;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+Task matmul_task(int64_t n, Target target = Target::cuda("sm_90")) {
+  auto a = placeholder<float>("A", {n, n / 2});
+  auto b = placeholder<float>("B", {n / 2, n});
+  return Task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                 std::vector<ir::Tensor>{ops::matmul(a, b)}),
+              target);
+}
+
+// Sets an environment variable for the scope (the worker process inherits it), then restores it.
+class scoped_env {
+ public:
+  scoped_env(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~scoped_env() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_SUITE("cuda.measurer") {
+  TEST_CASE("options out of range and a CPU task are user errors") {
+    search::MeasureOptions o;
+    o.repeat = 0;
+    CHECK_THROWS_WITH_AS(cuda::GpuMeasurer{o}, doctest::Contains("[loom.cuda.E922]"), user_error);
+    cuda::GpuMeasurer m;
+    CHECK_THROWS_WITH_AS(m.measure(matmul_task(32, Target::host()), {}),
+                         doctest::Contains("[loom.cuda.E923]"), user_error);
+  }
+
+  TEST_CASE("without a driver the first measurement says why the worker has no device") {
+    scoped_env no_driver("LOOM_CUDA_DRIVER_LIBRARY", "/nonexistent/libcuda.so.1");
+    const Task task = matmul_task(32);
+    cuda::GpuMeasurer m;
+    std::string message;
+    try {
+      m.measure(task, {sched::default_schedule(task.dag, task.target)});
+    } catch (const user_error& e) {
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(contains(message, "[loom.cuda.E924]"));
+    CHECK(contains(message, "no CUDA device in the worker process"));
+    CHECK(contains(message, "LOOM_CUDA_DRIVER_LIBRARY"));
+  }
+
+#ifdef LOOM_FAKE_LIBCUDA
+  TEST_CASE("the worker sets up, runs and checks every program; unwritten outputs are caught") {
+    scoped_env fake("LOOM_CUDA_DRIVER_LIBRARY", LOOM_FAKE_LIBCUDA);
+    cuda::GpuMeasurerOptions gpu;
+    gpu.image = cuda::ImageKind::ptx;  // the fake loads PTX only
+    cuda::GpuMeasurer m({}, gpu);
+
+    // Small: the interpreter's reference, sent by the measurer.
+    const Task task = matmul_task(48);
+    std::mt19937_64 rng(5);
+    std::vector<sched::State> programs =
+        search::sample_programs(search::generate_sketches(task), task, {}, rng, 4);
+    programs.push_back(sched::default_schedule(task.dag, task.target));
+    std::vector<int> told(programs.size(), 0);
+    const auto results = m.measure_each(task, programs, [&](size_t i, const search::MeasureResult&) {
+      ++told[i];
+    });
+    REQUIRE(results.size() == programs.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+      CAPTURE(results[i].error_message);
+      CHECK(told[i] == 1);
+      // The fake runs no generated kernel: the output keeps its NaN poison.
+      CHECK(results[i].error == search::MeasureError::wrong_answer);
+      CHECK(contains(results[i].error_message, "output 'matmul' differs from the reference"));
+      CHECK(contains(results[i].error_message, "nan, expected"));
+      CHECK(results[i].compile_seconds > 0);
+    }
+    CHECK(m.stats().worker_starts == 1);
+
+    // Large: the reference is the default GPU schedule, run by the worker, which the fake
+    // leaves unwritten: no reference, every program of the task fails with that reason.
+    const Task big = matmul_task(512);
+    const auto big_results = m.measure(big, {sched::default_schedule(big.dag, big.target)});
+    REQUIRE(big_results.size() == 1);
+    CHECK(big_results[0].error == search::MeasureError::unknown);
+    CHECK(contains(big_results[0].error_message, "no reference output for this task"));
+    CHECK(contains(big_results[0].error_message, "unwritten"));
+
+    // Back to the first task after a failed setup: it is set up again (the worker forgot it).
+    const auto again = m.measure(task, {programs.back()});
+    CAPTURE(again[0].error_message);
+    CHECK(again[0].error == search::MeasureError::wrong_answer);
+
+    // A program that is not the task's computation never reaches the worker.
+    const Task other = matmul_task(32);
+    const auto bad = m.measure(task, {sched::default_schedule(other.dag, other.target)});
+    CAPTURE(bad[0].error_message);
+    CHECK(bad[0].error == search::MeasureError::instantiation);
+    CHECK(contains(bad[0].error_message, "not the task's"));
+    CHECK(m.stats().worker_starts == 1);
+  }
+#endif
+}

@@ -1,0 +1,67 @@
+// cuda::GpuMeasurer on a real GPU (label gpu): sampled programs of a small and a large matmul are
+// built, checked against the reference and timed; a program over run_timeout_s kills the worker,
+// which the next program replaces. main.cpp skips the executable without a device.
+#include <loom/backend/cuda/measurer.hpp>
+#include <loom/ops.hpp>
+#include <loom/sched/default_schedule.hpp>
+#include <loom/search/annotate.hpp>
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace loom;
+
+namespace {
+
+Task matmul_task(int64_t n) {
+  auto a = placeholder<float>("A", {n, n});
+  auto b = placeholder<float>("B", {n, n});
+  return Task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                 std::vector<ir::Tensor>{ops::matmul(a, b)}),
+              Target::cuda("sm_90"));
+}
+
+}  // namespace
+
+TEST_SUITE("cuda.measurer.device") {
+  TEST_CASE("sampled programs are checked and timed; the interpreter and the GPU reference agree") {
+    cuda::GpuMeasurer m;
+    for (int64_t n : {64, 512}) {  // 512^3 is past interpreter_flop_limit: GPU reference
+      const Task task = matmul_task(n);
+      std::mt19937_64 rng(static_cast<uint64_t>(n));
+      std::vector<sched::State> programs =
+          search::sample_programs(search::generate_sketches(task), task, {}, rng, 12);
+      programs.push_back(sched::default_schedule(task.dag, task.target));
+      const auto results = m.measure(task, programs);
+      int ok = 0;
+      for (const search::MeasureResult& r : results) {
+        CAPTURE(r.error_message);
+        CHECK(r.error != search::MeasureError::wrong_answer);
+        if (!r.ok()) continue;
+        ++ok;
+        CHECK(r.costs.size() == 3);
+        for (double c : r.costs) CHECK(c > 0);
+      }
+      MESSAGE("matmul " << n << ": " << ok << " of " << results.size() << " measured");
+      CHECK(ok >= static_cast<int>(results.size()) - 2);
+    }
+    CHECK(m.stats().worker_starts == 1);
+  }
+
+  TEST_CASE("a program over run_timeout_s is killed and the next one gets a fresh worker") {
+    search::MeasureOptions o;
+    o.run_timeout_s = 1e-3;  // nothing on a GPU answers this fast, reference included
+    cuda::GpuMeasurer m(o);
+    const Task task = matmul_task(64);
+    const auto results = m.measure(task, {sched::default_schedule(task.dag, task.target),
+                                          sched::default_schedule(task.dag, task.target)});
+    for (const search::MeasureResult& r : results) {
+      CAPTURE(r.error_message);
+      CHECK(r.error == search::MeasureError::run_timeout);
+    }
+    CHECK(m.stats().worker_starts == 2);
+  }
+}
