@@ -18,12 +18,16 @@
 #include <loom/ops.hpp>
 #include <loom/search/annotate.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace loom;
@@ -94,11 +98,11 @@ std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
   return v;
 }
 
-// Runs program `g` on the device; returns the outputs.
-std::vector<std::vector<float>> run_on_device(const lower::GpuProgram& g, const Target& target,
+// Runs program `g`, compiled to `ptx`, on the device; returns the outputs.
+std::vector<std::vector<float>> run_on_device(const lower::GpuProgram& g, const std::string& ptx,
                                               const std::vector<std::vector<float>>& inputs,
                                               const std::vector<int64_t>& output_sizes) {
-  cuda::Module module(cuda::compile_to_ptx(cuda::to_cuda_source(g), target.arch));
+  cuda::Module module(ptx);
   std::vector<cuda::DeviceBuffer> args, workspaces;
   for (size_t i = 0; i < g.args.size(); ++i) {
     const size_t bytes = static_cast<size_t>(g.args[i]->num_elements()) * sizeof(float);
@@ -171,11 +175,29 @@ int main(int argc, char** argv) {
     const Task task(w.dag, target);
     std::mt19937_64 rng(seed);
     const auto programs = search::sample_programs(search::generate_sketches(task), task, {}, rng, per_op);
+    // NVRTC's optimizer takes 0.2-1 s per kernel: compile the workload's programs on every core
+    // first, then run them one at a time.
+    std::vector<std::optional<lower::GpuProgram>> lowered(programs.size());
+    std::vector<std::string> ptx(programs.size()), build_error(programs.size());
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> builders;
+    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+      builders.emplace_back([&] {
+        for (size_t i; (i = next++) < programs.size();) {
+          try {
+            lowered[i] = lower::lower_gpu(programs[i], target, "p" + std::to_string(i));
+            ptx[i] = cuda::compile_to_ptx(cuda::to_cuda_source(*lowered[i]), target.arch);
+          } catch (const std::exception& e) {
+            build_error[i] = e.what();
+          }
+        }
+      });
+    for (std::thread& t : builders) t.join();
     int wrong = 0, failed = 0;
     for (size_t i = 0; i < programs.size(); ++i) {
       try {
-        const auto got = run_on_device(lower::lower_gpu(programs[i], target, "p" + std::to_string(i)),
-                                       target, inputs, output_sizes);
+        if (!build_error[i].empty()) throw std::runtime_error(build_error[i]);
+        const auto got = run_on_device(*lowered[i], ptx[i], inputs, output_sizes);
         bool ok = true;
         for (size_t o = 0; o < got.size() && ok; ++o)
           for (size_t e = 0; e < got[o].size() && ok; ++e)
