@@ -33,9 +33,12 @@ if grep -q "^benchmark_DIR:PATH=.*benchmark" "$build/CMakeCache.txt" 2>/dev/null
   targets+=(bench_gpu)
 fi
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
-ctest --test-dir "$build" -L 'cuda|gpu' --output-on-failure
-"$build/benchmarks/gpu_check" 50
+# Every step runs even when an earlier one failed; the exit status says whether any did.
+status=0
+ctest --test-dir "$build" -L 'cuda|gpu' --output-on-failure || status=1
+"$build/benchmarks/gpu_check" 50 || status=1
 if [[ -x $build/benchmarks/bench_gpu ]]; then
   "$build/benchmarks/bench_gpu" --trials="${LOOM_GPU_TRIALS:-800}" \
-    --records="${LOOM_GPU_RECORDS:-$build/gpu_tuned.jsonl}"
+    --records="${LOOM_GPU_RECORDS:-$build/gpu_tuned.jsonl}" || status=1
 fi
+exit $status

@@ -28,7 +28,9 @@ Task matmul_task(int64_t n) {
 
 TEST_SUITE("cuda.measurer.device") {
   TEST_CASE("sampled programs are checked and timed; the interpreter and the GPU reference agree") {
-    cuda::GpuMeasurer m;
+    search::MeasureOptions o;
+    o.slow_program_factor = 0;  // time every program fully, however slow
+    cuda::GpuMeasurer m(o);
     for (int64_t n : {64, 512}) {  // 512^3 is past interpreter_flop_limit: GPU reference
       const Task task = matmul_task(n);
       std::mt19937_64 rng(static_cast<uint64_t>(n));
