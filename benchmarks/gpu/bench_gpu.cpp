@@ -259,9 +259,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   const cuda::DeviceInfo info = cuda::device_info(0);
-  Target target = Target::cuda(cuda::nvrtc_arch_for(info.compute_major, info.compute_minor));
-  target.max_threads_per_block = info.max_threads_per_block;
-  target.max_shared_memory_per_block = info.max_shared_memory_per_block;
+  const Target target = cuda::device_target(0);
   std::printf("bench_gpu on %s (%s, %d SMs), records %s\n", info.name.c_str(), info.arch().c_str(),
               info.sm_count, records.c_str());
 

@@ -35,6 +35,11 @@
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
 
+/// The target of device `device`: the newest architecture NVRTC compiles for at or below the
+/// device's (nvrtc_arch_for), with the device's thread and shared-memory limits. Throws what
+/// device_info and nvrtc_arch_for throw (no device, no NVRTC).
+Target device_target(int device = 0);
+
 /// Lowers `state` for the task's CUDA target and compiles it with NVRTC (no GPU needed).
 /// Throws loom::user_error `[loom.cuda.E923]` when the task's target is not CUDA, and what
 /// lower_gpu, the printer and NVRTC throw.

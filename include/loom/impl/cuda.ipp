@@ -6,6 +6,15 @@
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
 
+LOOM_DECL Target device_target(int device) {
+  const DeviceInfo info = device_info(device);
+  Target target = Target::cuda(nvrtc_arch_for(info.compute_major, info.compute_minor));
+  target.max_threads_per_block = info.max_threads_per_block;
+  target.max_shared_memory_per_block = info.max_shared_memory_per_block;
+  target.warp_size = info.warp_size;
+  return target;
+}
+
 LOOM_DECL CompiledProgram build(const Task& task, const sched::State& state,
                                 const std::vector<std::string>& nvrtc_options) {
   LOOM_USER_CHECK(task.target.is_cuda(), "loom.cuda.E923")

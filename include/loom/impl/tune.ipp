@@ -37,7 +37,8 @@ LOOM_DECL std::string TuneResult::best_schedule() const {
 LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
   LOOM_USER_CHECK(task.target.is_cpu(), "loom.search.E852")
       << "tune(): task targets " << task.target.to_string()
-      << " but loom/tune.hpp tunes for the CPU";
+      << " but loom/tune.hpp tunes for the CPU; tune GPU tasks with loom::cuda::tune "
+         "(loom/cuda.hpp, target loom::cuda)";
   cpu_jit::LocalMeasurerOptions local;
   local.constant_inputs = options.constant_inputs;
   cpu_jit::LocalMeasurer measurer(options.measure, local);

@@ -92,7 +92,8 @@ class EvolutionarySearch {
   EvolutionarySearch& operator=(const EvolutionarySearch&) = delete;
 
   /// Up to `count` programs never measured before, picked as in the file comment. `model` is
-  /// only read (predict). Empty when the space seems exhausted.
+  /// only read (predict). Empty when the space seems exhausted. For a CUDA task only programs
+  /// that lower::lower_gpu accepts are picked.
   std::vector<sched::State> next_batch(int count, const cost::CostModel& model);
 
   /// Tells the search that these programs were measured, with their throughputs (higher is

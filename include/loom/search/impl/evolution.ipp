@@ -2,6 +2,7 @@
 #include "loom/search/evolution.hpp"
 
 #include "loom/cost/features.hpp"
+#include "loom/lower/gpu.hpp"
 #include "loom/runtime/parallel.hpp"
 #include "loom/sched/record.hpp"
 
@@ -261,9 +262,21 @@ LOOM_DECL std::vector<sched::State> EvolutionarySearch::next_batch(int count,
 
   std::vector<sched::State> picked;
   std::unordered_set<std::string> picked_keys;
+  // On a GPU a program must also fit the device (threads, shared memory) and have a GPU
+  // meaning (lower/gpu.hpp): mutations and crossover do not keep to that, and the CPU lowering
+  // that scored them does not check it. A refused program is skipped, as measuring it would
+  // only record an instantiation error.
+  const bool gpu = task_.target.is_cuda();
   auto take = [&](const Candidate& c) {
     if (picked.size() >= total || measured_keys_.count(c.key) || !picked_keys.insert(c.key).second)
       return;
+    if (gpu) {
+      try {
+        (void)lower::lower_gpu(c.state, task_.target);
+      } catch (const user_error&) {
+        return;
+      }
+    }
     picked.push_back(c.state);
     if (c.sketch >= 0) sketch_of_[c.key] = c.sketch;
   };
