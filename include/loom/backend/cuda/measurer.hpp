@@ -28,10 +28,11 @@
 ///   (sched/default_schedule.hpp: one thread per output element), run on the device. Each
 ///   program runs once on outputs poisoned with NaN (integers: 0x5A bytes) and is compared
 ///   with the reference (wrong_answer, naming the worst element); then it is timed with CUDA
-///   events: `warmup` runs, then `repeat` costs of `number` back-to-back runs each, `number`
-///   raised until a repeat lasts `min_repeat_ms`. A program whose checked run was more than
-///   `slow_program_factor` times slower than the task's best so far (or than the reference
-///   program, before any) is not timed further.
+///   events: one run after the checked one, `warmup` runs, then `repeat` costs of `number`
+///   back-to-back runs each, `number` raised until a repeat lasts `min_repeat_ms`. A program
+///   whose run after the check was more than `slow_program_factor` times slower than the task's
+///   best so far (or than the reference program, before any) is not timed further: that run is
+///   its cost.
 ///
 /// Errors (search::MeasureError): lowering throws → instantiation; printing or NVRTC throws, or
 /// the driver rejects the PTX → compile; a launch is refused (too many registers for the
