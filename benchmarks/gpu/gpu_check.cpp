@@ -93,41 +93,22 @@ std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
   return v;
 }
 
-// Runs program `g`, compiled to `ptx`, on the device; returns the outputs.
-std::vector<std::vector<float>> run_on_device(const lower::GpuProgram& g, const std::string& ptx,
+// Runs compiled program `c` on the device; returns the outputs.
+std::vector<std::vector<float>> run_on_device(const cuda::CompiledProgram& c,
                                               const std::vector<std::vector<float>>& inputs,
                                               const std::vector<int64_t>& output_sizes) {
-  cuda::Module module(ptx);
-  std::vector<cuda::DeviceBuffer> args, workspaces;
-  for (size_t i = 0; i < g.args.size(); ++i) {
-    const size_t bytes = static_cast<size_t>(g.args[i]->num_elements()) * sizeof(float);
-    args.emplace_back(bytes);
-    if (i < inputs.size()) {
-      args.back().upload(inputs[i].data(), bytes);
-    } else {
-      // NaN everywhere, so that an element no kernel writes is caught.
-      std::vector<float> nan(g.args[i]->num_elements(), std::nanf(""));
-      args.back().upload(nan.data(), bytes);
-    }
+  cuda::Program program(c.image, c.plan);
+  std::vector<cuda::DeviceBuffer> args;
+  std::vector<cuda::CUdeviceptr> ptrs;
+  for (size_t i = 0; i < c.plan.arg_bytes.size(); ++i) {
+    args.emplace_back(c.plan.arg_bytes[i]);
+    if (i < inputs.size())
+      args.back().upload(inputs[i].data(), c.plan.arg_bytes[i]);
+    else
+      args.back().fill_bytes(0xFF);  // NaN everywhere, so that an element no kernel writes is caught
+    ptrs.push_back(args.back().ptr());
   }
-  for (const ir::Buffer& w : g.workspaces)
-    workspaces.emplace_back(static_cast<size_t>(w->num_elements()) * w->dtype.bytes());
-  for (const lower::GpuKernel& k : g.kernels) {
-    std::vector<cuda::CUdeviceptr> values;
-    for (const ir::Buffer& p : k.params) {
-      cuda::CUdeviceptr ptr = 0;
-      for (size_t i = 0; i < g.args.size(); ++i)
-        if (g.args[i].get() == p.get()) ptr = args[i].ptr();
-      for (size_t i = 0; i < g.workspaces.size(); ++i)
-        if (g.workspaces[i].get() == p.get()) ptr = workspaces[i].ptr();
-      values.push_back(ptr);
-    }
-    std::vector<void*> params;
-    for (cuda::CUdeviceptr& v : values) params.push_back(&v);
-    auto u = [](int64_t x) { return static_cast<unsigned>(x); };
-    cuda::launch(module.function(k.name), {u(k.grid[0]), u(k.grid[1]), u(k.grid[2])},
-                 {u(k.block[0]), u(k.block[1]), u(k.block[2])}, 0, params);
-  }
+  program.launch(ptrs);
   cuda::Context::get().synchronize();
   std::vector<std::vector<float>> out;
   for (size_t o = 0; o < output_sizes.size(); ++o) {
@@ -170,16 +151,19 @@ int main(int argc, char** argv) {
     const auto programs = search::sample_programs(search::generate_sketches(task), task, {}, rng, per_op);
     // NVRTC's optimizer takes 0.2-1 s per kernel: compile the workload's programs on every core
     // first, then run them one at a time.
-    std::vector<std::optional<lower::GpuProgram>> lowered(programs.size());
-    std::vector<std::string> ptx(programs.size()), build_error(programs.size());
+    std::vector<std::optional<cuda::CompiledProgram>> compiled(programs.size());
+    std::vector<std::string> build_error(programs.size());
     std::atomic<size_t> next{0};
     std::vector<std::thread> builders;
     for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
       builders.emplace_back([&] {
         for (size_t i; (i = next++) < programs.size();) {
           try {
-            lowered[i] = lower::lower_gpu(programs[i], target, "p" + std::to_string(i));
-            ptx[i] = cuda::compile_to_ptx(cuda::to_cuda_source(*lowered[i]), target.arch);
+            // PTX, through the driver's JIT: the tuner loads CUBINs, so this checks the other
+            // path (and runs against the tests' fake driver, which loads PTX only).
+            compiled[i] = cuda::compile_program(
+                lower::lower_gpu(programs[i], target, "p" + std::to_string(i)), target.arch, {},
+                cuda::ImageKind::ptx);
           } catch (const std::exception& e) {
             build_error[i] = e.what();
           }
@@ -190,7 +174,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < programs.size(); ++i) {
       try {
         if (!build_error[i].empty()) throw std::runtime_error(build_error[i]);
-        const auto got = run_on_device(*lowered[i], ptx[i], inputs, output_sizes);
+        const auto got = run_on_device(*compiled[i], inputs, output_sizes);
         bool ok = true;
         for (size_t o = 0; o < got.size() && ok; ++o)
           for (size_t e = 0; e < got[o].size() && ok; ++e)
