@@ -12,11 +12,7 @@
 LOOM_BEGIN_NAMESPACE
 
 LOOM_DECL const sched::State& TuneResult::best_state() const {
-  LOOM_USER_CHECK(report_.best.has_value(), "loom.search.E850")
-      << "tuning found no correct program for workload " << task_.workload_key() << " ("
-      << report_.trials << " measured, " << report_.failures
-      << " failed); raise TuneOptions::trials or look at the errors in the records";
-  return *report_.best;
+  return report_.best_or_throw(task_.workload_key());
 }
 
 LOOM_DECL Kernel TuneResult::kernel(const BuildOptions& options) const {
@@ -47,12 +43,7 @@ LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
 
 LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
                                                              const std::string& records) {
-  const std::vector<search::TuningRecord> all = search::read_records(records);
-  std::optional<search::TuningRecord> best =
-      search::best_record(all, task.workload_key(), task.target.to_string(),
-                          runtime::num_threads());
-  if (!best) return std::nullopt;
-  return sched::replay(task.dag, best->steps);
+  return search::best_recorded_state(task, records, runtime::num_threads());
 }
 
 LOOM_DECL Kernel build_best(const Task& task, const std::string& records,

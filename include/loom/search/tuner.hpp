@@ -108,6 +108,9 @@ struct TuneReport {
   std::string stop_reason;
 
   double best_gflops() const { return best && best_cost > 0 ? flops / best_cost * 1e-9 : 0; }
+  /// `best`, or loom::user_error `[loom.search.E850]` (naming `workload_key`) when every
+  /// measurement failed.
+  const sched::State& best_or_throw(const std::string& workload_key) const;
 };
 
 /// Tunes `task`: rounds of search and measurement until `options.trials` programs are measured

@@ -335,6 +335,14 @@ LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord
   return records[*i];
 }
 
+LOOM_DECL std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
+                                                          int threads) {
+  const std::optional<TuningRecord> best =
+      best_record(read_records(path), task.workload_key(), task.target.to_string(), threads);
+  if (!best) return std::nullopt;
+  return sched::replay(task.dag, best->steps);
+}
+
 LOOM_DECL std::map<RecordKey, TuningRecord> best_records_by_workload(
     const std::vector<TuningRecord>& records) {
   std::map<RecordKey, const TuningRecord*> best;

@@ -65,6 +65,14 @@ struct Samples {
 
 }  // namespace detail_tuner
 
+LOOM_DECL const sched::State& TuneReport::best_or_throw(const std::string& workload_key) const {
+  LOOM_USER_CHECK(best.has_value(), "loom.search.E850")
+      << "tuning found no correct program for workload " << workload_key << " (" << trials
+      << " measured, " << failures << " failed); raise TuneOptions::trials or look at the errors "
+      << "in the records";
+  return *best;
+}
+
 LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Measurer& measurer) {
   using detail_tuner::seconds_since;
   LOOM_USER_CHECK(options.trials >= 0 && options.measures_per_round >= 1 &&

@@ -287,8 +287,8 @@ inline double serve_setup(Reader& r, WorkerTask& t, int device) {
                                       seed + i);
     t.buffers[i].upload(host.data(), host.size());
   }
-  const std::string ptx = r.str();
-  Program reference(ptx, r.plan(), ctx);
+  const std::string image = r.str();
+  Program reference(image, r.plan(), ctx);
   t.poison_outputs();
   const std::vector<CUdeviceptr> args = t.pointers();
   const double seconds = time_launches([&] { reference.launch(args); }, 1, ctx);
@@ -318,7 +318,7 @@ struct RunReply {
 /// Checks and times one program (see the file comment of measurer.hpp).
 inline RunReply serve_run(Reader& r, WorkerTask& t, int device) {
   RunReply out;
-  const std::string ptx = r.str();
+  const std::string image = r.str();
   LaunchPlan plan = r.plan();
   const bool check = r.u8() != 0;
   const int64_t number = r.i64(), repeat = r.i64();
@@ -328,7 +328,7 @@ inline RunReply serve_run(Reader& r, WorkerTask& t, int device) {
   Context& ctx = Context::get(device);
   std::optional<Program> program;
   try {
-    program.emplace(ptx, std::move(plan), ctx);
+    program.emplace(image, std::move(plan), ctx);
   } catch (const std::exception& e) {
     out.error = MeasureError::compile;
     out.message = e.what();
