@@ -8,11 +8,13 @@
 //
 //   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
 //                  [--constant-weights] [--seed N]
-//                  [--mode full|random|no-evolution|limited|register-tile]
+//                  [--mode full|random|no-evolution|limited|non-divisible|register-tile]
 //
 // --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
 // sampled programs with the model but never mutates them, `limited` switches off the
-// cache-write, fusion-related and packing sketch rules, `register-tile` evolves with loom's
+// cache-write, fusion-related and packing sketch rules, `non-divisible` lets every split draw
+// lengths that do not divide the extent (SearchOptions::allow_non_divisible_tiles; the default
+// draws them only for awkward extents such as primes), `register-tile` evolves with loom's
 // opt-in MutateRegisterTile next to Ansor's four mutation rules. Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
 // go to different directories.
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
                    "[--constant-weights] [--seed N]\n"
-                   "       [--mode full|random|no-evolution|limited|register-tile]\n",
+                   "       [--mode full|random|no-evolution|limited|non-divisible|register-tile]\n",
                    argv[0]);
       return 2;
     }
@@ -146,6 +148,8 @@ int main(int argc, char** argv) {
       o.space.enable_packing = false;
       o.space.enable_rfactor = false;
       o.space.enable_memory_bound_reduction = false;
+    } else if (mode == "non-divisible") {
+      o.space.allow_non_divisible_tiles = true;
     } else if (mode == "register-tile") {
       o.evolution.mutation_rules = search::cpu_mutation_rules();
       o.evolution.mutation_rules.push_back(search::register_tile_mutation_rule());

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <sys/wait.h>
@@ -59,7 +60,9 @@ class SyntheticMeasurer final : public search::Measurer {
     return out;
   }
   std::string name() const override { return "synthetic"; }
+  int threads() const override { return threads_reported; }
   int measured = 0;
+  int threads_reported = 0;
 };
 
 /// Tells the synthetic results one at a time and kills its own process (SIGKILL, as `kill -9`
@@ -206,6 +209,72 @@ TEST_CASE("a tuner killed with SIGKILL in the middle of a batch keeps every reco
   CHECK(r.resumed == kill_after);
   CHECK(r.trials == 16);
   CHECK(search::read_records(log.path).size() == static_cast<size_t>(kill_after + 16));
+}
+
+TEST_CASE("resume: records of another thread count are not this run's measurements; their "
+          "fastest programs are measured again first") {
+  const auto w = loom_test::matmul(32, 48, 40);
+  Task task(w.dag);
+  TempLog log("tune_threads");
+  TuneOptions o;
+  o.trials = 24;
+  o.measures_per_round = 8;
+  o.seed = 5;
+  o.quiet = true;
+  o.records = log.path;
+  o.evolution.population = 128;
+  o.evolution.generations = 1;
+  SyntheticMeasurer on_two;
+  on_two.threads_reported = 2;
+  const search::TuneReport two = search::tune_with(task, o, on_two);
+  REQUIRE(two.trials == 24);
+  // The 2-thread programs' costs, and the fourth fastest.
+  std::map<std::string, double> cost_on_two;
+  std::vector<double> costs;
+  for (const auto& r : two.records) {
+    CHECK(r.threads == 2);
+    if (!r.result.ok()) continue;
+    cost_on_two[sched::to_record(r.steps)] = r.result.mean_cost();
+    costs.push_back(r.result.mean_cost());
+  }
+  std::sort(costs.begin(), costs.end());
+  REQUIRE(costs.size() >= 4);
+
+  SyntheticMeasurer on_one;
+  on_one.threads_reported = 1;
+  o.trials = 8;
+  o.remeasure_other_threads = 4;
+  const search::TuneReport one = search::tune_with(task, o, on_one);
+  CHECK(one.resumed == 0);
+  CHECK(one.remeasured == 4);
+  CHECK(one.trials == 8);
+  REQUIRE(one.records.size() == 8);
+  std::set<std::string> first;
+  for (int i = 0; i < 4; ++i) {
+    const std::string key = sched::to_record(one.records[i].steps);
+    CHECK(first.insert(key).second);
+    REQUIRE(cost_on_two.count(key) == 1);
+    CHECK(cost_on_two[key] <= costs[3]);
+  }
+  for (const auto& r : one.records) CHECK(r.threads == 1);
+  // The best is one of this run's measurements, whatever the 2-thread costs said.
+  double best_of_run = search::kFailedCost;
+  for (const auto& r : one.records)
+    if (r.result.ok()) best_of_run = std::min(best_of_run, r.result.mean_cost());
+  CHECK(one.best_cost == best_of_run);
+
+  // Resumed again on 1 thread: the 8 records of that count are resumed, and the 2-thread
+  // programs already measured on 1 thread are not measured a third time.
+  const search::TuneReport again = search::tune_with(task, o, on_one);
+  CHECK(again.resumed == 8);
+  CHECK(again.remeasured == 0);
+  // With the option off, the other count's records are simply left alone.
+  o.remeasure_other_threads = 0;
+  on_two.threads_reported = 3;
+  const search::TuneReport off = search::tune_with(task, o, on_two);
+  CHECK(off.resumed == 0);
+  CHECK(off.remeasured == 0);
+  CHECK(off.trials == 8);
 }
 
 TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the same batches") {

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -76,11 +77,13 @@ LOOM_DECL const sched::State& TuneReport::best_or_throw(const std::string& workl
 LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Measurer& measurer) {
   using detail_tuner::seconds_since;
   LOOM_USER_CHECK(options.trials >= 0 && options.measures_per_round >= 1 &&
-                      options.early_stopping >= 0 && options.time_limit_s >= 0,
+                      options.early_stopping >= 0 && options.time_limit_s >= 0 &&
+                      options.remeasure_other_threads >= 0,
                   "loom.search.E840")
       << "TuneOptions out of range: trials " << options.trials << " (≥ 0), measures_per_round "
       << options.measures_per_round << " (≥ 1), early_stopping " << options.early_stopping
-      << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0)";
+      << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0), remeasure_other_threads "
+      << options.remeasure_other_threads << " (≥ 0)";
   const auto wall_start = std::chrono::steady_clock::now();
   std::ostream& log = options.log ? *options.log : std::cerr;
   const std::string name = options.name.empty() ? detail_tuner::default_name(task) : options.name;
@@ -109,13 +112,25 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   };
 
   // --- resume from the log --------------------------------------------------------------------
+  // Programs measured with another thread count, fastest first: measured again before the
+  // search's own picks.
+  std::vector<sched::State> carried;
   if (!options.records.empty()) {
     std::vector<sched::State> states;
     std::vector<MeasureResult> results;
+    std::vector<std::pair<double, sched::State>> other_threads;
+    const int threads = measurer.threads();
     for (TuningRecord& r : read_records(options.records)) {
       if (r.workload_key != workload || r.target != target) continue;
+      const bool other = threads > 0 && r.threads > 0 && r.threads != threads;
+      if (other && (!r.result.ok() || options.remeasure_other_threads == 0)) continue;
       try {
-        states.push_back(sched::replay(task.dag, r.steps));
+        sched::State state = sched::replay(task.dag, r.steps);
+        if (other) {
+          other_threads.emplace_back(r.result.mean_cost(), std::move(state));
+          continue;
+        }
+        states.push_back(std::move(state));
         results.push_back(std::move(r.result));
       } catch (const loom::error& e) {
         if (!options.quiet)
@@ -135,6 +150,21 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
             << options.records << ", best "
             << (report.best ? std::to_string(report.best_gflops()) + " GFLOP/s" : "none") << "\n";
     }
+    std::stable_sort(other_threads.begin(), other_threads.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    // The fastest ones, less those this thread count has measured already: a resumed run does
+    // not go on down the other count's list.
+    if (other_threads.size() > static_cast<size_t>(options.remeasure_other_threads))
+      other_threads.erase(other_threads.begin() + options.remeasure_other_threads,
+                          other_threads.end());
+    std::set<std::string> carried_keys;
+    for (auto& [cost, state] : other_threads)
+      if (!search.was_measured(state) &&
+          carried_keys.insert(EvolutionarySearch::program_key(state)).second)
+        carried.push_back(std::move(state));
+    if (!carried.empty() && !options.quiet)
+      log << "[loom] " << name << ": " << carried.size() << " programs of records measured with "
+          << "another thread count are measured first with " << threads << "\n";
   }
 
   auto start = std::chrono::steady_clock::now();
@@ -153,8 +183,17 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       break;
     }
     const int count = std::min(options.measures_per_round, options.trials - report.trials);
+    const size_t from_carried = std::min(carried.size(), static_cast<size_t>(count));
+    std::vector<sched::State> batch(carried.begin(), carried.begin() + from_carried);
+    carried.erase(carried.begin(), carried.begin() + from_carried);
+    report.remeasured += static_cast<int>(from_carried);
     start = std::chrono::steady_clock::now();
-    std::vector<sched::State> batch = search.next_batch(count, *model);
+    if (static_cast<int>(batch.size()) < count) {
+      std::set<std::string> keys;
+      for (const sched::State& s : batch) keys.insert(EvolutionarySearch::program_key(s));
+      for (sched::State& s : search.next_batch(count - static_cast<int>(batch.size()), *model))
+        if (!keys.count(EvolutionarySearch::program_key(s))) batch.push_back(std::move(s));
+    }
     report.search_seconds += seconds_since(start);
     if (batch.empty()) {
       // Ansor retries a round that found nothing new once, then calls the space exhausted.
