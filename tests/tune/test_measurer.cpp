@@ -133,6 +133,35 @@ TEST_SUITE("tune") {
     check_ok(measurer.measure(other, sample(other, 1, 3))[0], 2);
   }
 
+  TEST_CASE("a first run of min_repeat_ms or more is the first repeat, and is cut off at "
+            "slow_long_program_factor") {
+    const Task task(matmul_dag(32));
+    const auto programs = sample(task, 3, 17);
+    search::MeasureOptions o = quick_options();
+    // Every first run lasts more than 1 ns: every run is long. Then the checked run is the
+    // first of the `repeat` costs, and once a best is known the tighter factor cuts off every
+    // program after that run, while the short-run factor (1e9) would cut off none.
+    o.min_repeat_ms = 1e-6;
+    o.repeat = 3;
+    o.slow_program_factor = 1e9;
+    o.slow_long_program_factor = 1e-9;
+    cpu_jit::LocalMeasurer measurer(o);
+    check_ok(measurer.measure(task, {programs[0]})[0], 3);
+    for (const auto& r : measurer.measure(task, programs)) {
+      CHECK(r.ok());
+      CHECK(r.costs.size() == 1);
+    }
+    // With the long-run factor off, only slow_program_factor counts: nothing is cut off.
+    o.slow_long_program_factor = 0;
+    cpu_jit::LocalMeasurer plain(o);
+    for (const auto& r : plain.measure(task, programs)) check_ok(r, 3);
+
+    search::MeasureOptions bad = quick_options();
+    bad.slow_long_program_factor = -1;
+    CHECK_THROWS_WITH_AS(cpu_jit::LocalMeasurer{bad}, doctest::Contains("slow_long_program_factor"),
+                         user_error);
+  }
+
   TEST_CASE("cache flushing times single calls; unchecked programs are timed too") {
     const Task task(matmul_dag(32));
     const auto programs = sample(task, 2, 11);

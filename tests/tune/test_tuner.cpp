@@ -126,6 +126,20 @@ TuneOptions small_options(int trials, const std::string& records) {
   return o;
 }
 
+/// Quick settings for tuning against the synthetic measurer.
+TuneOptions synthetic_options(int trials, int measures_per_round, uint64_t seed,
+                              const std::string& records) {
+  TuneOptions o;
+  o.trials = trials;
+  o.measures_per_round = measures_per_round;
+  o.seed = seed;
+  o.quiet = true;
+  o.records = records;
+  o.evolution.population = 128;
+  o.evolution.generations = 1;
+  return o;
+}
+
 std::set<std::string> logged_programs(const std::string& path, const std::string& workload) {
   std::set<std::string> keys;
   for (const auto& r : search::read_records(path, [](const std::string&) {}))
@@ -174,14 +188,7 @@ TEST_CASE("a tuner killed with SIGKILL in the middle of a batch keeps every reco
   const auto w = loom_test::matmul(32, 48, 40);
   Task task(w.dag);
   TempLog log("tune_killed");
-  TuneOptions o;
-  o.trials = 128;
-  o.measures_per_round = 32;
-  o.seed = 9;
-  o.quiet = true;
-  o.records = log.path;
-  o.evolution.population = 128;
-  o.evolution.generations = 1;
+  TuneOptions o = synthetic_options(128, 32, 9, log.path);
   const int kill_after = 32 + 5;  // the 6th program of the second batch
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -216,14 +223,7 @@ TEST_CASE("resume: records of another thread count are not this run's measuremen
   const auto w = loom_test::matmul(32, 48, 40);
   Task task(w.dag);
   TempLog log("tune_threads");
-  TuneOptions o;
-  o.trials = 24;
-  o.measures_per_round = 8;
-  o.seed = 5;
-  o.quiet = true;
-  o.records = log.path;
-  o.evolution.population = 128;
-  o.evolution.generations = 1;
+  TuneOptions o = synthetic_options(24, 8, 5, log.path);
   SyntheticMeasurer on_two;
   on_two.threads_reported = 2;
   const search::TuneReport two = search::tune_with(task, o, on_two);

@@ -577,9 +577,14 @@ inline void measure_child_run(const search::MeasureOptions& o,
     }
   }
   // A program far slower than the task's best is not worth timing precisely: its checked run
-  // is its cost (the first call also pays page faults, so this errs on the slow side).
-  if (o.slow_program_factor > 0 && td.best_cost > 0 &&
-      first_seconds > o.slow_program_factor * td.best_cost) {
+  // is its cost (the first call also pays page faults, so this errs on the slow side). A long
+  // first run is trusted at a tighter factor: its one-off costs are a negligible part of it.
+  const bool long_first_run = o.min_repeat_ms > 0 && first_seconds >= o.min_repeat_ms * 1e-3;
+  const double slow_factor =
+      long_first_run && o.slow_long_program_factor > 0
+          ? std::min(o.slow_program_factor, o.slow_long_program_factor)
+          : o.slow_program_factor;
+  if (o.slow_program_factor > 0 && td.best_cost > 0 && first_seconds > slow_factor * td.best_cost) {
     r.costs.push_back(first_seconds);
     return finish();
   }
@@ -602,14 +607,17 @@ inline void measure_child_run(const search::MeasureOptions& o,
   } else {
     const double min_repeat_s = o.min_repeat_ms * 1e-3;
     int64_t number = std::max(1, o.number);
-    double t = time_calls(number);
+    // A checked run long enough to be a repeat is one (MeasureOptions::warmup).
+    const bool first_is_repeat = long_first_run && o.warmup <= 1 && o.number <= 1;
+    if (first_is_repeat) r.costs.push_back(first_seconds);
+    double t = first_is_repeat ? first_seconds : time_calls(number);
     while (t < min_repeat_s) {
       const double per_call = std::max(t / static_cast<double>(number), 1e-9);
       const double wanted = std::ceil(1.1 * min_repeat_s / per_call);
       number = static_cast<int64_t>(std::min(std::max(wanted, 2.0 * static_cast<double>(number)), 1e9));
       t = time_calls(number);
     }
-    r.costs.push_back(t / static_cast<double>(number));
+    if (!first_is_repeat) r.costs.push_back(t / static_cast<double>(number));
     for (int k = 1; k < o.repeat; ++k)
       r.costs.push_back(time_calls(number) / static_cast<double>(number));
   }
@@ -796,14 +804,16 @@ LOOM_DECL LocalMeasurer::LocalMeasurer(search::MeasureOptions options, LocalMeas
   LOOM_USER_CHECK(o.number >= 1 && o.repeat >= 1 && o.warmup >= 0 && o.min_repeat_ms >= 0 &&
                       o.build_parallelism >= 0 && o.num_threads >= 0 && o.build_timeout_s > 0 &&
                       o.run_timeout_s > 0 && o.rtol >= 0 && o.atol >= 0 &&
+                      o.slow_program_factor >= 0 && o.slow_long_program_factor >= 0 &&
                       local_.reference_timeout_s > 0,
                   "loom.llvm.E530")
       << "LocalMeasurer: measure options out of range (number " << o.number << ", repeat "
       << o.repeat << ", warmup " << o.warmup << ", min_repeat_ms " << o.min_repeat_ms
       << ", build_parallelism " << o.build_parallelism << ", num_threads " << o.num_threads
       << ", build_timeout_s " << o.build_timeout_s << ", run_timeout_s " << o.run_timeout_s
-      << ", rtol " << o.rtol << ", atol " << o.atol << ", reference_timeout_s "
-      << local_.reference_timeout_s
+      << ", rtol " << o.rtol << ", atol " << o.atol << ", slow_program_factor "
+      << o.slow_program_factor << ", slow_long_program_factor " << o.slow_long_program_factor
+      << ", reference_timeout_s " << local_.reference_timeout_s
       << "); number and repeat must be at least 1, timeouts positive, the others at least 0";
 }
 
