@@ -461,6 +461,25 @@ TEST_SUITE("sched") {
     CHECK(lowered_text(s) == plain);
   }
 
+  TEST_CASE("a padding stage loses its condition: each loop peels its own border iterations") {
+    // The condition `h >= 1 && h < H + 1 && w >= 1 && w < W + 1` has two conjuncts per loop:
+    // the h loop peels its first and last row (where the whole condition is false) and the w
+    // loop inside the remaining rows its first and last column, so no iteration selects.
+    auto w = depthwise(3, 6, 10);
+    State s(w.dag);
+    const std::string text = lowered_text(s);
+    CHECK(text.find("if_then_else") == std::string::npos);
+    check_schedule(w, s);
+    // The same inside a tile of the consumer: the tile's position bounds the conjuncts of the
+    // outer loops, and the ones the tile's loops decide are peeled there.
+    State t(w.dag);
+    t.split("dw", 2, {3});
+    t.split("dw", 4, {5});
+    t.reorder("dw", {0, 1, 2, 4, 3, 5, 6, 7});
+    t.compute_at("pad", "dw", 3);
+    check_schedule(w, t);
+  }
+
   TEST_CASE("storage_align pads the row stride of an attached stage's buffer") {
     auto w = matmul_bias_relu(13, 17, 19);
     State s(w.dag);

@@ -67,8 +67,9 @@ class loop_simplifier : public ir::StmtMutator {
   std::unordered_map<const ir::Variable*, ir::Expr> substitutions_;  // removed loops' values
 };
 
-/// Peels the first and/or last iteration of a loop when that makes every condition, min and max
-/// that depends on its variable provable in the remaining iterations: the tails of
+/// Peels the first and/or last iteration of a loop when that makes every condition (every
+/// conjunct of one), min and max that depends on its variable provable in the remaining
+/// iterations: the tails of
 /// non-divisible splits and clamped regions then disappear from the main loop, which stays
 /// vectorizable and keeps constant offsets into register tiles.
 class loop_partitioner : public ir::StmtMutator {
@@ -87,8 +88,16 @@ class loop_partitioner : public ir::StmtMutator {
         if (mn && ext) (*ranges)[op->variable()] = {*mn, *mn + *ext - 1};
         ir::StmtVisitor::visit_For(op);
       }
+      // A conjunction contributes its conjuncts: a padding condition `0 <= y && y < H && 0 <=
+      // x && x < W` is settled for the y loop once its own two terms are, and the x loop inside
+      // settles the other two.
       void add(const ir::Expr& e) {
-        if (ir::uses_var(e, v)) out.push_back(e);
+        if (const auto* a = e.as<ir::And>()) {
+          add(a->a);
+          add(a->b);
+        } else if (ir::uses_var(e, v)) {
+          out.push_back(e);
+        }
       }
       void visit_IfThenElse(const ir::IfThenElse* op) override {
         add(op->condition);
