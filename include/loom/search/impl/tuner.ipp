@@ -116,26 +116,27 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   // search's own picks.
   std::vector<sched::State> carried;
   if (!options.records.empty()) {
-    std::vector<sched::State> states;
-    std::vector<MeasureResult> results;
-    std::vector<std::pair<double, sched::State>> other_threads;
-    const int threads = measurer.threads();
-    for (TuningRecord& r : read_records(options.records)) {
-      if (r.workload_key != workload || r.target != target) continue;
-      const bool other = threads > 0 && r.threads > 0 && r.threads != threads;
-      if (other && (!r.result.ok() || options.remeasure_other_threads == 0)) continue;
+    auto replay = [&](const TuningRecord& r) -> std::optional<sched::State> {
       try {
-        sched::State state = sched::replay(task.dag, r.steps);
-        if (other) {
-          other_threads.emplace_back(r.result.mean_cost(), std::move(state));
-          continue;
-        }
-        states.push_back(std::move(state));
-        results.push_back(std::move(r.result));
+        return sched::replay(task.dag, r.steps);
       } catch (const loom::error& e) {
         if (!options.quiet)
           log << "loom: warning: " << options.records << ": a record of " << name
               << " does not replay on this DAG and is ignored: " << e.what() << "\n";
+        return std::nullopt;
+      }
+    };
+    std::vector<sched::State> states;
+    std::vector<MeasureResult> results;
+    std::vector<TuningRecord> other_threads;  // correct ones only
+    const int threads = measurer.threads();
+    for (TuningRecord& r : read_records(options.records)) {
+      if (r.workload_key != workload || r.target != target) continue;
+      if (threads > 0 && r.threads > 0 && r.threads != threads) {
+        if (r.result.ok()) other_threads.push_back(std::move(r));
+      } else if (std::optional<sched::State> state = replay(r)) {
+        states.push_back(std::move(*state));
+        results.push_back(std::move(r.result));
       }
     }
     report.resumed = static_cast<int>(states.size());
@@ -150,18 +151,21 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
             << options.records << ", best "
             << (report.best ? std::to_string(report.best_gflops()) + " GFLOP/s" : "none") << "\n";
     }
-    std::stable_sort(other_threads.begin(), other_threads.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(other_threads.begin(), other_threads.end(), [](const auto& a, const auto& b) {
+      return a.result.mean_cost() < b.result.mean_cost();
+    });
     // The fastest ones, less those this thread count has measured already: a resumed run does
     // not go on down the other count's list.
     if (other_threads.size() > static_cast<size_t>(options.remeasure_other_threads))
       other_threads.erase(other_threads.begin() + options.remeasure_other_threads,
                           other_threads.end());
     std::set<std::string> carried_keys;
-    for (auto& [cost, state] : other_threads)
-      if (!search.was_measured(state) &&
-          carried_keys.insert(EvolutionarySearch::program_key(state)).second)
-        carried.push_back(std::move(state));
+    for (const TuningRecord& r : other_threads) {
+      std::optional<sched::State> state = replay(r);
+      if (state && !search.was_measured(*state) &&
+          carried_keys.insert(EvolutionarySearch::program_key(*state)).second)
+        carried.push_back(std::move(*state));
+    }
     if (!carried.empty() && !options.quiet)
       log << "[loom] " << name << ": " << carried.size() << " programs of records measured with "
           << "another thread count are measured first with " << threads << "\n";
