@@ -7,7 +7,7 @@
 //    picture, <dir>/curves.svg (one panel per workload).
 //
 //   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
-//                  [--constant-weights] [--seed N]
+//                  [--constant-weights] [--seed N] [--build-parallelism N]
 //                  [--mode full|random|no-evolution|limited|non-divisible|register-tile]
 //
 // --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   double seconds = 0;
   int threads = 0;
   uint64_t seed = 0;
+  int build_parallelism = 0;
   bool constant_weights = false;
   std::string mode = "full";
   for (int i = 1; i < argc; ++i) {
@@ -110,10 +111,11 @@ int main(int argc, char** argv) {
     else if (a == "--constant-weights") constant_weights = true;
     else if (a == "--mode") mode = next();
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--build-parallelism") build_parallelism = std::atoi(next().c_str());
     else {
       std::fprintf(stderr,
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
-                   "[--constant-weights] [--seed N]\n"
+                   "[--constant-weights] [--seed N] [--build-parallelism N]\n"
                    "       [--mode full|random|no-evolution|limited|non-divisible|register-tile]\n",
                    argv[0]);
       return 2;
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
     TuneOptions o;
     o.trials = trials;
     o.seed = seed;
+    o.measure.build_parallelism = build_parallelism;
     o.time_limit_s = seconds;
     o.name = w.name;
     o.records = dir + "/" + w.name + (mode == "full" ? "" : "." + mode) + ".jsonl";
