@@ -17,6 +17,7 @@
 #include "loom/search/task.hpp"
 
 #include <cstddef>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -129,6 +130,34 @@ struct MeasureOptions {
   /// at `index` of the batch is built (`phase` 0) and run (`phase` 1).
   std::function<void(size_t index, int phase)> fault_injection_hook;
 };
+
+/// The fields of `o` out of range, as "name value (must be ...)" joined by ", "; empty when every
+/// field is in range. number and repeat must be at least 1, the timeouts positive, the others
+/// at least 0. Each measurer reports this in its own error, after its own options' problems.
+inline std::string measure_options_problems(const MeasureOptions& o) {
+  std::string out;
+  auto need = [&](bool ok, const char* name, double value, const char* rule) {
+    if (ok) return;
+    if (!out.empty()) out += ", ";
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", value);
+    out = out + name + " " + v + " (must be " + rule + ")";
+  };
+  need(o.number >= 1, "number", o.number, "≥ 1");
+  need(o.repeat >= 1, "repeat", o.repeat, "≥ 1");
+  need(o.warmup >= 0, "warmup", o.warmup, "≥ 0");
+  need(o.min_repeat_ms >= 0, "min_repeat_ms", o.min_repeat_ms, "≥ 0");
+  need(o.slow_program_factor >= 0, "slow_program_factor", o.slow_program_factor, "≥ 0");
+  need(o.slow_long_program_factor >= 0, "slow_long_program_factor", o.slow_long_program_factor,
+       "≥ 0");
+  need(o.build_timeout_s > 0, "build_timeout_s", o.build_timeout_s, "> 0");
+  need(o.run_timeout_s > 0, "run_timeout_s", o.run_timeout_s, "> 0");
+  need(o.build_parallelism >= 0, "build_parallelism", o.build_parallelism, "≥ 0");
+  need(o.num_threads >= 0, "num_threads", o.num_threads, "≥ 0");
+  need(o.rtol >= 0, "rtol", o.rtol, "≥ 0");
+  need(o.atol >= 0, "atol", o.atol, "≥ 0");
+  return out;
+}
 
 /// What a backend implements: measures programs of one task. Implementations must not throw
 /// for a bad program (report it in its result); they may throw loom::user_error for bad options.

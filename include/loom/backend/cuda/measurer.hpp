@@ -90,9 +90,9 @@ struct GpuMeasurerStats {
 /// search::Measurer for an NVIDIA GPU with crash isolation (see the file comment).
 class GpuMeasurer : public search::Measurer {
  public:
-  /// Throws loom::user_error `[loom.cuda.E922]` for options out of range (number or repeat
-  /// below 1, negative warmup, min_repeat_ms or build_parallelism, timeouts that are not
-  /// positive, negative tolerances).
+  /// Throws loom::user_error `[loom.cuda.E922]` for options out of range
+  /// (search::measure_options_problems, timeouts of GpuMeasurerOptions that are not positive,
+  /// a negative device).
   explicit GpuMeasurer(search::MeasureOptions options = {}, GpuMeasurerOptions gpu = {});
   ~GpuMeasurer() override;
   GpuMeasurer(const GpuMeasurer&) = delete;

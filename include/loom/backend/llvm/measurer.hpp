@@ -93,9 +93,8 @@ struct LocalMeasurerStats {
 /// search::Measurer for the host CPU with crash isolation (see the file comment).
 class LocalMeasurer : public search::Measurer {
  public:
-  /// Throws loom::user_error `[loom.llvm.E530]` for options out of range (number or repeat
-  /// below 1, negative warmup, min_repeat_ms, build_parallelism or num_threads, timeouts that
-  /// are not positive, negative tolerances).
+  /// Throws loom::user_error `[loom.llvm.E530]` for options out of range
+  /// (search::measure_options_problems, or a reference_timeout_s that is not positive).
   explicit LocalMeasurer(search::MeasureOptions options = {}, LocalMeasurerOptions local = {});
   ~LocalMeasurer() override;
   LocalMeasurer(const LocalMeasurer&) = delete;

@@ -549,19 +549,18 @@ struct GpuMeasurer::TaskData {
 
 LOOM_DECL GpuMeasurer::GpuMeasurer(search::MeasureOptions options, GpuMeasurerOptions gpu)
     : options_(std::move(options)), gpu_(std::move(gpu)) {
-  const search::MeasureOptions& o = options_;
-  LOOM_USER_CHECK(o.number >= 1 && o.repeat >= 1 && o.warmup >= 0 && o.min_repeat_ms >= 0 &&
-                      o.build_parallelism >= 0 && o.build_timeout_s > 0 && o.run_timeout_s > 0 &&
-                      o.rtol >= 0 && o.atol >= 0 && gpu_.reference_timeout_s > 0 &&
-                      gpu_.worker_start_timeout_s > 0 && gpu_.device >= 0,
-                  "loom.cuda.E922")
-      << "GpuMeasurer options out of range: number " << o.number << " and repeat " << o.repeat
-      << " must be ≥ 1; warmup " << o.warmup << ", min_repeat_ms " << o.min_repeat_ms
-      << ", build_parallelism " << o.build_parallelism << ", rtol " << o.rtol << ", atol "
-      << o.atol << " and device " << gpu_.device << " ≥ 0; build_timeout_s "
-      << o.build_timeout_s << ", run_timeout_s " << o.run_timeout_s << ", reference_timeout_s "
-      << gpu_.reference_timeout_s << " and worker_start_timeout_s "
-      << gpu_.worker_start_timeout_s << " > 0";
+  std::string problems = search::measure_options_problems(options_);
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) problems += (problems.empty() ? "" : ", ") + what;
+  };
+  need(gpu_.reference_timeout_s > 0,
+       "reference_timeout_s " + std::to_string(gpu_.reference_timeout_s) + " (must be > 0)");
+  need(gpu_.worker_start_timeout_s > 0, "worker_start_timeout_s " +
+                                            std::to_string(gpu_.worker_start_timeout_s) +
+                                            " (must be > 0)");
+  need(gpu_.device >= 0, "device " + std::to_string(gpu_.device) + " (must be ≥ 0)");
+  LOOM_USER_CHECK(problems.empty(), "loom.cuda.E922")
+      << "GpuMeasurer options out of range: " << problems;
   worker_ = std::make_unique<Worker>();
 }
 

@@ -800,21 +800,12 @@ inline std::string compute_reference(const Task& task, const LocalMeasurer::Task
 
 LOOM_DECL LocalMeasurer::LocalMeasurer(search::MeasureOptions options, LocalMeasurerOptions local)
     : options_(std::move(options)), local_(std::move(local)) {
-  const auto& o = options_;
-  LOOM_USER_CHECK(o.number >= 1 && o.repeat >= 1 && o.warmup >= 0 && o.min_repeat_ms >= 0 &&
-                      o.build_parallelism >= 0 && o.num_threads >= 0 && o.build_timeout_s > 0 &&
-                      o.run_timeout_s > 0 && o.rtol >= 0 && o.atol >= 0 &&
-                      o.slow_program_factor >= 0 && o.slow_long_program_factor >= 0 &&
-                      local_.reference_timeout_s > 0,
-                  "loom.llvm.E530")
-      << "LocalMeasurer: measure options out of range (number " << o.number << ", repeat "
-      << o.repeat << ", warmup " << o.warmup << ", min_repeat_ms " << o.min_repeat_ms
-      << ", build_parallelism " << o.build_parallelism << ", num_threads " << o.num_threads
-      << ", build_timeout_s " << o.build_timeout_s << ", run_timeout_s " << o.run_timeout_s
-      << ", rtol " << o.rtol << ", atol " << o.atol << ", slow_program_factor "
-      << o.slow_program_factor << ", slow_long_program_factor " << o.slow_long_program_factor
-      << ", reference_timeout_s " << local_.reference_timeout_s
-      << "); number and repeat must be at least 1, timeouts positive, the others at least 0";
+  std::string problems = search::measure_options_problems(options_);
+  if (local_.reference_timeout_s <= 0)
+    problems += (problems.empty() ? "" : ", ") + std::string("reference_timeout_s ") +
+                std::to_string(local_.reference_timeout_s) + " (must be > 0)";
+  LOOM_USER_CHECK(problems.empty(), "loom.llvm.E530")
+      << "LocalMeasurer: measure options out of range: " << problems;
 }
 
 LOOM_DECL LocalMeasurer::~LocalMeasurer() = default;
