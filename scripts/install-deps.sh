@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev        # benchmarks
   libopenblas-dev         # benchmark baselines
   libdnnl-dev             # benchmark baselines
+  ocl-icd-opencl-dev      # oneDNN's CMake config looks for OpenCL (Debian builds its GPU runtime)
   libxgboost-dev          # benchmark baseline (cost model)
   zlib1g-dev              # cost-model data set (benchmarks)
 )

@@ -4,6 +4,8 @@
 // is the reduction length; integer results must be identical.
 #include <doctest/doctest.h>
 #include <loom/cpu.hpp>
+#include <loom/ops.hpp>
+#include <loom/sched/record.hpp>
 
 #include <cmath>
 #include <limits>
@@ -219,6 +221,31 @@ TEST_SUITE("jit") {
       CHECK(worst_exp <= 3);
       CHECK(worst_sigmoid <= 4);
     }
+  }
+
+  TEST_CASE("a register tile left to LLVM's vectorizers gets no gathers or scatters") {
+    // A tuned schedule with no vectorize annotation: 4 rows x 16 columns of C.local accumulated
+    // in an unrolled tile, B packed per k-panel. On an AVX-512 host LLVM's loop vectorizer turned
+    // the 4-row loop into gather + FMA + scatter per column, 50x slower than SLP-vectorizing the
+    // columns; the engine's target features forbid that (jit.ipp).
+    auto a = placeholder<float>("A", {64, 48});
+    auto b = placeholder<float>("B", {48, 256});
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({a, b}, {ops::matmul(a, b)}));
+    const auto steps = sched::history_from_json(nlohmann::json::parse(R"([
+        ["CHW","matmul","local"], ["SP","matmul.local",0,64,[1,16,4]],
+        ["SP","matmul.local",4,256,[1,4,16]], ["SP","matmul.local",8,48,[24]],
+        ["RE","matmul.local",[0,4,1,5,8,2,6,9,3,7]], ["FSP","matmul",0,1,1],
+        ["FSP","matmul",2,2,1], ["RE","matmul",[0,2,1,3]], ["CA","matmul.local","matmul",1],
+        ["CHR","B","local",["matmul.local"]], ["CA","B.local","matmul.local",4],
+        ["FU","matmul",[0,1]], ["AN","matmul",0,"parallel"], ["PR","matmul.local",0,16]])"));
+    const sched::State s = sched::replay(dag, steps);
+    cpu_jit::CodegenOptions options;
+    options.dump_asm = true;
+    const std::string assembly = cpu_jit::compile(lower::lower(s), options).module.assembly();
+    REQUIRE_FALSE(assembly.empty());
+    CHECK(assembly.find("vgather") == std::string::npos);
+    CHECK(assembly.find("vscatter") == std::string::npos);
+    CHECK(jit_vs_interpreter(s) <= 1.0);
   }
 
   TEST_CASE("kernels check their arguments") {
