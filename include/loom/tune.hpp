@@ -75,9 +75,10 @@ class TuneResult {
 TuneResult tune(const Task& task, const TuneOptions& options = {});
 
 /// The fastest correct record of the task's workload and target in the log, replayed on the
-/// task's DAG; nothing when the log has none (a missing file has none). Records measured with
-/// the current thread count (runtime::num_threads()) win over faster ones of another count: the
-/// best schedule for 2 threads is rarely the best for 1.
+/// task's DAG; nothing when the log has none (a missing file has none). Records measured on this
+/// CPU win over faster ones measured on another (with a one-line warning on stderr when only
+/// those exist), then records of the current thread count (runtime::num_threads()) over faster
+/// ones of another count: the best schedule for 2 threads is rarely the best for 1.
 std::optional<sched::State> best_recorded_schedule(const Task& task, const std::string& records);
 
 /// Builds the best recorded program without searching (Ansor's ApplyHistoryBest). Throws

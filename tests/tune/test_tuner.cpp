@@ -15,6 +15,7 @@
 #include <loom/sched/record.hpp>
 #include <loom/tune.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -61,8 +62,10 @@ class SyntheticMeasurer final : public search::Measurer {
   }
   std::string name() const override { return "synthetic"; }
   int threads() const override { return threads_reported; }
+  std::string device() const override { return device_reported; }
   int measured = 0;
   int threads_reported = 0;
+  std::string device_reported;
 };
 
 /// Tells the synthetic results one at a time and kills its own process (SIGKILL, as `kill -9`
@@ -243,7 +246,7 @@ TEST_CASE("resume: records of another thread count are not this run's measuremen
   SyntheticMeasurer on_one;
   on_one.threads_reported = 1;
   o.trials = 8;
-  o.remeasure_other_threads = 4;
+  o.remeasure_foreign = 4;
   const search::TuneReport one = search::tune_with(task, o, on_one);
   CHECK(one.resumed == 0);
   CHECK(one.remeasured == 4);
@@ -269,12 +272,68 @@ TEST_CASE("resume: records of another thread count are not this run's measuremen
   CHECK(again.resumed == 8);
   CHECK(again.remeasured == 0);
   // With the option off, the other count's records are simply left alone.
-  o.remeasure_other_threads = 0;
+  o.remeasure_foreign = 0;
   on_two.threads_reported = 3;
   const search::TuneReport off = search::tune_with(task, o, on_two);
   CHECK(off.resumed == 0);
   CHECK(off.remeasured == 0);
   CHECK(off.trials == 8);
+}
+
+TEST_CASE("resume: records of another device are not this run's measurements either; records "
+          "that name no device count as this run's") {
+  const auto w = loom_test::matmul(32, 48, 40);
+  Task task(w.dag);
+  TempLog log("tune_device");
+  TuneOptions o = synthetic_options(16, 8, 5, log.path);
+  SyntheticMeasurer there;
+  there.threads_reported = 2;
+  there.device_reported = "cpu-a";
+  REQUIRE(search::tune_with(task, o, there).trials == 16);
+  for (const auto& r : search::read_records(log.path)) CHECK(r.device == "cpu-a");
+
+  SyntheticMeasurer here;
+  here.threads_reported = 2;
+  here.device_reported = "cpu-b";
+  o.trials = 8;
+  o.remeasure_foreign = 3;
+  const search::TuneReport moved = search::tune_with(task, o, here);
+  CHECK(moved.resumed == 0);
+  CHECK(moved.remeasured == 3);
+  REQUIRE(moved.records.size() == 8);
+  for (const auto& r : moved.records) CHECK(r.device == "cpu-b");
+  // The first 3 are among cpu-a's fastest correct programs (ties aside, its 3 fastest).
+  std::map<std::string, double> cost_on_a;
+  std::vector<double> costs_a;
+  std::set<std::string> keys_a;
+  for (const auto& r : search::read_records(log.path)) {
+    if (r.device != "cpu-a") continue;
+    keys_a.insert(sched::to_record(r.steps));
+    if (!r.result.ok()) continue;
+    cost_on_a[sched::to_record(r.steps)] = r.result.mean_cost();
+    costs_a.push_back(r.result.mean_cost());
+  }
+  std::sort(costs_a.begin(), costs_a.end());
+  REQUIRE(costs_a.size() >= 3);
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = sched::to_record(moved.records[i].steps);
+    REQUIRE(cost_on_a.count(key) == 1);
+    CHECK(cost_on_a[key] <= costs_a[2]);
+  }
+  // Back on cpu-a: its 16 records are resumed and cpu-b's are foreign. Of those, only the
+  // programs cpu-a has not measured are measured again.
+  std::set<std::string> new_on_b;
+  for (const auto& r : moved.records)
+    if (r.result.ok() && !keys_a.count(sched::to_record(r.steps))) new_on_b.insert(sched::to_record(r.steps));
+  o.remeasure_foreign = 16;
+  const search::TuneReport back = search::tune_with(task, o, there);
+  CHECK(back.resumed == 16);
+  CHECK(back.remeasured == static_cast<int>(std::min<size_t>(new_on_b.size(), 8)));
+  // A measurer that names no device resumes every record of its thread count.
+  SyntheticMeasurer unnamed;
+  unnamed.threads_reported = 2;
+  const search::TuneReport any = search::tune_with(task, o, unnamed);
+  CHECK(any.resumed == 16 + 8 + 8);
 }
 
 TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the same batches") {

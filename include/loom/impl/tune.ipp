@@ -43,7 +43,17 @@ LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
 
 LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
                                                              const std::string& records) {
-  return search::best_recorded_state(task, records, runtime::num_threads());
+  const std::string device = cpu_jit::Engine::global().cpu_name();
+  const std::optional<search::TuningRecord> best =
+      search::best_record(search::read_records(records), task.workload_key(),
+                          task.target.to_string(), runtime::num_threads(), device);
+  if (!best) return std::nullopt;
+  if (!best->device.empty() && best->device != device)
+    std::cerr << "loom: warning: " << records << " has no record of workload "
+              << task.workload_key() << " measured on this CPU (" << device
+              << "); using one measured on " << best->device
+              << ", which may be far from the best here (tune the task on this machine)\n";
+  return sched::replay(task.dag, best->steps);
 }
 
 LOOM_DECL Kernel build_best(const Task& task, const std::string& records,

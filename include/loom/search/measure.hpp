@@ -186,6 +186,9 @@ class Measurer {
   virtual std::string name() const = 0;
   /// How many threads the programs run with, recorded with each measurement (0: unknown).
   virtual int threads() const { return 0; }
+  /// The processor the programs run on, recorded with each measurement ("": unknown). Costs
+  /// measured on one CPU model say little about another: a resumed run re-measures them.
+  virtual std::string device() const { return ""; }
 };
 
 }  // namespace search

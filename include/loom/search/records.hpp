@@ -20,13 +20,14 @@
 /// | `run_s`         | wall seconds spent checking and timing it                           |
 /// | `timestamp`     | when it was measured, unix seconds                                  |
 /// | `threads`       | optional: the threads the program ran with (absent: not recorded)   |
+/// | `device`        | optional: the processor it ran on, LLVM's CPU name for the CPU (`"znver5"`) |
 ///
 /// For example (one line in the file, wrapped here):
 ///
 ///     {"version":"loom-records/1","workload":"wk-5b9f1c0e2d4a6b7c","target":"llvm -mcpu=skylake",
 ///      "steps":[["SP","C",0,64,[4,16]],["FU","C",[0,2]],["AN","C",0,"parallel"]],
 ///      "costs":[1.25e-05,1.2e-05,1.3e-05],"error":0,"error_name":"none","error_message":"",
-///      "compile_s":0.21,"run_s":0.05,"timestamp":1718000000.5,"threads":2}
+///      "compile_s":0.21,"run_s":0.05,"timestamp":1718000000.5,"threads":2,"device":"skylake"}
 ///
 /// Like Ansor's records (ansor.md §2.4) a line stores the steps only, never the stages: replaying
 /// them on the task's DAG (sched::replay) rebuilds the program. Unlike Ansor's, the keys are
@@ -85,6 +86,12 @@ struct TuningRecord {
   /// best_record() can prefer the records of the caller's thread count. Written as the optional
   /// field "threads" (omitted when 0).
   int threads = 0;
+  /// The processor the program was measured on (Measurer::device(): LLVM's name of the host CPU,
+  /// "znver5", for the CPU measurer); "" when not recorded. The target string "llvm -mcpu=host"
+  /// names no CPU, and a schedule tuned on one (AVX2, 16 vector registers) is not the best on
+  /// another (AVX-512, 32), so best_record() prefers the caller's device as it prefers its
+  /// thread count. Written as the optional field "device" (omitted when empty).
+  std::string device;
   /// The format version of the line the record was read from. Writing always stamps
   /// kRecordsVersion, whatever this holds (as Ansor re-stamps old records).
   std::string version = kRecordsVersion;
@@ -148,23 +155,27 @@ using RecordKey = std::pair<std::string, std::string>;
 /// such in `records` on a tie), or nothing when there is none. Failed measurements never win,
 /// whatever costs they carry.
 ///
-/// With `threads` > 0, only the records measured with that many threads compete, as long as
-/// there is one; otherwise (none of that count, or `threads` == 0) all of them do.
+/// With `threads` > 0 or a `device`, records measured like the caller's run are preferred, in
+/// this order: the same device (a record without one comes after those with the caller's and
+/// before those with another), then the same thread count. Only the records of the best such
+/// class that has one compete; with `threads` == 0 and no `device` all of them do. A record's
+/// cost says how fast it ran where it was measured, nothing about elsewhere.
 std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
                                         const std::string& workload_key, const std::string& target,
-                                        int threads = 0);
+                                        int threads = 0, const std::string& device = "");
 
 /// The state of the fastest correct record of the task's workload and target in the log at
-/// `path`, replayed on the task's DAG (threads as for best_record); nothing when the log has
-/// none (a missing file has none). What loom::build_best and cuda::best_recorded_schedule use.
+/// `path`, replayed on the task's DAG (threads and device as for best_record); nothing when the
+/// log has none (a missing file has none). What loom::build_best and
+/// cuda::best_recorded_schedule use.
 std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
-                                                int threads = 0);
+                                                int threads = 0, const std::string& device = "");
 
 /// The index in `records` of what best_record() returns, for a caller that needs to know which
 /// record won (the log file it came from, say), or nothing.
 std::optional<size_t> best_record_index(const std::vector<TuningRecord>& records,
                                         const std::string& workload_key, const std::string& target,
-                                        int threads = 0);
+                                        int threads = 0, const std::string& device = "");
 
 /// best_record() for every (workload, target) with at least one successful record.
 std::map<RecordKey, TuningRecord> best_records_by_workload(

@@ -49,13 +49,14 @@ struct TuneOptions {
   double time_limit_s = 0;
   /// The tuning log: read to resume, appended to after every round ("" for none).
   std::string records;
-  /// Records of the log measured with another thread count than the measurer's (their
-  /// `threads` field; records without one count as this run's) are not resumed: their costs
-  /// are not this run's, so they neither compete for the best nor train the model. Instead the
-  /// fastest this many of them are measured again, first, with this run's threads; they count
-  /// as trials. A program tuned on 2 threads is often a better start on 1 than what a short
-  /// 1-thread run finds (GEMM 1024³: 70–79 GFLOP/s against 58). 0: ignore those records.
-  int remeasure_other_threads = 16;
+  /// Records of the log measured with another thread count or on another device than the
+  /// measurer's (their `threads` and `device` fields; a record without one counts as this
+  /// run's) are not resumed: their costs are not this run's, so they neither compete for the
+  /// best nor train the model. Instead the fastest this many of them are measured again, first,
+  /// here; they count as trials. A program tuned on 2 threads is often a better start on 1 than
+  /// what a short 1-thread run finds (GEMM 1024³: 70–79 GFLOP/s against 58), and one tuned on
+  /// another CPU a better start than a random one. 0: ignore those records.
+  int remeasure_foreign = 16;
   /// Seed of every random choice of the search (measurement noise aside, a seed gives the same
   /// programs).
   uint64_t seed = 0;
@@ -97,8 +98,8 @@ struct TuneReport {
   int trials = 0;                  ///< programs measured in this run
   int failures = 0;                ///< of them, failed (any MeasureError)
   int resumed = 0;                 ///< records of this workload read from the log
-  /// Of this run's trials, programs of records measured with another thread count, measured
-  /// again (TuneOptions::remeasure_other_threads).
+  /// Of this run's trials, programs of records measured with another thread count or on another
+  /// device, measured again (TuneOptions::remeasure_foreign).
   int remeasured = 0;
   int rounds = 0;
   std::vector<CurvePoint> curve;  ///< one point per measured program of this run

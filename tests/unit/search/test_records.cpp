@@ -519,6 +519,50 @@ TEST_SUITE("search") {
                          user_error);
   }
 
+  TEST_CASE("records keep the device they were measured on; best_record prefers it, then the "
+            "thread count") {
+    const auto& programs = matmul_bias_relu_programs().programs;
+    auto made = [&](int i, double cost, int threads, const std::string& device) {
+      auto r = record("wk-a", "t1", ok_result({cost}), programs[i].steps(), i);
+      r.threads = threads;
+      r.device = device;
+      return r;
+    };
+    const std::vector<search::TuningRecord> records = {
+        made(0, 1e-4, 2, "znver3"),  // the fastest, on another CPU
+        made(1, 3e-3, 1, "znver5"),
+        made(2, 2e-3, 2, "znver5"),  // the fastest of znver5
+        made(3, 5e-4, 1, ""),        // device unknown (older log)
+    };
+    CHECK(search::best_record(records, "wk-a", "t1")->timestamp == 0);  // no preference
+    CHECK(search::best_record(records, "wk-a", "t1", 0, "znver5")->timestamp == 2);
+    CHECK(search::best_record(records, "wk-a", "t1", 1, "znver5")->timestamp == 1);
+    CHECK(search::best_record(records, "wk-a", "t1", 2, "znver5")->timestamp == 2);
+    // A device with no record of its own: unknown devices come before other known ones.
+    CHECK(search::best_record(records, "wk-a", "t1", 0, "skylake")->timestamp == 3);
+    CHECK(search::best_record(records, "wk-a", "t1", 2, "skylake")->timestamp == 3);
+    CHECK(search::best_record(records, "wk-a", "t1", 2, "znver3")->timestamp == 0);
+    CHECK(search::best_record_index(records, "wk-a", "t1", 1, "znver3") == 0u);
+    // Without the unknown record, another device's records are still used.
+    const std::vector<search::TuningRecord> known(records.begin(), records.begin() + 3);
+    CHECK(search::best_record(known, "wk-a", "t1", 0, "skylake")->timestamp == 0);
+    CHECK(search::best_record(known, "wk-a", "t1", 1, "skylake")->timestamp == 1);
+
+    // The device round-trips as the optional field "device", absent when unknown.
+    for (const auto& r : records) {
+      const std::string line = search::to_json_line(r);
+      CHECK((line.find("\"device\"") != std::string::npos) == !r.device.empty());
+      CHECK(search::record_from_json_line(line).device == r.device);
+    }
+    std::string bad = search::to_json_line(records[0]);
+    bad.replace(bad.find("\"device\":\"znver3\""), 17, "\"device\":\"\"");
+    CHECK_THROWS_WITH_AS(search::record_from_json_line(bad), doctest::Contains("loom.search.E824"),
+                         user_error);
+    bad.replace(bad.find("\"device\":\"\""), 11, "\"device\":5");
+    CHECK_THROWS_WITH_AS(search::record_from_json_line(bad), doctest::Contains("loom.search.E821"),
+                         user_error);
+  }
+
   TEST_CASE("two processes appending to one log at once never interleave lines") {
     temp_dir dir;
     const std::string log = dir.file("shared.jsonl");

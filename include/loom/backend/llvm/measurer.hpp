@@ -111,6 +111,8 @@ class LocalMeasurer : public search::Measurer {
   std::string name() const override { return "local-cpu"; }
   /// MeasureOptions::num_threads, or the parallel runtime's count it leaves in place.
   int threads() const override;
+  /// LLVM's name of the host CPU, the one the JIT compiles for ("znver5", "skylake-avx512").
+  std::string device() const override;
 
   const search::MeasureOptions& options() const { return options_; }
   const LocalMeasurerOptions& local_options() const { return local_; }

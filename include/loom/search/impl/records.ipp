@@ -145,6 +145,7 @@ LOOM_DECL std::string to_json_line(const TuningRecord& record) {
   out += ",\"timestamp\":";
   put_number(out, "timestamp", record.timestamp);
   if (record.threads > 0) out += ",\"threads\":" + std::to_string(record.threads);
+  if (!record.device.empty()) out += ",\"device\":" + dump(record.device);
   out += '}';
   return out;
 }
@@ -203,6 +204,11 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
         << "field 'threads' of the tuning record is " << t.get<int64_t>()
         << ", not a thread count";
     r.threads = static_cast<int>(t.get<int64_t>());
+  }
+  if (j.contains("device")) {
+    r.device = field(j, "device", &json::is_string, "a string").get<std::string>();
+    LOOM_USER_CHECK(!r.device.empty(), "loom.search.E824")
+        << "field 'device' of the tuning record is empty (omit it when the device is unknown)";
   }
   return r;
 }
@@ -312,33 +318,43 @@ LOOM_DECL std::vector<TuningRecord> read_records(const std::string& path,
 
 LOOM_DECL std::optional<size_t> best_record_index(const std::vector<TuningRecord>& records,
                                                   const std::string& workload_key,
-                                                  const std::string& target, int threads) {
+                                                  const std::string& target, int threads,
+                                                  const std::string& device) {
+  // How much a record is like the caller's run: the device first (same > unknown > another),
+  // then the thread count. The most alike class that has a record decides.
+  auto likeness = [&](const TuningRecord& r) {
+    const int same_device = device.empty() ? 1 : r.device == device ? 2 : r.device.empty() ? 1 : 0;
+    return 2 * same_device + (threads > 0 && r.threads == threads ? 1 : 0);
+  };
   std::optional<size_t> best;
-  std::optional<size_t> best_of_count;  // among the records of `threads` threads
-  auto cost = [&](std::optional<size_t> i) { return records[*i].result.mean_cost(); };
+  int best_likeness = -1;
   for (size_t i = 0; i < records.size(); ++i) {
     const TuningRecord& r = records[i];
     if (!r.result.ok() || r.workload_key != workload_key || r.target != target) continue;
-    if (!best || r.result.mean_cost() < cost(best)) best = i;
-    if (threads > 0 && r.threads == threads &&
-        (!best_of_count || r.result.mean_cost() < cost(best_of_count)))
-      best_of_count = i;
+    const int l = likeness(r);
+    if (!best || l > best_likeness ||
+        (l == best_likeness && r.result.mean_cost() < records[*best].result.mean_cost())) {
+      best = i;
+      best_likeness = l;
+    }
   }
-  return best_of_count ? best_of_count : best;
+  return best;
 }
 
 LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
                                                   const std::string& workload_key,
-                                                  const std::string& target, int threads) {
-  const auto i = best_record_index(records, workload_key, target, threads);
+                                                  const std::string& target, int threads,
+                                                  const std::string& device) {
+  const auto i = best_record_index(records, workload_key, target, threads, device);
   if (!i) return std::nullopt;
   return records[*i];
 }
 
 LOOM_DECL std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
-                                                          int threads) {
-  const std::optional<TuningRecord> best =
-      best_record(read_records(path), task.workload_key(), task.target.to_string(), threads);
+                                                          int threads,
+                                                          const std::string& device) {
+  const std::optional<TuningRecord> best = best_record(
+      read_records(path), task.workload_key(), task.target.to_string(), threads, device);
   if (!best) return std::nullopt;
   return sched::replay(task.dag, best->steps);
 }

@@ -78,12 +78,12 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   using detail_tuner::seconds_since;
   LOOM_USER_CHECK(options.trials >= 0 && options.measures_per_round >= 1 &&
                       options.early_stopping >= 0 && options.time_limit_s >= 0 &&
-                      options.remeasure_other_threads >= 0,
+                      options.remeasure_foreign >= 0,
                   "loom.search.E840")
       << "TuneOptions out of range: trials " << options.trials << " (≥ 0), measures_per_round "
       << options.measures_per_round << " (≥ 1), early_stopping " << options.early_stopping
-      << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0), remeasure_other_threads "
-      << options.remeasure_other_threads << " (≥ 0)";
+      << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0), remeasure_foreign "
+      << options.remeasure_foreign << " (≥ 0)";
   const auto wall_start = std::chrono::steady_clock::now();
   std::ostream& log = options.log ? *options.log : std::cerr;
   const std::string name = options.name.empty() ? detail_tuner::default_name(task) : options.name;
@@ -112,8 +112,10 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   };
 
   // --- resume from the log --------------------------------------------------------------------
-  // Programs measured with another thread count, fastest first: measured again before the
-  // search's own picks.
+  // Programs measured with another thread count or on another device, fastest first: measured
+  // again before the search's own picks.
+  const int threads = measurer.threads();
+  const std::string device = measurer.device();
   std::vector<sched::State> carried;
   if (!options.records.empty()) {
     auto replay = [&](const TuningRecord& r) -> std::optional<sched::State> {
@@ -128,12 +130,12 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     };
     std::vector<sched::State> states;
     std::vector<MeasureResult> results;
-    std::vector<TuningRecord> other_threads;  // correct ones only
-    const int threads = measurer.threads();
+    std::vector<TuningRecord> foreign;  // correct ones only
     for (TuningRecord& r : read_records(options.records)) {
       if (r.workload_key != workload || r.target != target) continue;
-      if (threads > 0 && r.threads > 0 && r.threads != threads) {
-        if (r.result.ok()) other_threads.push_back(std::move(r));
+      if ((threads > 0 && r.threads > 0 && r.threads != threads) ||
+          (!device.empty() && !r.device.empty() && r.device != device)) {
+        if (r.result.ok()) foreign.push_back(std::move(r));
       } else if (std::optional<sched::State> state = replay(r)) {
         states.push_back(std::move(*state));
         results.push_back(std::move(r.result));
@@ -151,16 +153,15 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
             << options.records << ", best "
             << (report.best ? std::to_string(report.best_gflops()) + " GFLOP/s" : "none") << "\n";
     }
-    std::stable_sort(other_threads.begin(), other_threads.end(), [](const auto& a, const auto& b) {
+    std::stable_sort(foreign.begin(), foreign.end(), [](const auto& a, const auto& b) {
       return a.result.mean_cost() < b.result.mean_cost();
     });
-    // The fastest ones, less those this thread count has measured already: a resumed run does
-    // not go on down the other count's list.
-    if (other_threads.size() > static_cast<size_t>(options.remeasure_other_threads))
-      other_threads.erase(other_threads.begin() + options.remeasure_other_threads,
-                          other_threads.end());
+    // The fastest ones, less those measured here already: a resumed run does not go on down
+    // the foreign list.
+    if (foreign.size() > static_cast<size_t>(options.remeasure_foreign))
+      foreign.erase(foreign.begin() + options.remeasure_foreign, foreign.end());
     std::set<std::string> carried_keys;
-    for (const TuningRecord& r : other_threads) {
+    for (const TuningRecord& r : foreign) {
       std::optional<sched::State> state = replay(r);
       if (state && !search.was_measured(*state) &&
           carried_keys.insert(EvolutionarySearch::program_key(*state)).second)
@@ -168,7 +169,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     }
     if (!carried.empty() && !options.quiet)
       log << "[loom] " << name << ": " << carried.size() << " programs of records measured with "
-          << "another thread count are measured first with " << threads << "\n";
+          << "another thread count or on another device are measured first with " << threads
+          << " threads" << (device.empty() ? "" : " on " + device) << "\n";
   }
 
   auto start = std::chrono::steady_clock::now();
@@ -216,7 +218,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     auto keep = [&](size_t i, const MeasureResult& r) {
       if (i >= made.size() || made[i]) return;
       made[i] = make_tuning_record(task, batch[i], r);
-      made[i]->threads = measurer.threads();
+      made[i]->threads = threads;
+      made[i]->device = device;
       if (!options.records.empty()) append_records(options.records, {*made[i]});
     };
     start = std::chrono::steady_clock::now();

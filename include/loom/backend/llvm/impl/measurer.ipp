@@ -814,6 +814,14 @@ LOOM_DECL int LocalMeasurer::threads() const {
   return options_.num_threads > 0 ? options_.num_threads : runtime::num_threads();
 }
 
+LOOM_DECL std::string LocalMeasurer::device() const {
+  try {
+    return Engine::global().cpu_name();
+  } catch (const std::exception&) {
+    return "";  // no JIT: every measurement fails and says why; the records name no device
+  }
+}
+
 LOOM_DECL std::vector<std::string> LocalMeasurer::packed_inputs(
     const sched::State& state, const std::vector<std::string>& constant_inputs) {
   std::vector<std::string> packed;
