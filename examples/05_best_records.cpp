@@ -1,8 +1,9 @@
 /// \file
 /// Summarizing a tuning log: `05_best_records <log.jsonl>` reads the records a tuning run
-/// appended (search/records.hpp) and prints, for every workload and target, how many programs
-/// were measured, how many failed, and the best one's mean cost, step count and time of
-/// measurement. Damaged lines are reported on stderr and skipped, as every reader of a log does.
+/// appended (search/records.hpp) and prints, for every workload and target, and within them for
+/// every device and thread count the programs were measured with (costs of a Zen 3 and a Zen 5,
+/// or of 1 and 2 threads, do not compare), how many programs were measured, how many failed,
+/// and the best one's mean cost, step count and time of measurement. Damaged lines are reported on stderr and skipped, as every reader of a log does.
 ///
 /// The log holds no computation, only its workload key, so the tool cannot count FLOPs: it
 /// prints costs, not GFLOP/s. To apply the best schedule, replay its steps on the task's DAG
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace loom;
@@ -24,6 +26,7 @@ namespace {
 struct Summary {
   int records = 0;
   int failures = 0;
+  const search::TuningRecord* best = nullptr;  // the fastest correct one
 };
 
 std::string utc_time(double unix_seconds) {
@@ -60,23 +63,28 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::map<search::RecordKey, Summary> summaries;
+  // workload, target, device, threads
+  using GroupKey = std::tuple<std::string, std::string, std::string, int>;
+  std::map<GroupKey, Summary> summaries;
   for (const auto& r : records) {
-    Summary& s = summaries[{r.workload_key, r.target}];
+    Summary& s = summaries[{r.workload_key, r.target, r.device, r.threads}];
     ++s.records;
     s.failures += !r.result.ok();
+    if (r.result.ok() && (!s.best || r.result.mean_cost() < s.best->result.mean_cost()))
+      s.best = &r;
   }
-  const auto best = search::best_records_by_workload(records);
 
-  std::vector<std::vector<std::string>> rows = {
-      {"workload", "target", "records", "failed", "best (us)", "steps", "measured (UTC)"}};
+  std::vector<std::vector<std::string>> rows = {{"workload", "target", "device", "threads",
+                                                 "records", "failed", "best (us)", "steps",
+                                                 "measured (UTC)"}};
   for (const auto& [key, s] : summaries) {
-    auto it = best.find(key);
-    const bool any = it != best.end();
-    rows.push_back({key.first, key.second, std::to_string(s.records), std::to_string(s.failures),
-                    any ? format("%.3f", it->second.result.mean_cost() * 1e6) : "-",
-                    any ? std::to_string(it->second.steps.size()) : "-",
-                    any ? utc_time(it->second.timestamp) : "-"});
+    const auto& [workload, target, device, threads] = key;
+    rows.push_back({workload, target, device.empty() ? "?" : device,
+                    threads > 0 ? std::to_string(threads) : "?", std::to_string(s.records),
+                    std::to_string(s.failures),
+                    s.best ? format("%.3f", s.best->result.mean_cost() * 1e6) : "-",
+                    s.best ? std::to_string(s.best->steps.size()) : "-",
+                    s.best ? utc_time(s.best->timestamp) : "-"});
   }
 
   // Names left-aligned, numbers right-aligned, the time last.
@@ -86,7 +94,7 @@ int main(int argc, char** argv) {
   std::printf("%s: %zu records\n", path.c_str(), records.size());
   for (const auto& row : rows) {
     for (size_t c = 0; c + 1 < row.size(); ++c)
-      std::printf(c < 2 ? "%-*s  " : "%*s  ", static_cast<int>(width[c]), row[c].c_str());
+      std::printf(c < 3 ? "%-*s  " : "%*s  ", static_cast<int>(width[c]), row[c].c_str());
     std::printf("%s\n", row.back().c_str());
   }
   return 0;
