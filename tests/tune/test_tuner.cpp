@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -424,6 +425,34 @@ TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log an
   CHECK_MESSAGE(best_check.ok, best_check.message);
   Kernel k = build_best(task, log.path);
   CHECK(static_cast<bool>(k));
+
+  // Records name this CPU; those of another are used only when no record of this one exists,
+  // with a warning that says so.
+  for (const auto& rec : search::read_records(log.path))
+    CHECK(rec.device == cpu_jit::Engine::global().cpu_name());
+  TempLog moved("tune_gemm_moved");
+  std::vector<search::TuningRecord> elsewhere = search::read_records(log.path);
+  for (auto& rec : elsewhere) rec.device = "some-other-cpu";
+  search::append_records(moved.path, elsewhere);
+  std::ostringstream err;
+  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
+  const std::optional<sched::State> foreign = best_recorded_schedule(task, moved.path);
+  std::cerr.rdbuf(old_err);
+  REQUIRE(foreign.has_value());
+  CHECK(sched::to_record(foreign->steps()) == sched::to_record(best->steps()));
+  CHECK(err.str().find("measured on some-other-cpu") != std::string::npos);
+  // One correct record of this CPU, however slow, wins over every record of the other.
+  const auto here = std::find_if(records.begin(), records.end(),
+                                 [](const auto& rec) { return rec.result.ok(); });
+  REQUIRE(here != records.end());
+  search::append_records(moved.path, {*here});
+  err.str("");
+  old_err = std::cerr.rdbuf(err.rdbuf());
+  const std::optional<sched::State> local = best_recorded_schedule(task, moved.path);
+  std::cerr.rdbuf(old_err);
+  REQUIRE(local.has_value());
+  CHECK(sched::to_record(local->steps()) == sched::to_record(here->steps));
+  CHECK(err.str().empty());
 }
 
 TEST_CASE("tune survives candidates that crash: they are recorded as failures") {

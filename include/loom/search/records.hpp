@@ -165,11 +165,10 @@ std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records
                                         int threads = 0, const std::string& device = "");
 
 /// The state of the fastest correct record of the task's workload and target in the log at
-/// `path`, replayed on the task's DAG (threads and device as for best_record); nothing when the
-/// log has none (a missing file has none). What loom::build_best and
-/// cuda::best_recorded_schedule use.
+/// `path`, replayed on the task's DAG (threads as for best_record); nothing when the log has
+/// none (a missing file has none). What cuda::best_recorded_schedule uses.
 std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
-                                                int threads = 0, const std::string& device = "");
+                                                int threads = 0);
 
 /// The index in `records` of what best_record() returns, for a caller that needs to know which
 /// record won (the log file it came from, say), or nothing.

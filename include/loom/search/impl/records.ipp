@@ -351,10 +351,9 @@ LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord
 }
 
 LOOM_DECL std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
-                                                          int threads,
-                                                          const std::string& device) {
-  const std::optional<TuningRecord> best = best_record(
-      read_records(path), task.workload_key(), task.target.to_string(), threads, device);
+                                                          int threads) {
+  const std::optional<TuningRecord> best =
+      best_record(read_records(path), task.workload_key(), task.target.to_string(), threads);
   if (!best) return std::nullopt;
   return sched::replay(task.dag, best->steps);
 }

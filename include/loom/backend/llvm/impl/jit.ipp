@@ -269,7 +269,7 @@ LOOM_LLVM_DECL Engine::Engine() : impl_(std::make_unique<Impl>()) {
   // gather + FMA + scatter of 4 lanes per column. On a Zen 5 that made a BERT FFN program tuned
   // elsewhere 50x slower (3.6 against ~180 GFLOP/s) than the same nest vectorized by the SLP
   // vectorizer across its columns.
-  for (const char* f : {"+prefer-no-gather", "+prefer-no-scatter"}) s.features += std::string(",") + f;
+  s.features += ",+prefer-no-gather,+prefer-no-scatter";
   jtmb.setFeatures(s.features);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   // TargetOptions stay default: no unsafe/fast math globally; codegen sets flags per instruction.
