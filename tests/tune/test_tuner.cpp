@@ -144,6 +144,29 @@ TuneOptions synthetic_options(int trials, int measures_per_round, uint64_t seed,
   return o;
 }
 
+/// Checks that the first `n` records of `run` are `n` different correct programs of `earlier`,
+/// each no slower there than the n-th fastest of them: the n fastest, ties aside.
+void check_first_are_fastest(const std::vector<search::TuningRecord>& run,
+                             const std::vector<search::TuningRecord>& earlier, int n) {
+  std::map<std::string, double> cost_earlier;
+  std::vector<double> costs;
+  for (const auto& r : earlier) {
+    if (!r.result.ok()) continue;
+    cost_earlier[sched::to_record(r.steps)] = r.result.mean_cost();
+    costs.push_back(r.result.mean_cost());
+  }
+  std::sort(costs.begin(), costs.end());
+  REQUIRE(costs.size() >= static_cast<size_t>(n));
+  REQUIRE(run.size() >= static_cast<size_t>(n));
+  std::set<std::string> first;
+  for (int i = 0; i < n; ++i) {
+    const std::string key = sched::to_record(run[i].steps);
+    CHECK(first.insert(key).second);
+    REQUIRE(cost_earlier.count(key) == 1);
+    CHECK(cost_earlier[key] <= costs[n - 1]);
+  }
+}
+
 std::set<std::string> logged_programs(const std::string& path, const std::string& workload) {
   std::set<std::string> keys;
   for (const auto& r : search::read_records(path, [](const std::string&) {}))
@@ -232,17 +255,7 @@ TEST_CASE("resume: records of another thread count are not this run's measuremen
   on_two.threads_reported = 2;
   const search::TuneReport two = search::tune_with(task, o, on_two);
   REQUIRE(two.trials == 24);
-  // The 2-thread programs' costs, and the fourth fastest.
-  std::map<std::string, double> cost_on_two;
-  std::vector<double> costs;
-  for (const auto& r : two.records) {
-    CHECK(r.threads == 2);
-    if (!r.result.ok()) continue;
-    cost_on_two[sched::to_record(r.steps)] = r.result.mean_cost();
-    costs.push_back(r.result.mean_cost());
-  }
-  std::sort(costs.begin(), costs.end());
-  REQUIRE(costs.size() >= 4);
+  for (const auto& r : two.records) CHECK(r.threads == 2);
 
   SyntheticMeasurer on_one;
   on_one.threads_reported = 1;
@@ -253,13 +266,7 @@ TEST_CASE("resume: records of another thread count are not this run's measuremen
   CHECK(one.remeasured == 4);
   CHECK(one.trials == 8);
   REQUIRE(one.records.size() == 8);
-  std::set<std::string> first;
-  for (int i = 0; i < 4; ++i) {
-    const std::string key = sched::to_record(one.records[i].steps);
-    CHECK(first.insert(key).second);
-    REQUIRE(cost_on_two.count(key) == 1);
-    CHECK(cost_on_two[key] <= costs[3]);
-  }
+  check_first_are_fastest(one.records, two.records, 4);
   for (const auto& r : one.records) CHECK(r.threads == 1);
   // The best is one of this run's measurements, whatever the 2-thread costs said.
   double best_of_run = search::kFailedCost;
@@ -303,29 +310,22 @@ TEST_CASE("resume: records of another device are not this run's measurements eit
   CHECK(moved.remeasured == 3);
   REQUIRE(moved.records.size() == 8);
   for (const auto& r : moved.records) CHECK(r.device == "cpu-b");
-  // The first 3 are among cpu-a's fastest correct programs (ties aside, its 3 fastest).
-  std::map<std::string, double> cost_on_a;
-  std::vector<double> costs_a;
+  // The first 3 are cpu-a's fastest correct programs.
+  std::vector<search::TuningRecord> on_a;
   std::set<std::string> keys_a;
-  for (const auto& r : search::read_records(log.path)) {
-    if (r.device != "cpu-a") continue;
-    keys_a.insert(sched::to_record(r.steps));
-    if (!r.result.ok()) continue;
-    cost_on_a[sched::to_record(r.steps)] = r.result.mean_cost();
-    costs_a.push_back(r.result.mean_cost());
-  }
-  std::sort(costs_a.begin(), costs_a.end());
-  REQUIRE(costs_a.size() >= 3);
-  for (int i = 0; i < 3; ++i) {
-    const std::string key = sched::to_record(moved.records[i].steps);
-    REQUIRE(cost_on_a.count(key) == 1);
-    CHECK(cost_on_a[key] <= costs_a[2]);
-  }
+  for (auto& r : search::read_records(log.path))
+    if (r.device == "cpu-a") {
+      keys_a.insert(sched::to_record(r.steps));
+      on_a.push_back(std::move(r));
+    }
+  check_first_are_fastest(moved.records, on_a, 3);
   // Back on cpu-a: its 16 records are resumed and cpu-b's are foreign. Of those, only the
   // programs cpu-a has not measured are measured again.
   std::set<std::string> new_on_b;
-  for (const auto& r : moved.records)
-    if (r.result.ok() && !keys_a.count(sched::to_record(r.steps))) new_on_b.insert(sched::to_record(r.steps));
+  for (const auto& r : moved.records) {
+    const std::string key = sched::to_record(r.steps);
+    if (r.result.ok() && !keys_a.count(key)) new_on_b.insert(key);
+  }
   o.remeasure_foreign = 16;
   const search::TuneReport back = search::tune_with(task, o, there);
   CHECK(back.resumed == 16);
