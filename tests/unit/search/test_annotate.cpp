@@ -137,7 +137,7 @@ TEST_SUITE("search") {
     const search::SearchOptions options;  // allow_non_divisible_tiles is off
     struct counts {
       std::set<int64_t> free_extents;  // extents that got a non-dividing tiling
-      int innermost_powers_of_two = 0, free_splits = 0;
+      int innermost_powers_of_two = 0, free_splits = 0, awkward_splits = 0, wasteful = 0;
     };
     const auto sample = [&](const Task& task) {
       counts c;
@@ -149,8 +149,14 @@ TEST_SUITE("search") {
           for (auto& step : s.steps())
             if (auto* sp = std::get_if<sched::SplitStep>(&step)) {
               int64_t prod = 1;
-              for (auto& l : sp->lengths) prod *= *l;
+              std::vector<int64_t> lengths;
+              for (auto& l : sp->lengths) prod *= *l, lengths.push_back(*l);
+              c.awkward_splits +=
+                  search::awkward_extent(sp->extent, options.max_innermost_split_factor);
               if (sp->extent % prod == 0) continue;
+              // Tiles covering 129 columns as 2 x 128 did twice the work: free lengths are
+              // redrawn until they waste at most an eighth.
+              c.wasteful += !search::low_waste_tiling(sp->extent, lengths);
               c.free_extents.insert(sp->extent);
               ++c.free_splits;
               const int64_t inner = *sp->lengths.back();
@@ -165,6 +171,11 @@ TEST_SUITE("search") {
     CHECK(odd.free_extents == std::set<int64_t>{127, 129, 131});
     // About half of the free innermost lengths are drawn as powers of two (the rest uniformly).
     CHECK(odd.innermost_powers_of_two * 3 > odd.free_splits);
+    CHECK(odd.wasteful == 0);
+    // awkward_free_probability (0.75) of the awkward splits go free (a prime's perfect tilings
+    // would put it whole in one length); a few free draws divide by chance.
+    CHECK(odd.free_splits * 100 > odd.awkward_splits * 60);
+    CHECK(odd.free_splits * 100 < odd.awkward_splits * 90);
     // 128, 96 and 24 have 8 among their divisors; 12 is too short to matter.
     CHECK(sample(gemm(128, 96, 24)).free_splits == 0);
     CHECK(sample(gemm(12, 12, 12)).free_splits == 0);

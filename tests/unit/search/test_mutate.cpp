@@ -367,6 +367,7 @@ TEST_SUITE("search") {
     // able to reach the free lengths FillTileSize would draw for them.
     search::SearchOptions options;
     options.non_divisible_probability = 0.0;
+    options.awkward_free_probability = 0.0;
     auto a = placeholder<float>("A", {17, 23});
     auto b = placeholder<float>("B", {23, 19});
     Setup su(make("matmul 17x19x23", {a, b}, {ops::matmul(a, b)}, 23), options);

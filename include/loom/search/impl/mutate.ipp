@@ -380,12 +380,20 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
       const int64_t current = *sp.lengths[j];
       const bool inside = current >= 1 && current <= cap;
       if (cap - (inside ? 1 : 0) < 1) continue;
-      int64_t v = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap - (inside ? 1 : 0))));
-      if (inside && v >= current) ++v;
-      // As FillTileSize: half of the innermost lengths are powers of two (whole vectors).
-      if (j == n - 1 && rng() % 2 == 0)
-        if (const int64_t p = detail::draw_power_of_two(rng, cap, current)) v = p;
-      lengths[j] = v;
+      // As FillTileSize: redrawn while it wastes more than an eighth of the work.
+      std::vector<int64_t> drawn(n);
+      for (int k = 0; k < n; ++k) drawn[k] = *sp.lengths[k];
+      for (int attempt = 0; attempt < 16; ++attempt) {
+        int64_t v =
+            1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap - (inside ? 1 : 0))));
+        if (inside && v >= current) ++v;
+        // Half of the innermost lengths are powers of two (whole vectors).
+        if (j == n - 1 && rng() % 2 == 0)
+          if (const int64_t p = detail::draw_power_of_two(rng, cap, current)) v = p;
+        drawn[j] = v;
+        if (low_waste_tiling(sp.extent, drawn)) break;
+      }
+      lengths[j] = drawn[j];
       redrawn = true;
       break;
     }
