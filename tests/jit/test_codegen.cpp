@@ -248,6 +248,70 @@ TEST_SUITE("jit") {
     CHECK(jit_vs_interpreter(s) <= 1.0);
   }
 
+  TEST_CASE("float max/min reductions ignore NaN like fmax, in scalar and vectorized code") {
+    // The update is lowered as select(x > acc, x, acc) (one vmaxps), not maxnum; that equals
+    // fmax only because the accumulator starts at -inf and never takes a NaN. Rows: plain,
+    // NaN in front, NaN at the end, all NaN (fmax gives the identity), -inf only.
+    const int64_t rows = 5, cols = 48;
+    std::vector<float> x = random_vector<float>(rows * cols, 17);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    x[1 * cols + 0] = nan;
+    x[2 * cols + cols - 1] = nan;
+    for (int64_t j = 0; j < cols; ++j) x[3 * cols + j] = nan;
+    for (int64_t j = 0; j < cols; ++j) x[4 * cols + j] = -inf;
+    auto X = placeholder<float>("X", {rows, cols});
+    auto k1 = reduce_axis(cols, "k");
+    auto k2 = reduce_axis(cols, "k");
+    auto mx = compute("mx", {rows}, [&](Var i) { return max(X(i, k1), k1); });
+    auto mn = compute("mn", {rows}, [&](Var i) { return min(X(i, k2), k2); });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({X}, {mx, mn}));
+    std::vector<float> ref_max(rows), ref_min(rows);
+    evaluate(*dag, {x.data(), ref_max.data(), ref_min.data()});
+    CHECK(ref_max[3] == -inf);
+    CHECK(ref_min[3] == inf);
+    for (bool rfactor : {false, true}) {
+      CAPTURE(rfactor);
+      sched::State s(dag);
+      if (rfactor) {
+        for (const char* op : {"mx", "mn"}) {
+          s.split(op, 1, {16});
+          const std::string rf = s.rfactor(op, 2, 1);
+          s.reorder(rf, {0, 2, 1});
+          s.annotate(rf, 2, Annotation::Vectorize);
+        }
+      }
+      Kernel k = build(Task(dag), s);
+      std::vector<float> got_max(rows, 7.0f), got_min(rows, 7.0f);
+      k(x.data(), got_max.data(), got_min.data());
+      for (int64_t i = 0; i < rows; ++i) {
+        CAPTURE(i);
+        CHECK(got_max[i] == ref_max[i]);
+        CHECK(got_min[i] == ref_min[i]);
+      }
+    }
+  }
+
+  TEST_CASE("a division by a row value becomes one reciprocal per row") {
+    // Softmax's exp / row_sum: the divide carries LLVM's arcp flag, so LICM hoists 1 / sum out
+    // of the vectorized row loop and the loop multiplies (node_kinds.hpp allows the ulp).
+    auto X = placeholder<float>("X", {16, 256});
+    auto r = reduce_axis(256, "k");
+    auto S = compute("S", {16}, [&](Var i) { return sum(X(i, r), r); });
+    auto Y = compute("Y", {16, 256}, [&](Var i, Var j) { return X(i, j) / S(i); });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({X}, {Y}));
+    sched::State s(dag);
+    s.compute_at("S", "Y", 0);
+    s.split("Y", 1, {16});
+    s.annotate("Y", 2, Annotation::Vectorize);
+    cpu_jit::CodegenOptions options;
+    options.dump_asm = true;
+    const std::string assembly = cpu_jit::compile(lower::lower(s), options).module.assembly();
+    REQUIRE_FALSE(assembly.empty());
+    CHECK(assembly.find("divps") == std::string::npos);
+    CHECK(jit_vs_interpreter(s) <= 1.0);
+  }
+
   TEST_CASE("kernels check their arguments") {
     gemm g(4, 5, 6);
     Kernel k = build(Task(g.dag));

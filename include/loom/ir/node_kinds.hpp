@@ -13,6 +13,8 @@
 /// - Float arithmetic is IEEE in the interpreter (rounded to the expression's type after every
 ///   operation). Generated code may reassociate reductions (vectorize, rfactor, reorder), so
 ///   correctness checks compare floats with a tolerance that scales with the reduction length.
+///   Generated code may also compute a float division `a / b` as `a * (1 / b)` (one reciprocal
+///   for a divisor that does not change in a loop), which moves the result by an ulp or two.
 /// - An expression of `lanes > 1` applies its operation lane by lane.
 ///
 /// How to add a new expression node:

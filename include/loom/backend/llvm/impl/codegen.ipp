@@ -2,6 +2,7 @@
 #include "loom/backend/llvm/codegen.hpp"
 
 #include "loom/backend/llvm/module_builder.hpp"
+#include "loom/ir/equal_hash.hpp"
 #include "loom/ir/printer.hpp"
 
 #include <unordered_map>
@@ -18,6 +19,15 @@ inline bool contains_load(const Expr& e) {
   bool found = false;
   post_order_visit(e, [&](const Expr& x) { found = found || x.as<Load>(); });
   return found;
+}
+
+// Whether evaluating `branch` is safe because the condition already evaluates it: `branch` is
+// an operand of the comparison `condition` (a float max/min reduction update is
+// `select(src > acc, src, acc)`, lower.ipp).
+inline bool evaluated_by_condition(const Expr& condition, const Expr& branch) {
+  if (!is_comparison(condition.kind())) return false;
+  auto [a, b] = binary_operands(condition);
+  return structural_equal(*a, branch) || structural_equal(*b, branch);
 }
 
 // Variables and buffers a statement uses from outside itself (for closures of parallel loops).
@@ -193,7 +203,14 @@ class codegen {
       case NodeKind::Add: return fp ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
       case NodeKind::Sub: return fp ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
       case NodeKind::Mul: return fp ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
-      case NodeKind::Div: return fp ? b_.CreateFDiv(a, b) : b_.CreateSDiv(a, b);
+      case NodeKind::Div:
+        if (!fp) return b_.CreateSDiv(a, b);
+        // arcp lets LICM turn a division by a loop-invariant value into one reciprocal and a
+        // multiply per element (softmax's `exp / row_sum`): a vector divide costs ~10x a
+        // multiply, and the result moves by at most an ulp or two (node_kinds.hpp contract).
+        fmf.setAllowReciprocal(true);
+        b_.setFastMathFlags(fmf);
+        return b_.CreateFDiv(a, b);
       case NodeKind::Mod: return fp ? b_.CreateFRem(a, b) : b_.CreateSRem(a, b);
       case NodeKind::FloorDiv:
       case NodeKind::FloorMod: return floor_divmod(e.kind() == NodeKind::FloorMod, a, b, *pb);
@@ -252,7 +269,10 @@ class codegen {
   llvm::Value* select(const Select* s) {
     llvm::Value* c = expr(s->condition);
     // Only the branch taken may be evaluated when a branch loads: it may be out of bounds.
-    if (s->condition.dtype().lanes == 1 && (contains_load(s->true_value) || contains_load(s->false_value))) {
+    auto needs_branch = [&](const Expr& v) {
+      return contains_load(v) && !evaluated_by_condition(s->condition, v);
+    };
+    if (s->condition.dtype().lanes == 1 && (needs_branch(s->true_value) || needs_branch(s->false_value))) {
       auto* then_bb = llvm::BasicBlock::Create(ctx_, "sel.then", fn_);
       auto* else_bb = llvm::BasicBlock::Create(ctx_, "sel.else", fn_);
       auto* done = llvm::BasicBlock::Create(ctx_, "sel.done", fn_);
