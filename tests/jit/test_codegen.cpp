@@ -312,6 +312,33 @@ TEST_SUITE("jit") {
     CHECK(jit_vs_interpreter(s) <= 1.0);
   }
 
+  TEST_CASE("a scalar sum of loaded partial sums may be reassociated, a sum of products not") {
+    // The rfactor combine `S[i] = S[i] + S.rf[i, k]` was a chain of dependent scalar adds per
+    // row; its fadd carries reassoc + nsz so LLVM may split the chain. The GEMM update
+    // `C[i, j] = C[i, j] + A * B` keeps its exact FMA chain.
+    auto X = placeholder<float>("X", {8, 512});
+    auto r = reduce_axis(512, "k");
+    auto S = compute("S", {8}, [&](Var i) { return sum(X(i, r), r); });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({X}, {S}));
+    sched::State s(dag);
+    s.split("S", 1, {32});
+    const std::string rf = s.rfactor("S", 2, 1);
+    s.reorder(rf, {0, 2, 1});
+    s.annotate(rf, 2, Annotation::Vectorize);
+    cpu_jit::CodegenOptions options;
+    options.dump_ir = true;
+    const std::string ir = cpu_jit::compile(lower::lower(s), options).module.optimized_ir();
+    REQUIRE_FALSE(ir.empty());
+    CHECK(ir.find("fadd reassoc nsz") != std::string::npos);
+    CHECK(jit_vs_interpreter(s) <= 1.0);
+
+    gemm g(16, 32, 24);
+    const std::string gemm_ir =
+        cpu_jit::compile(lower::lower(sched::State(g.dag)), options).module.optimized_ir();
+    REQUIRE_FALSE(gemm_ir.empty());
+    CHECK(gemm_ir.find("reassoc") == std::string::npos);
+  }
+
   TEST_CASE("kernels check their arguments") {
     gemm g(4, 5, 6);
     Kernel k = build(Task(g.dag));

@@ -197,6 +197,11 @@ class codegen {
     // of a multiply-add); nothing else of fast-math.
     llvm::FastMathFlags fmf;
     fmf.setAllowContract(true);
+    if (e.get() == reassociable_sum_) {
+      // LLVM counts an fadd associative only with nsz too (a zero sum may come out as -0).
+      fmf.setAllowReassoc(true);
+      fmf.setNoSignedZeros(true);
+    }
     llvm::IRBuilder<>::FastMathFlagGuard guard(b_);
     b_.setFastMathFlags(fmf);
     switch (e.kind()) {
@@ -445,9 +450,28 @@ class codegen {
     }
   }
 
+  // A scalar sum of loaded values into the stored element, `buf[i] = buf[i] + other[j]`: the
+  // rfactor combine of partial sums, or a sum over an exp buffer. Its fadd gets LLVM's reassoc
+  // and nsz flags, which let the vectorizers turn the serial chain (32 dependent vaddss per
+  // softmax row) into a vector sum and one horizontal reduction. The IR contract allows reassociating
+  // reductions; sums with a product (GEMM, conv updates) keep their exact FMA chains.
+  static bool is_sum_of_loads(const Store* s) {
+    const auto* add = s->value.as<Add>();
+    if (!add || !s->value.dtype().is_float() || s->index.dtype().lanes != 1) return false;
+    for (const auto& [mine, other] : {std::pair{&add->a, &add->b}, std::pair{&add->b, &add->a}}) {
+      const auto* own = mine->as<Load>();
+      if (own && own->buffer.get() == s->buffer.get() && structural_equal(own->index, s->index) &&
+          other->as<Load>())
+        return true;
+    }
+    return false;
+  }
+
   void store(const Store* s) {
     const BufferNode* b = s->buffer.get();
+    reassociable_sum_ = is_sum_of_loads(s) ? s->value.get() : nullptr;
     llvm::Value* v = expr(s->value);
+    reassociable_sum_ = nullptr;
     const int lanes = s->index.dtype().lanes;
     if (lanes == 1) {
       b_.CreateAlignedStore(v, address(b, expr(s->index)), elem_align(b));
@@ -604,6 +628,9 @@ class codegen {
   std::unordered_map<const BufferNode*, llvm::Value*> bufs_;
   int closure_count_ = 0;
   bool in_parallel_ = false;
+  // The float Add of a scalar store `buf[i] = buf[i] + other[j]` (store()), which may be
+  // reassociated; null when the current store is no such sum.
+  const ExprNode* reassociable_sum_ = nullptr;
 };
 
 }  // namespace detail_cg
