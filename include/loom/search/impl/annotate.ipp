@@ -96,7 +96,10 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
     const double free_probability = options.allow_non_divisible_tiles
                                         ? options.non_divisible_probability
                                         : (awkward ? options.awkward_free_probability : 0.0);
-    const bool free = static_cast<double>(rng() % 1000000) < free_probability * 1e6;
+    // No draw when free lengths are out: sampling keeps Ansor's random stream for every other
+    // extent (seeded tests depend on it).
+    const bool free =
+        free_probability > 0 && static_cast<double>(rng() % 1000000) < free_probability * 1e6;
     if (free) {
       lengths = detail_search::free_tiling(sp->extent, n, options.max_innermost_split_factor, rng);
     } else {
