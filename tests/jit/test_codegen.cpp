@@ -57,6 +57,15 @@ double jit_vs_interpreter(const sched::State& s, uint32_t seed = 1) {
   return worst;
 }
 
+// The assembly (or with `ir`, LLVM's optimized IR) the JIT makes of a state's loop nest.
+std::string compiled_text(const sched::State& s, bool ir = false) {
+  cpu_jit::CodegenOptions options;
+  options.dump_asm = !ir;
+  options.dump_ir = ir;
+  const cpu_jit::CompiledKernel k = cpu_jit::compile(lower::lower(s), options);
+  return ir ? k.module.optimized_ir() : k.module.assembly();
+}
+
 // The hand schedule of the GEMM benchmark: a 6x16 register tile accumulated in C.local, B's
 // column panel packed once per panel, rows unrolled, columns vectorized, panels in parallel.
 sched::State gemm_schedule(const gemm& g, int mr, int nr, bool pack) {
@@ -239,9 +248,7 @@ TEST_SUITE("jit") {
         ["CHR","B","local",["matmul.local"]], ["CA","B.local","matmul.local",4],
         ["FU","matmul",[0,1]], ["AN","matmul",0,"parallel"], ["PR","matmul.local",0,16]])"));
     const sched::State s = sched::replay(dag, steps);
-    cpu_jit::CodegenOptions options;
-    options.dump_asm = true;
-    const std::string assembly = cpu_jit::compile(lower::lower(s), options).module.assembly();
+    const std::string assembly = compiled_text(s);
     REQUIRE_FALSE(assembly.empty());
     CHECK(assembly.find("vgather") == std::string::npos);
     CHECK(assembly.find("vscatter") == std::string::npos);
@@ -304,9 +311,7 @@ TEST_SUITE("jit") {
     s.compute_at("S", "Y", 0);
     s.split("Y", 1, {16});
     s.annotate("Y", 2, Annotation::Vectorize);
-    cpu_jit::CodegenOptions options;
-    options.dump_asm = true;
-    const std::string assembly = cpu_jit::compile(lower::lower(s), options).module.assembly();
+    const std::string assembly = compiled_text(s);
     REQUIRE_FALSE(assembly.empty());
     CHECK(assembly.find("divps") == std::string::npos);
     CHECK(jit_vs_interpreter(s) <= 1.0);
@@ -325,17 +330,14 @@ TEST_SUITE("jit") {
     const std::string rf = s.rfactor("S", 2, 1);
     s.reorder(rf, {0, 2, 1});
     s.annotate(rf, 2, Annotation::Vectorize);
-    cpu_jit::CodegenOptions options;
-    options.dump_ir = true;
-    const std::string ir = cpu_jit::compile(lower::lower(s), options).module.optimized_ir();
+    const std::string ir = compiled_text(s, true);
     REQUIRE_FALSE(ir.empty());
     // Here LLVM turns the combine into one llvm.vector.reduce.fadd per row, which keeps the flags.
     CHECK(ir.find("reassoc nsz") != std::string::npos);
     CHECK(jit_vs_interpreter(s) <= 1.0);
 
     gemm g(16, 32, 24);
-    const std::string gemm_ir =
-        cpu_jit::compile(lower::lower(sched::State(g.dag)), options).module.optimized_ir();
+    const std::string gemm_ir = compiled_text(sched::State(g.dag), true);
     REQUIRE_FALSE(gemm_ir.empty());
     CHECK(gemm_ir.find("reassoc") == std::string::npos);
   }

@@ -469,20 +469,22 @@ class lowering {
     } else {
       Expr src = bl.mutate(substitute(red->source, axes));
       Expr cur = Load::make(in.buffer, offset);
-      Expr combined;
-      switch (red->op) {
-        case ReduceOp::Sum: combined = Add::make(cur, src); break;
-        case ReduceOp::Prod: combined = Mul::make(cur, src); break;
-        case ReduceOp::Min: combined = Min::make(cur, src); break;
-        case ReduceOp::Max: combined = Max::make(cur, src); break;
-      }
       // A float min/max accumulator starts at its identity (+-inf) and takes only values that
       // compare less/greater, so it never holds NaN: then `select(src > acc, src, acc)` is
       // fmax's NaN-ignoring result, in one vmaxps instead of maxnum's max, NaN test and blend,
       // which made softmax's row maxima a latency chain three times as long.
-      if (op.dtype().is_float() && (red->op == ReduceOp::Max || red->op == ReduceOp::Min))
-        combined = Select::make(red->op == ReduceOp::Max ? GT::make(src, cur) : LT::make(src, cur),
-                                src, cur);
+      const bool fp = op.dtype().is_float();
+      Expr combined;
+      switch (red->op) {
+        case ReduceOp::Sum: combined = Add::make(cur, src); break;
+        case ReduceOp::Prod: combined = Mul::make(cur, src); break;
+        case ReduceOp::Min:
+          combined = fp ? Select::make(LT::make(src, cur), src, cur) : Min::make(cur, src);
+          break;
+        case ReduceOp::Max:
+          combined = fp ? Select::make(GT::make(src, cur), src, cur) : Max::make(cur, src);
+          break;
+      }
       std::vector<Expr> g = loops.guards;
       g.insert(g.end(), loops.reduce_guards.begin(), loops.reduce_guards.end());
       if (red->condition.defined()) g.push_back(bl.mutate(substitute(red->condition, axes)));

@@ -90,12 +90,10 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
         << "' has unset lengths but no known extent to factorize";
     const int n = static_cast<int>(sp->lengths.size());
     std::vector<int64_t> lengths;
-    const bool awkward = !options.allow_non_divisible_tiles &&
-                         options.non_divisible_for_awkward_extents &&
+    const bool awkward = options.non_divisible_for_awkward_extents &&
                          awkward_extent(sp->extent, options.max_innermost_split_factor);
-    const double free_probability = options.allow_non_divisible_tiles
-                                        ? options.non_divisible_probability
-                                        : (awkward ? options.awkward_free_probability : 0.0);
+    double free_probability = awkward ? options.awkward_free_probability : 0.0;
+    if (options.allow_non_divisible_tiles) free_probability = options.non_divisible_probability;
     // No draw when free lengths are out: sampling keeps Ansor's random stream for every other
     // extent (seeded tests depend on it).
     const bool free =
