@@ -6,9 +6,10 @@
 reads DIR/bench_*.txt (the console output of bench_gemm, bench_conv2d, bench_depthwise,
 bench_batch_matmul and bench_softmax run with --benchmark_repetitions=N
 --benchmark_report_aggregates_only=true) and prints, per workload and thread count, the median
-rate of LoomTuned, of the baseline the target names (oneDNN row-major B for GEMM, oneDNN's
-batched matmul, oneDNN's blocked conv and depthwise conv, Eigen's per-row softmax), their ratio,
-and the ratio to the fastest Halide autoscheduler (HalideHand excluded) when it ran.
+rate of each LoomTuned contender (the conv has two: NCHW and NHWC), of the baseline the target
+names (oneDNN row-major B for GEMM, oneDNN's batched matmul, oneDNN's blocked conv with bias +
+ReLU fused, oneDNN's blocked depthwise conv, Eigen's per-row softmax), their ratio, and the
+ratio to the fastest Halide autoscheduler (HalideHand excluded) when it ran.
 """
 import collections
 import glob
@@ -17,7 +18,7 @@ import sys
 
 BASELINE = {
     'Gemm': 'OneDNN_RowMajorB',
-    'Conv2d': 'OneDNN_Blocked',
+    'Conv2d': 'OneDNN_Blocked_BiasReLU',
     'Depthwise': 'OneDNN_Blocked',
     'BatchMatmul': 'OneDNN',
     'Softmax': 'Eigen',
@@ -36,7 +37,6 @@ def read(directory):
                 continue
             parts = name.split('/')
             family, contender = parts[0][3:].split('_', 1)
-            contender = contender.replace('_BiasReLU', '')
             rows[(family, '/'.join(parts[1:-1]), parts[-1])][contender] = float(rate.group(2))
     return rows
 
@@ -45,16 +45,18 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     for (family, shape, threads), r in sorted(read(sys.argv[1]).items()):
-        loom, base = r.get('LoomTuned'), r.get(BASELINE.get(family, ''))
-        if not loom or not base:
-            continue
-        line = '%-11s %-30s %s thr  loom %7.1f  %-16s %7.1f  ratio %.2f' % (
-            family, shape, threads, loom, BASELINE[family], base, loom / base)
+        base = r.get(BASELINE.get(family, ''))
         halide = {c: v for c, v in r.items() if c.startswith('Halide') and c != 'HalideHand'}
-        if halide:
-            best = max(halide, key=halide.get)
-            line += '  vs %s %.2f' % (best, loom / halide[best])
-        print(line)
+        for contender in sorted(c for c in r if c.startswith('LoomTuned')):
+            loom = r[contender]
+            if not base:
+                continue
+            line = '%-11s %-30s %s thr  %-23s %7.1f  %-23s %7.1f  ratio %.2f' % (
+                family, shape, threads, contender, loom, BASELINE[family], base, loom / base)
+            if halide:
+                best = max(halide, key=halide.get)
+                line += '  vs %s %.2f' % (best, loom / halide[best])
+            print(line)
 
 
 if __name__ == '__main__':

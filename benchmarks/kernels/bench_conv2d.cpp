@@ -122,31 +122,72 @@ void add_contenders() {
 #endif
 
 #if defined(LOOM_BENCH_HAVE_LOOM)
-  // loom's tuned conv2d + bias + ReLU (baselines/loom_tuned.hpp): NCHW in and out, the weights
-  // read as they are (TuneOptions::constant_inputs was not used for these records).
-  {
+  // loom's tuned conv2d + bias + ReLU (baselines/loom_tuned.hpp), the weights read as they are
+  // (TuneOptions::constant_inputs was not used for these records), in two layouts:
+  // - NCHW in and out, OIHW weights: the layout of the other plain contenders;
+  // - NHWC in and out, HWIO weights: the layouts oneDNN's blocked variant is measured in (it
+  //   picks NHWC source here), reordered once before timing as that variant's are, so that the
+  //   program can vectorize over output channels. Its output is reordered back (untimed) for
+  //   the check.
+  for (bool nhwc : {false, true}) {
     ConvContender c;
-    c.name = "LoomTuned_BiasReLU";
+    c.name = nhwc ? "LoomTuned_NHWC_BiasReLU" : "LoomTuned_BiasReLU";
     c.bias_relu = true;
-    c.prepare = [](const ConvShape& p, int threads, ConvData& d) {
+    c.prepare = [nhwc](const ConvShape& p, int threads, ConvData& d) {
       using namespace loom;
       // Built exactly as tune_workloads builds it, so that the workload keys match.
-      auto x = placeholder<float>("X", {p.n, p.c, p.h, p.w});
-      auto wt = placeholder<float>("W", {p.k, p.c, p.r, p.s});
+      auto x = nhwc ? placeholder<float>("X", {p.n, p.h, p.w, p.c})
+                    : placeholder<float>("X", {p.n, p.c, p.h, p.w});
+      auto wt = nhwc ? placeholder<float>("W", {p.r, p.s, p.c, p.k})
+                     : placeholder<float>("W", {p.k, p.c, p.r, p.s});
       auto bias = placeholder<float>("bias", {p.k});
-      Task task(ComputeDAG(
-          {x, wt, bias},
-          {ops::relu(ops::bias_add(ops::conv2d_nchw(x, wt, {.padding = {p.pad, p.pad}}), bias, 1))}));
+      const ops::ConvParams<2> params{.padding = {p.pad, p.pad}};
+      auto conv = nhwc ? ops::conv2d_nhwc(x, wt, params) : ops::conv2d_nchw(x, wt, params);
+      Task task(ComputeDAG({x, wt, bias}, {ops::relu(ops::bias_add(conv, bias, nhwc ? -1 : 1))}));
       runtime::set_num_threads(threads);
       auto best = loom_bench::tuned_program(task);
       auto kernel = std::make_shared<Kernel>(build(task, best.first));
-      float* out = d.out.data();
-      return ConvInstance{[kernel, &d, out] {
-                            void* args[] = {d.src.data(), d.wei.data(), d.bias.data(), out};
+      const std::string label = "tuned (" + best.second + ")";
+      if (!nhwc) {
+        float* out = d.out.data();
+        return ConvInstance{[kernel, &d, out] {
+                              void* args[] = {d.src.data(), d.wei.data(), d.bias.data(), out};
+                              kernel->run_unchecked(args);
+                            },
+                            [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
+                            label};
+      }
+      struct ChannelsLast {
+        AlignedFloats src, wei, out;
+      };
+      auto cl = std::make_shared<ChannelsLast>();
+      cl->src = AlignedFloats(d.src.size());
+      cl->wei = AlignedFloats(d.wei.size());
+      cl->out = AlignedFloats(d.out.size());
+      loom_bench::fill_nan(cl->out.data(), cl->out.size());  // unwritten outputs fail the check
+      const int64_t hw = p.h * p.w, ohw = p.oh() * p.ow();
+      for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t ch = 0; ch < p.c; ++ch)
+          for (int64_t i = 0; i < hw; ++i)
+            cl->src[std::size_t((n * hw + i) * p.c + ch)] = d.src[std::size_t((n * p.c + ch) * hw + i)];
+      for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t ch = 0; ch < p.c; ++ch)
+          for (int64_t rs = 0; rs < p.r * p.s; ++rs)
+            cl->wei[std::size_t((rs * p.c + ch) * p.k + k)] =
+                d.wei[std::size_t((k * p.c + ch) * p.r * p.s + rs)];
+      return ConvInstance{[kernel, cl, &d] {
+                            void* args[] = {cl->src.data(), cl->wei.data(), d.bias.data(),
+                                            cl->out.data()};
                             kernel->run_unchecked(args);
                           },
-                          [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
-                          "tuned (" + best.second + ")"};
+                          [cl, p, ohw](float* nchw) {
+                            for (int64_t n = 0; n < p.n; ++n)
+                              for (int64_t k = 0; k < p.k; ++k)
+                                for (int64_t i = 0; i < ohw; ++i)
+                                  nchw[(n * p.k + k) * ohw + i] =
+                                      cl->out[std::size_t((n * ohw + i) * p.k + k)];
+                          },
+                          label};
     };
     c.set_threads = [](int n) { loom::runtime::set_num_threads(n); };
     c.max_threads = 2;

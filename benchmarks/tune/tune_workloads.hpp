@@ -57,6 +57,18 @@ inline std::vector<TuneWorkload> tune_workloads() {
                                         ops::conv2d_nchw(x, wt, {.padding = {1, 1}}), bias, 1))}));
                },
                {"W"}});
+  // The same layer on channels-last data and HWIO weights: the layouts a network keeps when its
+  // convolutions vectorize over output channels (oneDNN's blocked conv picks NHWC source here).
+  w.push_back({"conv2d_nhwc_bias_relu_1x56x56x64_k64_3x3",
+               [] {
+                 auto x = placeholder<float>("X", {1, 56, 56, 64});
+                 auto wt = placeholder<float>("W", {3, 3, 64, 64});
+                 auto bias = placeholder<float>("bias", {64});
+                 return Task(ComputeDAG(
+                     {x, wt, bias}, {ops::relu(ops::bias_add(
+                                        ops::conv2d_nhwc(x, wt, {.padding = {1, 1}}), bias, -1))}));
+               },
+               {"W"}});
   w.push_back(
       {"depthwise_1x32x112x112_3x3",
        [] {
