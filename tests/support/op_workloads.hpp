@@ -72,6 +72,13 @@ inline workload op_softmax_long() {
   return make("softmax 3x37", {x}, {ops::softmax(x)}, 37);
 }
 
+// Rows of a multiple of 16: annotation may cut their loops into vectors
+// (SearchOptions::long_loop_vectorize_probability).
+inline workload op_softmax_wide() {
+  auto x = placeholder<float>("X", {3, 64});
+  return make("softmax 3x64", {x}, {ops::softmax(x)}, 64);
+}
+
 // A matrix-vector product: little spatial parallelism, so the rfactor sketches apply.
 inline workload op_matvec() {
   auto a = placeholder<float>("A", {2, 70});

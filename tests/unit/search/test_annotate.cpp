@@ -60,8 +60,9 @@ sample_stats check_samples(const loom_test::workload& w, const search::SearchOpt
 }
 
 std::vector<loom_test::workload> property_workloads() {
-  return {op_matmul(),      op_matmul_relu(),  op_conv2d(),     op_depthwise(), op_softmax(),
-          op_softmax_long(), op_batch_matmul(), op_layer_norm(), op_matvec()};
+  return {op_matmul(),       op_matmul_relu(),  op_conv2d(),     op_depthwise(),
+          op_softmax(),      op_softmax_long(), op_softmax_wide(), op_batch_matmul(),
+          op_layer_norm(),   op_matvec()};
 }
 
 search::SearchOptions options_with_free_tiles() {
@@ -262,6 +263,45 @@ TEST_SUITE("search") {
         }
     }
     CHECK(vectorized > 0);
+  }
+
+  TEST_CASE("Vectorization cuts the long innermost loop of an untiled stage into vectors") {
+    // Softmax over rows of 64: a 64-long innermost loop (longer than max_vectorize_size) may be
+    // split into a vectorized inner loop of 16 or 32 lanes, never with the probability at 0
+    // (Ansor's rule: LLVM vectorizes such loops from scalar code). Annotation's only splits
+    // come after the sketch's steps.
+    Task task(op_softmax_wide().dag, test_target());
+    const auto cut_loops = [&](double probability) {
+      search::SearchOptions options;
+      options.long_loop_vectorize_probability = probability;
+      auto sketches = search::generate_sketches(task, options);
+      std::mt19937_64 rng(5);
+      int cut = 0;
+      for (int i = 0; i < 60; ++i) {
+        const sched::State& sketch = sketches[i % sketches.size()];
+        const sched::State s = search::sample_program(sketch, task, options, rng);
+        for (size_t k = sketch.steps().size(); k < s.steps().size(); ++k) {
+          const auto* sp = std::get_if<sched::SplitStep>(&s.steps()[k]);
+          if (!sp) continue;
+          ++cut;
+          REQUIRE(sp->lengths.size() == 1);
+          const int64_t lanes = sp->lengths[0].value_or(0);
+          CHECK(sp->extent == 64);
+          CHECK((lanes == 16 || lanes == 32));
+          for (const sched::Stage& st : s.stages()) {
+            if (st.name != sp->stage) continue;
+            const sched::Iterator& inner = st.leaf(static_cast<int>(st.leaves.size()) - 1);
+            CHECK(inner.annotation == sched::Annotation::Vectorize);
+            CHECK(inner.extent == lanes);
+          }
+        }
+      }
+      return cut;
+    };
+    const int cut = cut_loops(0.75);
+    MESSAGE(cut << " long loops cut for vectors in 60 programs");
+    CHECK(cut >= 15);
+    CHECK(cut_loops(0.0) == 0);
   }
 
   TEST_CASE("ChangeComputeLocation moves an untiled producer among root and its consumer's loops") {

@@ -268,6 +268,37 @@ LOOM_DECL void annotate_unroll(const SketchContext& ctx, sched::State& state,
   }
 }
 
+namespace detail_search {
+
+/// SearchOptions::long_loop_vectorize_probability: the innermost loop of untiled stage `si`,
+/// longer than `limit`, split into a vectorized inner loop of limit x {1, 2, 4} lanes that divide
+/// its extent. Draws random numbers only for a loop that qualifies.
+inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& state, int si,
+                                        int64_t limit, std::mt19937_64& rng) {
+  const sched::Stage& s = state.stages()[si];
+  const int inner = static_cast<int>(s.leaves.size()) - 1;
+  const sched::Iterator& it = s.leaf(inner);
+  if (is_tiled(s) || it.kind == sched::IterKind::Reduce ||
+      it.annotation != sched::Annotation::None || !state.attached_at(s.name, s.leaves[inner]).empty() ||
+      it.extent <= limit)
+    return;
+  std::vector<int64_t> lanes;
+  for (int64_t times : {1, 2, 4})
+    if (it.extent % (limit * times) == 0 && it.extent > limit * times) lanes.push_back(limit * times);
+  const double p = ctx.options().long_loop_vectorize_probability;
+  // rng() % 10^6 rather than a std:: distribution: the same draws from every standard library.
+  if (lanes.empty() || p <= 0 || static_cast<double>(rng() % 1000000) >= p * 1e6) return;
+  const int64_t length = lanes[draw(rng, lanes.size())];
+  const std::string name = s.name;
+  try {
+    state.split(name, inner, {length});
+    state.annotate(name, inner + 1, sched::Annotation::Vectorize);
+  } catch (const user_error&) {
+  }
+}
+
+}  // namespace detail_search
+
 LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
                                   std::mt19937_64& rng) {
   for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
@@ -295,7 +326,10 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
     }
     // Ansor fuses a random 1 .. count-1 of the candidates.
     if (count > 1) count = 1 + static_cast<int>(detail_search::draw(rng, count - 1));
-    if (count == 0) continue;
+    if (count == 0) {
+      detail_search::split_long_loop_for_vectors(ctx, state, si, limit, rng);
+      continue;
+    }
     const std::string name = s.name;
     try {
       if (count > 1) {

@@ -672,9 +672,13 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
   for (auto& [stage, ids] : tail_a) {
     if (!from_b[stage]) continue;
     const std::vector<int>& ids_b = tail_b[stage];
-    for (size_t k = 0; k < ids.size(); ++k)
-      if (auto* pr = std::get_if<sched::PragmaStep>(&child[ids[k]]))
+    for (size_t k = 0; k < ids.size(); ++k) {
+      // A split here is annotation's (a long loop cut for vectors, see annotate_vectorize).
+      if (auto* sp = std::get_if<sched::SplitStep>(&child[ids[k]]))
+        sp->lengths = std::get<sched::SplitStep>(sb[ids_b[k]]).lengths;
+      else if (auto* pr = std::get_if<sched::PragmaStep>(&child[ids[k]]))
         pr->max_step = std::get<sched::PragmaStep>(sb[ids_b[k]]).max_step;
+    }
   }
   return detail_mutate::replay(a, child);
 }
