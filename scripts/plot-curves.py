@@ -1,21 +1,22 @@
 #!/usr/bin/env python3
 """Best-so-far curves of tuning logs as one SVG picture (no plotting library needed).
 
-    scripts/plot-curves.py out.svg LOG.jsonl[:GFLOP] [LOG.jsonl[:GFLOP] ...]
+    scripts/plot-curves.py [--threads N] out.svg LOG.jsonl[:GFLOP] [LOG.jsonl[:GFLOP] ...]
 
 Each LOG is a loom tuning log (JSON lines, search/records.hpp); its records are taken in file
 order, which is the order the tuner measured them. One panel per log: the best measured speed
 after each trial. With :GFLOP (the workload's floating-point operations, in 10^9) the y axis is
 GFLOP/s; without it, the speed relative to the log's final best (1.0 = best). Failed records
 count as trials but never improve the curve. Several logs of one workload (a resumed run split
-across files) can be joined with '+': a.jsonl+b.jsonl:2.147.
+across files) can be joined with '+': a.jsonl+b.jsonl:2.147. With --threads N only the records
+measured with N threads count (a log tuned at 1 and at 2 threads holds both).
 """
 import json
 import sys
 from html import escape
 
 
-def read_costs(paths):
+def read_costs(paths, threads=None):
     costs = []
     for path in paths:
         with open(path) as f:
@@ -27,6 +28,8 @@ def read_costs(paths):
                     r = json.loads(line)
                 except json.JSONDecodeError:
                     print(f"{path}:{n}: skipped a damaged line", file=sys.stderr)
+                    continue
+                if threads is not None and r.get("threads") != threads:
                     continue
                 c = r.get("costs") or []
                 ok = r.get("error", 1) == 0 and c and all(x > 0 for x in c)
@@ -73,6 +76,9 @@ def panel(x0, y0, w, h, title, ys, unit):
 
 
 def main(argv):
+    threads = None
+    if len(argv) > 2 and argv[1] == "--threads":
+        threads, argv = int(argv[2]), argv[:1] + argv[3:]
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
@@ -88,8 +94,10 @@ def main(argv):
         logs, _, gflop = spec.partition(":")
         paths = logs.split("+")
         g = float(gflop) if gflop else 0.0
-        ys = best_so_far(read_costs(paths), g)
+        ys = best_so_far(read_costs(paths, threads), g)
         name = paths[0].rsplit("/", 1)[-1].removesuffix(".jsonl")
+        if threads is not None:
+            name += f", {threads} thread{'s' if threads > 1 else ''}"
         unit = "GFLOP/s" if g else "x final best"
         x0 = 20 + mx + (i % cols) * (pw + mx)
         y0 = 30 + (i // cols) * (ph + my)
