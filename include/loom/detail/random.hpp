@@ -17,6 +17,12 @@ namespace detail {
 /// A uniform choice in [0, n); 0 without touching `rng` when n <= 1.
 inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
 
+/// True with probability `p` (to a millionth); false without touching `rng` when p <= 0, so
+/// that an option at 0 leaves the random stream of everything else as it was.
+inline bool chance(std::mt19937_64& rng, double p) {
+  return p > 0 && static_cast<double>(rng() % 1000000) < p * 1e6;
+}
+
 /// A power of two in [1, cap] other than `except`, uniformly (0 when there is none). The
 /// innermost tile lengths are drawn so half of the time: the innermost loop is the vectorized
 /// one, and a uniform draw up to 64 would rarely give a whole number of vectors.

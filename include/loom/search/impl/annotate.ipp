@@ -96,9 +96,7 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
     if (options.allow_non_divisible_tiles) free_probability = options.non_divisible_probability;
     // No draw when free lengths are out: sampling keeps Ansor's random stream for every other
     // extent (seeded tests depend on it).
-    const bool free =
-        free_probability > 0 && static_cast<double>(rng() % 1000000) < free_probability * 1e6;
-    if (free) {
+    if (detail::chance(rng, free_probability)) {
       lengths = detail_search::free_tiling(sp->extent, n, options.max_innermost_split_factor, rng);
     } else {
       const auto& all = perfect_tilings(sp->extent, n, options.max_innermost_split_factor);
@@ -285,9 +283,7 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   std::vector<int64_t> lanes;
   for (int64_t times : {1, 2, 4})
     if (it.extent % (limit * times) == 0 && it.extent > limit * times) lanes.push_back(limit * times);
-  const double p = ctx.options().long_loop_vectorize_probability;
-  // rng() % 10^6 rather than a std:: distribution: the same draws from every standard library.
-  if (lanes.empty() || p <= 0 || static_cast<double>(rng() % 1000000) >= p * 1e6) return;
+  if (lanes.empty() || !detail::chance(rng, ctx.options().long_loop_vectorize_probability)) return;
   const int64_t length = lanes[draw(rng, lanes.size())];
   const std::string name = s.name;
   try {
