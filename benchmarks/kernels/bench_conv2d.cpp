@@ -13,6 +13,7 @@
 #include "baselines/timing.hpp"
 #if defined(LOOM_BENCH_HAVE_LOOM)
 #include "baselines/loom_tuned.hpp"
+#include "tune/tune_workloads.hpp"
 #endif
 #if defined(LOOM_BENCH_HAVE_HALIDE)
 #include "baselines/halide.hpp"
@@ -135,15 +136,9 @@ void add_contenders() {
     c.bias_relu = true;
     c.prepare = [nhwc](const ConvShape& p, int threads, ConvData& d) {
       using namespace loom;
-      // Built exactly as tune_workloads builds it, so that the workload keys match.
-      auto x = nhwc ? placeholder<float>("X", {p.n, p.h, p.w, p.c})
-                    : placeholder<float>("X", {p.n, p.c, p.h, p.w});
-      auto wt = nhwc ? placeholder<float>("W", {p.r, p.s, p.c, p.k})
-                     : placeholder<float>("W", {p.k, p.c, p.r, p.s});
-      auto bias = placeholder<float>("bias", {p.k});
-      const ops::ConvParams<2> params{.padding = {p.pad, p.pad}};
-      auto conv = nhwc ? ops::conv2d_nhwc(x, wt, params) : ops::conv2d_nchw(x, wt, params);
-      Task task(ComputeDAG({x, wt, bias}, {ops::relu(ops::bias_add(conv, bias, nhwc ? -1 : 1))}));
+      // Built by tune_workloads' own function, so that the workload keys match.
+      const Task task =
+          loom_bench::conv2d_bias_relu_task(p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.pad, nhwc);
       runtime::set_num_threads(threads);
       auto best = loom_bench::tuned_program(task);
       auto kernel = std::make_shared<Kernel>(build(task, best.first));
