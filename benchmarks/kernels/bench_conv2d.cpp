@@ -82,6 +82,45 @@ struct ConvContender {
   std::function<bool(const ConvShape&)> accepts;
 };
 
+#if defined(LOOM_BENCH_HAVE_LOOM)
+/// A loom kernel of the NHWC workload on copies of the shape's inputs in NHWC / HWIO (made once,
+/// untimed); read_output reorders its NHWC output back to NCHW for the check.
+ConvInstance channels_last_instance(const ConvShape& p, std::shared_ptr<loom::Kernel> kernel,
+                                    ConvData& d, std::string label) {
+  struct ChannelsLast {
+    AlignedFloats src, wei, out;
+  };
+  auto cl = std::make_shared<ChannelsLast>();
+  cl->src = AlignedFloats(d.src.size());
+  cl->wei = AlignedFloats(d.wei.size());
+  cl->out = AlignedFloats(d.out.size());
+  loom_bench::fill_nan(cl->out.data(), cl->out.size());  // unwritten outputs fail the check
+  const int64_t hw = p.h * p.w, ohw = p.oh() * p.ow();
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t ch = 0; ch < p.c; ++ch)
+      for (int64_t i = 0; i < hw; ++i)
+        cl->src[std::size_t((n * hw + i) * p.c + ch)] = d.src[std::size_t((n * p.c + ch) * hw + i)];
+  for (int64_t k = 0; k < p.k; ++k)
+    for (int64_t ch = 0; ch < p.c; ++ch)
+      for (int64_t rs = 0; rs < p.r * p.s; ++rs)
+        cl->wei[std::size_t((rs * p.c + ch) * p.k + k)] =
+            d.wei[std::size_t((k * p.c + ch) * p.r * p.s + rs)];
+  return ConvInstance{[kernel, cl, &d] {
+                        void* args[] = {cl->src.data(), cl->wei.data(), d.bias.data(),
+                                        cl->out.data()};
+                        kernel->run_unchecked(args);
+                      },
+                      [cl, p, ohw](float* nchw) {
+                        for (int64_t n = 0; n < p.n; ++n)
+                          for (int64_t k = 0; k < p.k; ++k)
+                            for (int64_t i = 0; i < ohw; ++i)
+                              nchw[(n * p.k + k) * ohw + i] =
+                                  cl->out[std::size_t((n * ohw + i) * p.k + k)];
+                      },
+                      std::move(label)};
+}
+#endif
+
 std::vector<ConvContender>& contenders() {
   static std::vector<ConvContender> all;
   return all;
@@ -152,37 +191,7 @@ void add_contenders() {
                             [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
                             label};
       }
-      struct ChannelsLast {
-        AlignedFloats src, wei, out;
-      };
-      auto cl = std::make_shared<ChannelsLast>();
-      cl->src = AlignedFloats(d.src.size());
-      cl->wei = AlignedFloats(d.wei.size());
-      cl->out = AlignedFloats(d.out.size());
-      loom_bench::fill_nan(cl->out.data(), cl->out.size());  // unwritten outputs fail the check
-      const int64_t hw = p.h * p.w, ohw = p.oh() * p.ow();
-      for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t ch = 0; ch < p.c; ++ch)
-          for (int64_t i = 0; i < hw; ++i)
-            cl->src[std::size_t((n * hw + i) * p.c + ch)] = d.src[std::size_t((n * p.c + ch) * hw + i)];
-      for (int64_t k = 0; k < p.k; ++k)
-        for (int64_t ch = 0; ch < p.c; ++ch)
-          for (int64_t rs = 0; rs < p.r * p.s; ++rs)
-            cl->wei[std::size_t((rs * p.c + ch) * p.k + k)] =
-                d.wei[std::size_t((k * p.c + ch) * p.r * p.s + rs)];
-      return ConvInstance{[kernel, cl, &d] {
-                            void* args[] = {cl->src.data(), cl->wei.data(), d.bias.data(),
-                                            cl->out.data()};
-                            kernel->run_unchecked(args);
-                          },
-                          [cl, p, ohw](float* nchw) {
-                            for (int64_t n = 0; n < p.n; ++n)
-                              for (int64_t k = 0; k < p.k; ++k)
-                                for (int64_t i = 0; i < ohw; ++i)
-                                  nchw[(n * p.k + k) * ohw + i] =
-                                      cl->out[std::size_t((n * ohw + i) * p.k + k)];
-                          },
-                          label};
+      return channels_last_instance(p, std::move(kernel), d, label);
     };
     c.set_threads = [](int n) { loom::runtime::set_num_threads(n); };
     c.max_threads = 2;
