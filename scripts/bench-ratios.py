@@ -46,11 +46,11 @@ def main():
         sys.exit(__doc__)
     for (family, shape, threads), r in sorted(read(sys.argv[1]).items()):
         base = r.get(BASELINE.get(family, ''))
+        if not base:
+            continue
         halide = {c: v for c, v in r.items() if c.startswith('Halide') and c != 'HalideHand'}
         for contender in sorted(c for c in r if c.startswith('LoomTuned')):
             loom = r[contender]
-            if not base:
-                continue
             line = '%-11s %-30s %s thr  %-23s %7.1f  %-23s %7.1f  ratio %.2f' % (
                 family, shape, threads, contender, loom, BASELINE[family], base, loom / base)
             if halide:
