@@ -277,10 +277,9 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   const int inner = static_cast<int>(s.leaves.size()) - 1;
   const sched::Iterator& it = s.leaf(inner);
   if (is_tiled(s) || it.kind == sched::IterKind::Reduce ||
-      it.annotation != sched::Annotation::None || !state.attached_at(s.name, s.leaves[inner]).empty() ||
-      it.extent <= limit)
+      it.annotation != sched::Annotation::None || !state.attached_at(s.name, s.leaves[inner]).empty())
     return;
-  std::vector<int64_t> lanes;
+  std::vector<int64_t> lanes;  // none unless the loop is longer than `limit`
   for (int64_t times : {1, 2, 4})
     if (it.extent % (limit * times) == 0 && it.extent > limit * times) lanes.push_back(limit * times);
   if (lanes.empty() || !detail::chance(rng, ctx.options().long_loop_vectorize_probability)) return;
