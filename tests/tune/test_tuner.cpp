@@ -340,33 +340,35 @@ TEST_CASE("resume: records of another device are not this run's measurements eit
 TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the same batches") {
   const auto w = loom_test::matmul_bias_relu(32, 32, 32);
   Task task(w.dag);
-  search::EvolutionOptions evo;
-  evo.population = 96;
-  evo.generations = 2;
-  cost::RandomCostModel model(5);
-  std::vector<std::string> first_run;
-  for (int run = 0; run < 2; ++run) {
-    search::EvolutionarySearch s(task, {}, evo, 21);
-    std::set<std::string> seen;
-    std::vector<std::string> order;
-    for (int round = 0; round < 3; ++round) {
-      cost::RandomCostModel m(5 + round);
-      const auto batch = s.next_batch(16, m);
-      CHECK(batch.size() == 16);
-      for (const auto& st : batch) {
-        const std::string key = search::EvolutionarySearch::program_key(st);
-        CHECK(seen.insert(key).second);
-        order.push_back(key);
+  // Also with children moved across sketches (their draws come from the same per-child streams).
+  for (const double transfer : {0.0, 0.3}) {
+    search::EvolutionOptions evo;
+    evo.population = 96;
+    evo.generations = 2;
+    evo.sketch_transfer_probability = transfer;
+    std::vector<std::string> first_run;
+    for (int run = 0; run < 2; ++run) {
+      search::EvolutionarySearch s(task, {}, evo, 21);
+      std::set<std::string> seen;
+      std::vector<std::string> order;
+      for (int round = 0; round < 3; ++round) {
+        cost::RandomCostModel m(5 + round);
+        const auto batch = s.next_batch(16, m);
+        CHECK(batch.size() == 16);
+        for (const auto& st : batch) {
+          const std::string key = search::EvolutionarySearch::program_key(st);
+          CHECK(seen.insert(key).second);
+          order.push_back(key);
+        }
+        s.add_measured(batch, std::vector<double>(batch.size(), 1.0));
+        for (const auto& st : batch) CHECK(s.was_measured(st));
       }
-      s.add_measured(batch, std::vector<double>(batch.size(), 1.0));
-      for (const auto& st : batch) CHECK(s.was_measured(st));
+      if (run == 0)
+        first_run = order;
+      else
+        CHECK_MESSAGE(order == first_run, "sketch_transfer_probability " << transfer);
     }
-    if (run == 0)
-      first_run = order;
-    else
-      CHECK(order == first_run);
   }
-  (void)model;
 }
 
 TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log and build_best") {

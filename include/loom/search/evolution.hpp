@@ -12,8 +12,10 @@
 ///     lowered loop nest); the best not-yet-measured programs seen so far are kept (`2 × count`
 ///     of them); the next population is drawn by roulette selection (probability ∝ max(score,
 ///     0)) and each child is, with `crossover_probability`, the crossover of two parents of one
-///     sketch (search/mutate.hpp), otherwise with `mutation_probability` a mutation of its
-///     parent, otherwise the parent itself. A last scoring pass follows the last generation.
+///     sketch (search/mutate.hpp), otherwise with `sketch_transfer_probability` its parent moved
+///     onto another sketch (transfer_to_sketch; off by default), otherwise with
+///     `mutation_probability` a mutation of its parent, otherwise the parent itself. A last
+///     scoring pass follows the last generation.
 ///  3. Picking (ε-greedy): `count − ⌊eps_greedy × count⌋` programs from the kept best, highest
 ///     score first, then random members of the initial population; never a program measured
 ///     before, never twice the same. Programs are the same when their step records are.
@@ -55,6 +57,10 @@ struct EvolutionOptions {
   /// loom addition: probability that a child is the crossover of two selected parents of the
   /// same sketch (the paper's node-based crossover; TVM has none, so 0 reproduces Ansor).
   double crossover_probability = 0.05;
+  /// loom addition: probability that a child is its parent moved onto another sketch of the task
+  /// (transfer_to_sketch in search/mutate.hpp), drawn before mutation; 0 keeps every program in
+  /// its sketch, as Ansor does.
+  double sketch_transfer_probability = 0.0;
   /// Fraction of each batch picked at random from the initial population (Ansor `eps_greedy`).
   double eps_greedy = 0.05;
   /// Sampling goes on until this many distinct programs exist (Ansor

@@ -151,6 +151,23 @@ std::optional<sched::State> mutate(const SketchContext& ctx, const sched::State&
 std::optional<sched::State> crossover(const SketchContext& ctx, const sched::State& a,
                                       const sched::State& b, std::mt19937_64& rng);
 
+/// Sketch transfer (loom's addition): `program`'s tile sizes and annotation moved onto another
+/// sketch of its task, so the search can compare two loop structures (with and without a cache
+/// stage, say) at the same tiles. Evolution otherwise never leaves a program's sketch: mutation
+/// and crossover keep it, and a good tiling found in one sketch must be found again from scratch
+/// in another.
+///
+/// Each split step of `sketch` takes the lengths of the split of the program's sketch part with
+/// the same stage, loop, extent and number of levels (the k-th such split the k-th); then the
+/// program's random-annotation steps (compute locations, parallel, unroll, vectorize) are
+/// replayed in order, and a stage whose step does not apply (a stage `sketch` lacks, a loop it
+/// has elsewhere) keeps the steps it got before that one. Nothing when a split of `sketch` has no
+/// counterpart, when `sketch` is the program's own sketch (its steps are the program's sketch
+/// part apart from lengths), or when the splits do not replay. No randomness.
+std::optional<sched::State> transfer_to_sketch(const SketchContext& ctx,
+                                               const sched::State& program,
+                                               const sched::State& sketch);
+
 }  // namespace search
 LOOM_END_NAMESPACE
 

@@ -672,6 +672,63 @@ TEST_SUITE("search") {
     CHECK(checked >= 5);
   }
 
+  TEST_CASE("sketch transfer moves a program's tiles and annotation onto another sketch") {
+    const search::SearchOptions options;
+    int pairs = 0, transferred = 0, kept_all_annotation = 0, run = 0;
+    uint64_t seed = 500;
+    for (const auto& w : workloads()) {
+      Setup su(w, options);
+      const auto ref = loom_test::make_reference(su.w, 11);
+      std::mt19937_64 rng(seed++);
+      for (size_t k = 0; k < su.sketches.size(); ++k) {
+        const auto program = search::sample_program(su.sketches[k], su.task, su.options, rng);
+        CHECK_MESSAGE(!search::transfer_to_sketch(su.ctx, program, su.sketches[k]),
+                      su.w.name << " sketch " << k << " onto itself");
+        for (size_t l = 0; l < su.sketches.size(); ++l) {
+          if (l == k) continue;
+          ++pairs;
+          auto t = search::transfer_to_sketch(su.ctx, program, su.sketches[l]);
+          if (!t) continue;
+          ++transferred;
+          REQUIRE(complete(*t));
+          CHECK(sched::replay(su.w.dag, t->steps()).to_string() == t->to_string());
+          check_follow_splits(*t);
+          // The target sketch's structure, with the program's lengths.
+          const auto& target = su.sketches[l].steps();
+          REQUIRE(t->steps().size() >= target.size());
+          const auto from = lengths_by_stage(program);
+          for (size_t s = 0; s < target.size(); ++s) {
+            CHECK(sched::step_tag(t->steps()[s]) == sched::step_tag(target[s]));
+            if (const auto* sp = std::get_if<sched::SplitStep>(&t->steps()[s])) {
+              const auto& candidates = from.at(sp->stage);
+              CHECK(std::find(candidates.begin(), candidates.end(), sp->lengths) !=
+                    candidates.end());
+            }
+          }
+          // Annotation of a stage both sketches have carries over unless a step of it does
+          // not apply; count the programs where all of it did.
+          const auto before = annotated_loops(program), after = annotated_loops(*t);
+          std::set<std::string> stages;
+          for (const sched::Stage& st : t->stages()) stages.insert(st.name);
+          bool all = true;
+          for (const auto& [stage, loops] : before)
+            if (stages.count(stage)) all = all && after.count(stage) && after.at(stage) == loops;
+          kept_all_annotation += all;
+          if (run < 30) {
+            ++run;
+            auto r = loom_test::run_and_compare(su.w, ref, *t);
+            CHECK_MESSAGE(r.ok, su.w.name << ": " << r.message << "\n" << t->to_string());
+          }
+        }
+      }
+    }
+    MESSAGE("sketch transfer: " << transferred << " of " << pairs << " pairs, " << kept_all_annotation
+                                << " kept all annotation, " << run << " run");
+    CHECK(transferred > pairs / 2);
+    CHECK(kept_all_annotation > transferred / 2);
+    CHECK(run >= 20);
+  }
+
   TEST_CASE("the same seed gives the same mutations and children") {
     const search::SearchOptions options;
     Setup su(op_conv2d(), options);

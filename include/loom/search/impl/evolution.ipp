@@ -2,6 +2,7 @@
 #include "loom/search/evolution.hpp"
 
 #include "loom/cost/features.hpp"
+#include "loom/detail/random.hpp"
 #include "loom/lower/gpu.hpp"
 #include "loom/runtime/parallel.hpp"
 #include "loom/sched/record.hpp"
@@ -77,12 +78,14 @@ LOOM_DECL EvolutionarySearch::EvolutionarySearch(Task task, SearchOptions space,
                       options_.init_min_population >= 1 &&
                       probability(options_.mutation_probability) &&
                       probability(options_.crossover_probability) &&
+                      probability(options_.sketch_transfer_probability) &&
                       probability(options_.eps_greedy) && probability(options_.init_measured_ratio),
                   "loom.search.E830")
       << "EvolutionOptions out of range: population " << options_.population << " (≥ 1), generations "
       << options_.generations << " (≥ 0), init_min_population " << options_.init_min_population
       << " (≥ 1), and mutation_probability " << options_.mutation_probability
-      << ", crossover_probability " << options_.crossover_probability << ", eps_greedy "
+      << ", crossover_probability " << options_.crossover_probability
+      << ", sketch_transfer_probability " << options_.sketch_transfer_probability << ", eps_greedy "
       << options_.eps_greedy << ", init_measured_ratio " << options_.init_measured_ratio
       << " must lie in [0, 1]";
   if (options_.mutation_rules.empty()) options_.mutation_rules = cpu_mutation_rules();
@@ -181,6 +184,17 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
             changed[i] = 1;
             continue;
           }
+        }
+      }
+      // Drawn only when transfer is on, so that at 0 the random streams are those without it.
+      if (sketches_.size() > 1 && a.sketch >= 0 &&
+          detail::chance(r, options_.sketch_transfer_probability)) {
+        int other = static_cast<int>(detail::draw(r, sketches_.size() - 1));
+        if (other >= a.sketch) ++other;
+        if (auto child = transfer_to_sketch(ctx_, a.state, sketches_[static_cast<size_t>(other)])) {
+          next[i].emplace(Candidate{std::move(*child), other, {}, 0});
+          changed[i] = 1;
+          continue;
         }
       }
       if (uniform01(r) < options_.mutation_probability) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -681,6 +682,55 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
     }
   }
   return detail_mutate::replay(a, child);
+}
+
+LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ctx,
+                                                         const sched::State& program,
+                                                         const sched::State& sketch) {
+  const std::vector<sched::Step>& from = program.steps();
+  const int program_sketch_end = detail_mutate::history_parts(ctx, program).location_begin;
+
+  // The k-th split of a (stage, loop, extent, level count) in the sketch takes the lengths of
+  // the k-th such split of the program's sketch part.
+  auto same_split = [](const sched::SplitStep& x, const sched::SplitStep& y) {
+    return x.stage == y.stage && x.iter == y.iter && x.extent == y.extent &&
+           x.lengths.size() == y.lengths.size();
+  };
+  std::vector<char> used(from.size(), 0);
+  std::vector<sched::Step> steps = sketch.steps();
+  bool same_as_program = static_cast<int>(steps.size()) == program_sketch_end;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    same_as_program = same_as_program && detail_mutate::same_structure(steps[i], from[i]);
+    auto* sp = std::get_if<sched::SplitStep>(&steps[i]);
+    if (!sp) continue;
+    bool found = false;
+    for (int j = 0; j < program_sketch_end && !found; ++j) {
+      const auto* other = std::get_if<sched::SplitStep>(&from[j]);
+      if (!other || used[j] || !same_split(*sp, *other)) continue;
+      sp->lengths = other->lengths;
+      used[j] = found = true;
+    }
+    if (!found) return std::nullopt;
+  }
+  if (same_as_program) return std::nullopt;
+
+  std::optional<sched::State> out = detail_mutate::replay(program, steps);
+  if (!out) return std::nullopt;
+  // The annotation, stage by stage in its order: a stage whose step does not apply here (a
+  // stage the sketch lacks, a loop it has elsewhere) keeps what it got before that step.
+  std::set<std::string> dropped;
+  for (size_t i = static_cast<size_t>(program_sketch_end); i < from.size(); ++i) {
+    const std::string& stage = sched::step_stage(from[i]);
+    if (dropped.count(stage)) continue;
+    try {
+      sched::State next = *out;
+      next.apply(from[i]);
+      out = std::move(next);
+    } catch (const user_error&) {
+      dropped.insert(stage);
+    }
+  }
+  return out;
 }
 
 }  // namespace search
