@@ -187,10 +187,10 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
         }
       }
       // Drawn only when transfer is on, so that at 0 the random streams are those without it.
-      if (sketches_.size() > 1 && a.sketch >= 0 &&
-          detail::chance(r, options_.sketch_transfer_probability)) {
-        int other = static_cast<int>(detail::draw(r, sketches_.size() - 1));
-        if (other >= a.sketch) ++other;
+      // A program from a log has no sketch index (-1); a draw of its own sketch gives nothing.
+      if (sketches_.size() > 1 && detail::chance(r, options_.sketch_transfer_probability)) {
+        int other = static_cast<int>(detail::draw(r, sketches_.size() - (a.sketch >= 0 ? 1 : 0)));
+        if (a.sketch >= 0 && other >= a.sketch) ++other;
         if (auto child = transfer_to_sketch(ctx_, a.state, sketches_[static_cast<size_t>(other)])) {
           next[i].emplace(Candidate{std::move(*child), other, {}, 0});
           changed[i] = 1;
