@@ -15,6 +15,7 @@
 #include "loom/lower/lower.hpp"
 #include "loom/runtime/kernel.hpp"
 #include "loom/runtime/parallel.hpp"
+#include "loom/runtime/workspace.hpp"
 #include "loom/sched/default_schedule.hpp"
 #include "loom/sched/layout_rewrite.hpp"
 #include "loom/search/task.hpp"

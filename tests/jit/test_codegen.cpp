@@ -128,6 +128,22 @@ TEST_SUITE("jit") {
     CHECK(jit_vs_interpreter(sched::State(dag)) <= 1.0);
   }
 
+  TEST_CASE("an intermediate too large for the stack lives in a workspace block the next call reuses") {
+    const int64_t n = 512;  // 1 MiB, far above CodegenOptions::max_stack_bytes
+    auto A = placeholder<float>("A", {n, n});
+    auto twice = compute("twice", {n, n}, [&](Var i, Var j) { return A(i, j) * 2.0f; });
+    auto out = compute("out", {n, n}, [&](Var i, Var j) { return twice(i, j) + 1.0f; });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({A}, {out}));
+    const sched::State s(dag);  // nothing inlined: `twice` is a buffer of its own
+    runtime::release_workspace();
+    CHECK(jit_vs_interpreter(s) == 0.0);
+    const size_t kept = runtime::cached_workspace_bytes();
+    CHECK(kept >= static_cast<size_t>(n * n * 4));
+    CHECK(jit_vs_interpreter(s, 2) == 0.0);
+    CHECK(runtime::cached_workspace_bytes() == kept);  // taken and given back, not a new block
+    runtime::release_workspace();
+  }
+
   TEST_CASE("padding through if_then_else is never read out of bounds, also vectorized") {
     const int64_t H = 10, W = 21;
     auto X = placeholder<float>("X", {H, W});

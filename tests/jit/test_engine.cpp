@@ -6,6 +6,7 @@
 #include "loom/backend/llvm/jit.hpp"
 #include "loom/backend/llvm/module_builder.hpp"
 #include "loom/runtime/parallel.hpp"
+#include "loom/runtime/workspace.hpp"
 
 #include <doctest/doctest.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <numeric>
@@ -675,6 +677,49 @@ TEST_SUITE("runtime") {
                   t == 1 ? "" : "s", per_call * 1e9);
       CHECK(per_call < 1e-3);
     }
+  }
+
+  TEST_CASE("workspace blocks are aligned, reused by the next allocation, and kept per thread") {
+    loom::runtime::release_workspace();
+    CHECK(loom::runtime::cached_workspace_bytes() == 0);
+    void* a = loom_workspace_alloc(1000);
+    REQUIRE(a != nullptr);
+    CHECK(reinterpret_cast<std::uintptr_t>(a) % 64 == 0);
+    std::memset(a, 1, 1000);
+    loom_workspace_free(a);
+    CHECK(loom::runtime::cached_workspace_bytes() == 1024);
+    // Large enough and at most twice the request: the same block again.
+    void* b = loom_workspace_alloc(600);
+    CHECK(b == a);
+    CHECK(loom::runtime::cached_workspace_bytes() == 0);
+    loom_workspace_free(b);
+    // Less than half of it: a block of its own; too large: another.
+    void* small = loom_workspace_alloc(100);
+    void* large = loom_workspace_alloc(5000);
+    CHECK(small != a);
+    CHECK(large != a);
+    CHECK(loom::runtime::cached_workspace_bytes() == 1024);
+    loom_workspace_free(small);
+    loom_workspace_free(large);
+    loom_workspace_free(nullptr);
+    CHECK(loom::runtime::cached_workspace_bytes() == 1024 + 128 + 5056);
+    // Another thread has a cache of its own.
+    std::thread([] { CHECK(loom::runtime::cached_workspace_bytes() == 0); }).join();
+    // A block above the limit is freed at once.
+    void* huge = loom_workspace_alloc(static_cast<int64_t>(loom::runtime::workspace_cache_limit) + 64);
+    REQUIRE(huge != nullptr);
+    loom_workspace_free(huge);
+    CHECK(loom::runtime::cached_workspace_bytes() == 1024 + 128 + 5056);
+    // A forked child does not reuse the parent's blocks (their pages are shared copy-on-write).
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) _exit(loom::runtime::cached_workspace_bytes() == 0 ? 0 : 1);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    loom::runtime::release_workspace();
+    CHECK(loom::runtime::cached_workspace_bytes() == 0);
   }
 
 }  // TEST_SUITE("runtime")

@@ -7,7 +7,8 @@
 /// an internal function whose arguments are `noalias`, so LLVM may keep values in registers.
 /// Parallel loops are outlined into closures run by `loom_parallel_for` (runtime/parallel.hpp);
 /// vector expressions become LLVM vector code (contiguous loads/stores, gathers/scatters
-/// otherwise); small constant allocations live on the stack, large ones on the heap.
+/// otherwise); small constant allocations live on the stack, large ones in blocks of
+/// `loom_workspace_alloc` (runtime/workspace.hpp), which are kept for the next call.
 #ifndef LOOM_BACKEND_LLVM_CODEGEN_HPP
 #define LOOM_BACKEND_LLVM_CODEGEN_HPP
 

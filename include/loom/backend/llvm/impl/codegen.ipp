@@ -538,11 +538,13 @@ class codegen {
       bufs_.erase(b);
       return;
     }
-    llvm::FunctionCallee alloc = mod_.getOrInsertFunction("aligned_alloc", b_.getPtrTy(),
-                                                          b_.getInt64Ty(), b_.getInt64Ty());
-    llvm::FunctionCallee release = mod_.getOrInsertFunction("free", b_.getVoidTy(), b_.getPtrTy());
-    const int64_t rounded = (bytes + 63) / 64 * 64;
-    llvm::Value* p = b_.CreateCall(alloc, {b_.getInt64(64), b_.getInt64(rounded)}, b->name);
+    // The runtime's per-thread cache of scratch blocks (runtime/workspace.hpp): with malloc, a
+    // kernel's speed depended on the state of the process's heap.
+    llvm::FunctionCallee alloc =
+        mod_.getOrInsertFunction("loom_workspace_alloc", b_.getPtrTy(), b_.getInt64Ty());
+    llvm::FunctionCallee release =
+        mod_.getOrInsertFunction("loom_workspace_free", b_.getVoidTy(), b_.getPtrTy());
+    llvm::Value* p = b_.CreateCall(alloc, {b_.getInt64(bytes)}, b->name);
     bufs_[b] = p;
     stmt(a->body);
     bufs_.erase(b);

@@ -19,6 +19,7 @@
 #include "loom/backend/llvm/module_builder.hpp"
 #include "loom/error.hpp"
 #include "loom/runtime/parallel.hpp"
+#include "loom/runtime/workspace.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -321,6 +322,10 @@ LOOM_LLVM_DECL Engine::Engine() : impl_(std::make_unique<Impl>()) {
   runtime[s.jit->mangleAndIntern("loom_parallel_num_threads")] = {
       llvm::orc::ExecutorAddr::fromPtr(reinterpret_cast<void*>(&::loom_parallel_num_threads)),
       flags};
+  runtime[s.jit->mangleAndIntern("loom_workspace_alloc")] = {
+      llvm::orc::ExecutorAddr::fromPtr(reinterpret_cast<void*>(&::loom_workspace_alloc)), flags};
+  runtime[s.jit->mangleAndIntern("loom_workspace_free")] = {
+      llvm::orc::ExecutorAddr::fromPtr(reinterpret_cast<void*>(&::loom_workspace_free)), flags};
   if (llvm::Error err = s.jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(runtime)))
     detail::fail_with("loom.llvm.E501", "cannot define loom's runtime symbols", std::move(err));
   // Everything else (libc, libm) comes from the "<Process Symbols>" JITDylib that LLJIT links
