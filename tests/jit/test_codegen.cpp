@@ -128,7 +128,8 @@ TEST_SUITE("jit") {
     CHECK(jit_vs_interpreter(sched::State(dag)) <= 1.0);
   }
 
-  TEST_CASE("an intermediate too large for the stack lives in a workspace block the next call reuses") {
+  TEST_CASE(
+      "an intermediate too large for the stack lives in a workspace block the next call reuses") {
     const int64_t n = 512;  // 1 MiB, far above CodegenOptions::max_stack_bytes
     auto A = placeholder<float>("A", {n, n});
     auto twice = compute("twice", {n, n}, [&](Var i, Var j) { return A(i, j) * 2.0f; });

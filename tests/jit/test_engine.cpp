@@ -706,7 +706,8 @@ TEST_SUITE("runtime") {
     // Another thread has a cache of its own.
     std::thread([] { CHECK(loom::runtime::cached_workspace_bytes() == 0); }).join();
     // A block above the limit is freed at once.
-    void* huge = loom_workspace_alloc(static_cast<int64_t>(loom::runtime::workspace_cache_limit) + 64);
+    void* huge =
+        loom_workspace_alloc(static_cast<int64_t>(loom::runtime::workspace_cache_limit) + 64);
     REQUIRE(huge != nullptr);
     loom_workspace_free(huge);
     CHECK(loom::runtime::cached_workspace_bytes() == 1024 + 128 + 5056);

@@ -7,8 +7,8 @@
 /// before returning. With glibc, whether that costs anything depends on the state of the whole
 /// process's heap. Blocks above the mmap threshold are mapped and unmapped on every call. Blocks
 /// below it can still be returned by the heap trim when the freed top of the heap exceeds the
-/// trim threshold. In both cases every page is faulted in again on the next call. Measured on the conv
-/// layer of issue 6 (a program with a 0.86 MB padded input and a 0.8 MB unfused conv output):
+/// trim threshold. In both cases every page is faulted in again on the next call. Measured on the
+/// conv layer of issue 6 (a program with a 0.86 MB padded input and a 0.8 MB unfused conv output):
 /// 600–630 µs in the tuner's child and in a fresh process, 1,160–1,580 µs in the same program's
 /// benchmark process and in a process that had forked measurers. With glibc's thresholds raised
 /// (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) it ran at 605–615 µs there too. So the
@@ -21,8 +21,8 @@
 /// - `loom_workspace_free` puts a block back in the cache of the thread that frees it (any
 ///   thread may free any block);
 /// - a thread caches at most `workspace_cache_limit` bytes; beyond that, its oldest blocks are
-///   freed. A block larger than the limit is never cached. The cache is freed when its thread ends, or
-///   by `release_workspace()`.
+///   freed. A block larger than the limit is never cached. The cache is freed when its thread ends,
+///   or by `release_workspace()`.
 ///
 /// The CPU JIT binds both symbols as absolute symbols, as it binds loom_parallel_for.
 #ifndef LOOM_RUNTIME_WORKSPACE_HPP

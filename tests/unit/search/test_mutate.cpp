@@ -722,8 +722,9 @@ TEST_SUITE("search") {
         }
       }
     }
-    MESSAGE("sketch transfer: " << transferred << " of " << pairs << " pairs, " << kept_all_annotation
-                                << " kept all annotation, " << run << " run");
+    MESSAGE("sketch transfer: " << transferred << " of " << pairs << " pairs, "
+                                << kept_all_annotation << " kept all annotation, " << run
+                                << " run");
     CHECK(transferred > pairs / 2);
     CHECK(kept_all_annotation > transferred / 2);
     CHECK(run >= 20);

@@ -19,8 +19,8 @@
 ///
 /// Undefined symbols in a module resolve, in order, against loom's runtime functions (defined as
 /// absolute symbols, so the executable needs no `-rdynamic`: `loom_parallel_for`,
-/// `loom_parallel_num_threads`, `loom_workspace_alloc`, `loom_workspace_free`) and then against every symbol of the host process (libc, libm:
-/// `expf`, `memset`, ...).
+/// `loom_parallel_num_threads`, `loom_workspace_alloc`, `loom_workspace_free`) and then against
+/// every symbol of the host process (libc, libm: `expf`, `memset`, ...).
 ///
 /// Conventions the code generator must follow:
 /// - External symbol names must be unique among the live modules (they share one JITDylib);

@@ -4,9 +4,8 @@
 // size, so that a block can be freed (and cached) by any thread.
 #include "loom/runtime/workspace.hpp"
 
-#include <pthread.h>
-
 #include <cstdlib>
+#include <pthread.h>
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
@@ -60,7 +59,8 @@ extern "C" LOOM_DECL void* loom_workspace_alloc(int64_t bytes) noexcept {
   size_t best = c.blocks.size();
   for (size_t i = 0; i < c.blocks.size(); ++i) {
     const size_t have = c.blocks[i].bytes;
-    if (have >= wanted && have / 2 <= wanted && (best == c.blocks.size() || have < c.blocks[best].bytes))
+    if (have >= wanted && have / 2 <= wanted &&
+        (best == c.blocks.size() || have < c.blocks[best].bytes))
       best = i;
   }
   if (best < c.blocks.size()) {

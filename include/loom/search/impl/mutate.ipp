@@ -692,10 +692,6 @@ LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ct
 
   // The k-th split of a (stage, loop, extent, level count) in the sketch takes the lengths of
   // the k-th such split of the program's sketch part.
-  auto same_split = [](const sched::SplitStep& x, const sched::SplitStep& y) {
-    return x.stage == y.stage && x.iter == y.iter && x.extent == y.extent &&
-           x.lengths.size() == y.lengths.size();
-  };
   std::vector<char> used(from.size(), 0);
   std::vector<sched::Step> steps = sketch.steps();
   bool same_as_program = static_cast<int>(steps.size()) == program_sketch_end;
@@ -705,9 +701,8 @@ LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ct
     if (!sp) continue;
     bool found = false;
     for (int j = 0; j < program_sketch_end && !found; ++j) {
-      const auto* other = std::get_if<sched::SplitStep>(&from[j]);
-      if (!other || used[j] || !same_split(*sp, *other)) continue;
-      sp->lengths = other->lengths;
+      if (used[j] || !detail_mutate::same_structure(steps[i], from[j])) continue;
+      sp->lengths = std::get<sched::SplitStep>(from[j]).lengths;
       used[j] = found = true;
     }
     if (!found) return std::nullopt;
