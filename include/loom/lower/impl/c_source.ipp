@@ -160,7 +160,10 @@ class printer {
           os << pad << t << " " << n << "[" << count << "] __attribute__((aligned(64)));\n";
           stmt(a->body, indent);
         } else {
-          os << pad << t << "* " << n << " = (" << t << "*)aligned_alloc(64, " << (count * a->buffer->dtype.bytes() + 63) / 64 * 64 << ");\n";
+          // The JIT takes such a buffer from loom_workspace_alloc (runtime/workspace.hpp), which
+          // keeps it for the next call; the C stays standalone, so it asks the C library.
+          os << pad << t << "* " << n << " = (" << t << "*)aligned_alloc(64, "
+             << (count * a->buffer->dtype.bytes() + 63) / 64 * 64 << ");\n";
           stmt(a->body, indent);
           os << pad << "free(" << n << ");\n";
         }
