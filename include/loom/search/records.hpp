@@ -151,9 +151,17 @@ std::vector<TuningRecord> read_records(const std::string& path,
 /// The workload and target a record is keyed on.
 using RecordKey = std::pair<std::string, std::string>;
 
-/// The successful record of `workload_key` on `target` with the lowest mean cost (the first
-/// such in `records` on a tie), or nothing when there is none. Failed measurements never win,
-/// whatever costs they carry.
+/// The cost a program is judged by when it was measured more than once in one setting (a tuning
+/// run measures its best programs again at its end, TuneOptions::rerank_top): the median of the
+/// measurements' mean costs, the upper one of an even count, with a failed measurement counting
+/// as kFailedCost. One measurement is its own median. The fastest of a thousand noisy
+/// measurements is as likely a lucky one as a fast program; its median is not.
+double median_cost(std::vector<double> mean_costs);
+
+/// The successful record of `workload_key` on `target` of the program with the lowest
+/// median_cost() of its records (a program: the same steps, threads and device), or nothing
+/// when there is none. The record returned is the one whose cost is that median, the first
+/// such in `records` on a tie. A program whose median is a failure never wins.
 ///
 /// With `threads` > 0 or a `device`, records measured like the caller's run are preferred, in
 /// this order: the same device (a record without one comes after those with the caller's and
@@ -176,7 +184,8 @@ std::optional<size_t> best_record_index(const std::vector<TuningRecord>& records
                                         const std::string& workload_key, const std::string& target,
                                         int threads = 0, const std::string& device = "");
 
-/// best_record() for every (workload, target) with at least one successful record.
+/// best_record() (no thread count or device preferred) for every (workload, target) with at
+/// least one successful record.
 std::map<RecordKey, TuningRecord> best_records_by_workload(
     const std::vector<TuningRecord>& records);
 

@@ -8,8 +8,12 @@
 /// winner. This layer knows no backend.
 ///
 /// Resuming: with `records` naming an existing log, its records of this workload and target are
-/// read first. Their programs are never measured again, the model is trained on them before the
-/// first round, the best of them seeds the search, and `trials` counts only new measurements.
+/// read first. Their programs are never measured again by the search, the model is trained on
+/// them before the first round, the best of them seeds the search, and `trials` counts only new
+/// measurements.
+///
+/// Ranking again: after the last round the fastest programs are measured a few more times and
+/// the best is the one with the lowest median (TuneOptions::rerank_top).
 ///
 /// Labels: the model learns normalized throughputs, the task's best cost divided by the
 /// program's (ansor.md §4); since the best moves as tuning goes, the tuner keeps every measured
@@ -57,6 +61,17 @@ struct TuneOptions {
   /// what a short 1-thread run finds (GEMM 1024³: 70–79 GFLOP/s against 58), and one tuned on
   /// another CPU a better start than a random one. 0: ignore those records.
   int remeasure_foreign = 16;
+  /// At the end of a run that measured anything, the `rerank_top` fastest programs (by
+  /// median_cost(), search/records.hpp) are measured again until each has `rerank_measures`
+  /// measurements in this setting, and the best is the one with the lowest median. The extra
+  /// measurements go to the log (so best_record() and a resumed run see them too) and are not
+  /// trials: they measure no new program. Why: on a noisy machine the fastest of a thousand
+  /// single measurements is often a lucky one. The odd GEMM (127×131×129) on 2 threads: one
+  /// run's best was logged at 10.8 µs and took 12.5 µs (median of 12 timings) later, while
+  /// another run's best, logged at 11.9 µs, took 11.5. 0 (or `rerank_measures` ≤ 1): off, the
+  /// best single measurement wins, as in Ansor.
+  int rerank_top = 8;
+  int rerank_measures = 5;
   /// Seed of every random choice of the search (measurement noise aside, a seed gives the same
   /// programs).
   uint64_t seed = 0;
@@ -90,10 +105,10 @@ struct CurvePoint {
 
 /// What a tuning run found and what it cost.
 struct TuneReport {
-  /// The fastest correct program measured (in this run or in the resumed log); empty when every
-  /// measurement failed.
+  /// The fastest correct program measured (in this run or in the resumed log) by the median of
+  /// its measurements (TuneOptions::rerank_top); empty when every measurement failed.
   std::optional<sched::State> best;
-  double best_cost = kFailedCost;  ///< seconds per run of `best`
+  double best_cost = kFailedCost;  ///< seconds per run of `best`, the median of its measurements
   double flops = 0;                ///< of one run of the task
   int trials = 0;                  ///< programs measured in this run
   int failures = 0;                ///< of them, failed (any MeasureError)
@@ -102,7 +117,13 @@ struct TuneReport {
   /// device, measured again (TuneOptions::remeasure_foreign).
   int remeasured = 0;
   int rounds = 0;
-  std::vector<CurvePoint> curve;  ///< one point per measured program of this run
+  /// Measurements of programs measured before, at the end of the run (TuneOptions::rerank_top),
+  /// and the wall time they took (also counted in the build, run and measure times).
+  int reranked = 0;
+  double rerank_seconds = 0;
+  /// One point per measured program of this run: the best single measurement so far (the final
+  /// `best_cost` is a median, so it may be above the last point).
+  std::vector<CurvePoint> curve;
   /// Failures by MeasureError number (index 0 unused).
   std::vector<int> failures_by_error = std::vector<int>(9, 0);
   /// Wall time: in the search (sampling, evolution, features, model), in training the model,

@@ -483,6 +483,52 @@ TEST_SUITE("search") {
     CHECK(search::measured_programs(records, "wk-z", "t1").empty());
   }
 
+  TEST_CASE("a program measured several times competes with the median of its measurements") {
+    CHECK(search::median_cost({}) == search::kFailedCost);
+    CHECK(search::median_cost({3e-3}) == 3e-3);
+    CHECK(search::median_cost({1e-3, 5e-3}) == 5e-3);  // the upper of an even count
+    CHECK(search::median_cost({4e-3, 1e-3, 3e-3}) == 3e-3);
+    CHECK(search::median_cost({1e-3, search::kFailedCost, search::kFailedCost}) ==
+          search::kFailedCost);
+
+    const auto& programs = matmul_bias_relu_programs().programs;
+    auto measured = [&](int i, const search::MeasureResult& result, double timestamp) {
+      return record("wk-a", "t1", result, programs[i].steps(), timestamp);
+    };
+    const auto timeout = failed_result(search::MeasureError::run_timeout, "10 s");
+    std::vector<search::TuningRecord> records = {
+        measured(0, ok_result({1.0e-3}), 1),  // measured once
+        measured(1, ok_result({0.8e-3}), 2),  // lucky the first time...
+        measured(2, ok_result({0.5e-3}), 3),  // fast, but fails two times of three
+        measured(1, ok_result({1.3e-3}), 4),  // ...slower the next three
+        measured(2, timeout, 5),
+        measured(1, ok_result({1.2e-3}), 6),
+        measured(2, timeout, 7),
+        measured(1, ok_result({1.25e-3}), 8),
+    };
+    // Program 1: 0.8, 1.3, 1.2, 1.25 → median 1.25e-3 (its record at 8); program 2: a failure.
+    auto best = search::best_record(records, "wk-a", "t1");
+    REQUIRE(best.has_value());
+    CHECK(best->timestamp == 1);
+    CHECK(search::best_record_index(records, "wk-a", "t1") == 0u);
+    CHECK(search::best_records_by_workload(records).at({"wk-a", "t1"}).timestamp == 1);
+
+    // Program 0 measured again, slower: now program 1's median wins, through the record that
+    // holds it.
+    records.push_back(measured(0, ok_result({1.4e-3}), 9));
+    best = search::best_record(records, "wk-a", "t1");
+    REQUIRE(best.has_value());
+    CHECK(best->timestamp == 8);
+    CHECK(best->result.mean_cost() == 1.25e-3);
+
+    // A measurement with another thread count is another program's: mixed into program 0's,
+    // the median of 1.0, 1.4 and 0.9 would be 1.0 and its record at 1 would win.
+    search::TuningRecord two_threads = measured(0, ok_result({0.9e-3}), 10);
+    two_threads.threads = 2;
+    records.push_back(two_threads);
+    CHECK(search::best_record(records, "wk-a", "t1")->timestamp == 10);
+  }
+
   TEST_CASE("records keep the thread count they were measured with; best_record prefers it") {
     const auto& programs = matmul_bias_relu_programs().programs;
     auto with_threads = [&](int i, double cost, int threads) {

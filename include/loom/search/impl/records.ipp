@@ -3,6 +3,7 @@
 #include "loom/sched/record.hpp"
 #include "loom/search/records.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <system_error>
+#include <unordered_map>
 #include <unistd.h>
 
 LOOM_BEGIN_NAMESPACE
@@ -316,29 +318,69 @@ LOOM_DECL std::vector<TuningRecord> read_records(const std::string& path,
   return records;
 }
 
+LOOM_DECL double median_cost(std::vector<double> mean_costs) {
+  if (mean_costs.empty()) return kFailedCost;
+  const auto middle = mean_costs.begin() + static_cast<std::ptrdiff_t>(mean_costs.size() / 2);
+  std::nth_element(mean_costs.begin(), middle, mean_costs.end());
+  return *middle;
+}
+
+namespace detail_records {
+
+/// The index of the record whose cost is the median of the fastest program among the records
+/// that `competes` lets in (grouped by steps, threads and device), or nothing.
+template <class Competes>
+std::optional<size_t> fastest_program_record(const std::vector<TuningRecord>& records,
+                                             const Competes& competes) {
+  std::unordered_map<std::string, size_t> program_of;  // key -> index into programs
+  std::vector<std::vector<size_t>> programs;           // record indices, in file order
+  for (size_t i = 0; i < records.size(); ++i) {
+    const TuningRecord& r = records[i];
+    if (!competes(r)) continue;
+    const std::string key =
+        sched::to_record(r.steps) + '\n' + std::to_string(r.threads) + '\n' + r.device;
+    const auto [it, added] = program_of.emplace(key, programs.size());
+    if (added) programs.emplace_back();
+    programs[it->second].push_back(i);
+  }
+  std::optional<size_t> best;
+  double best_cost = kFailedCost;
+  for (const std::vector<size_t>& measured : programs) {
+    std::vector<double> costs;
+    for (size_t i : measured) costs.push_back(records[i].result.mean_cost());
+    const double cost = median_cost(costs);
+    if (!(cost < best_cost)) continue;
+    for (size_t i : measured)
+      if (records[i].result.ok() && records[i].result.mean_cost() == cost) {
+        best = i;
+        best_cost = cost;
+        break;
+      }
+  }
+  return best;
+}
+
+}  // namespace detail_records
+
 LOOM_DECL std::optional<size_t> best_record_index(const std::vector<TuningRecord>& records,
                                                   const std::string& workload_key,
                                                   const std::string& target, int threads,
                                                   const std::string& device) {
   // How much a record is like the caller's run: the device first (same > unknown > another),
-  // then the thread count. The most alike class that has a record decides.
+  // then the thread count. The most alike class that has a successful record decides.
   auto likeness = [&](const TuningRecord& r) {
     const int same_device = device.empty() ? 1 : r.device == device ? 2 : r.device.empty() ? 1 : 0;
     return 2 * same_device + (threads > 0 && r.threads == threads ? 1 : 0);
   };
-  std::optional<size_t> best;
+  auto ours = [&](const TuningRecord& r) {
+    return r.workload_key == workload_key && r.target == target;
+  };
   int best_likeness = -1;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const TuningRecord& r = records[i];
-    if (!r.result.ok() || r.workload_key != workload_key || r.target != target) continue;
-    const int l = likeness(r);
-    if (!best || l > best_likeness ||
-        (l == best_likeness && r.result.mean_cost() < records[*best].result.mean_cost())) {
-      best = i;
-      best_likeness = l;
-    }
-  }
-  return best;
+  for (const TuningRecord& r : records)
+    if (r.result.ok() && ours(r)) best_likeness = std::max(best_likeness, likeness(r));
+  if (best_likeness < 0) return std::nullopt;
+  return detail_records::fastest_program_record(
+      records, [&](const TuningRecord& r) { return ours(r) && likeness(r) == best_likeness; });
 }
 
 LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
@@ -360,14 +402,13 @@ LOOM_DECL std::optional<sched::State> best_recorded_state(const Task& task, cons
 
 LOOM_DECL std::map<RecordKey, TuningRecord> best_records_by_workload(
     const std::vector<TuningRecord>& records) {
-  std::map<RecordKey, const TuningRecord*> best;
-  for (const TuningRecord& r : records) {
-    if (!r.result.ok()) continue;
-    const TuningRecord*& b = best[{r.workload_key, r.target}];
-    if (!b || r.result.mean_cost() < b->result.mean_cost()) b = &r;
-  }
+  std::set<RecordKey> keys;
+  for (const TuningRecord& r : records)
+    if (r.result.ok()) keys.insert({r.workload_key, r.target});
   std::map<RecordKey, TuningRecord> out;
-  for (auto& [key, r] : best) out.emplace(key, *r);
+  for (const RecordKey& key : keys)
+    if (const auto i = best_record_index(records, key.first, key.second))
+      out.emplace(key, records[*i]);
   return out;
 }
 

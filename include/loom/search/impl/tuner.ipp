@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -78,12 +79,14 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   using detail_tuner::seconds_since;
   LOOM_USER_CHECK(options.trials >= 0 && options.measures_per_round >= 1 &&
                       options.early_stopping >= 0 && options.time_limit_s >= 0 &&
-                      options.remeasure_foreign >= 0,
+                      options.remeasure_foreign >= 0 && options.rerank_top >= 0 &&
+                      options.rerank_measures >= 0,
                   "loom.search.E840")
       << "TuneOptions out of range: trials " << options.trials << " (≥ 0), measures_per_round "
       << options.measures_per_round << " (≥ 1), early_stopping " << options.early_stopping
       << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0), remeasure_foreign "
-      << options.remeasure_foreign << " (≥ 0)";
+      << options.remeasure_foreign << " (≥ 0), rerank_top " << options.rerank_top
+      << " (≥ 0), rerank_measures " << options.rerank_measures << " (≥ 0)";
   const auto wall_start = std::chrono::steady_clock::now();
   std::ostream& log = options.log ? *options.log : std::cerr;
   const std::string name = options.name.empty() ? detail_tuner::default_name(task) : options.name;
@@ -103,6 +106,26 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       return true;
     }
     return false;
+  };
+  // Every program measured in this run's setting (resumed or new) with the mean cost of each of
+  // its measurements, for the final ranking by median (median_cost, search/records.hpp).
+  std::vector<std::pair<sched::State, std::vector<double>>> measured;
+  std::unordered_map<std::string, size_t> measured_index;
+  auto note = [&](const sched::State& state, const MeasureResult& r) {
+    const auto [it, added] =
+        measured_index.emplace(EvolutionarySearch::program_key(state), measured.size());
+    if (added) measured.emplace_back(state, std::vector<double>{});
+    measured[it->second].second.push_back(r.mean_cost());
+  };
+  auto by_median = [&] {
+    std::vector<std::pair<double, size_t>> order;
+    for (size_t p = 0; p < measured.size(); ++p) {
+      const double cost = median_cost(measured[p].second);
+      if (cost < kFailedCost) order.emplace_back(cost, p);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    return order;
   };
   auto throughputs = [](const std::vector<MeasureResult>& results) {
     std::vector<double> t(results.size());
@@ -146,7 +169,13 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       const auto start = std::chrono::steady_clock::now();
       samples.add(cost::extract_features(states, task.target), results);
       report.search_seconds += seconds_since(start);
-      for (size_t i = 0; i < states.size(); ++i) consider(states[i], results[i]);
+      for (size_t i = 0; i < states.size(); ++i) note(states[i], results[i]);
+      // A log that an earlier run ranked again holds several measurements of its best programs:
+      // they compete with their medians, as in best_record().
+      if (const auto order = by_median(); !order.empty()) {
+        report.best = measured[order.front().second].first;
+        report.best_cost = order.front().first;
+      }
       search.add_measured(states, throughputs(results));
       if (!options.quiet)
         log << "[loom] " << name << ": resumed " << states.size() << " records from "
@@ -172,6 +201,33 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
           << "another thread count or on another device are measured first with " << threads
           << " threads" << (device.empty() ? "" : " on " + device) << "\n";
   }
+
+  // Measures `batch` and appends each record to the log as soon as its program is measured: a
+  // killed tuner loses at most the program being measured, not the batch.
+  auto measure_and_log = [&](const std::vector<sched::State>& batch) {
+    std::vector<std::optional<TuningRecord>> made(batch.size());
+    auto keep = [&](size_t i, const MeasureResult& r) {
+      if (i >= made.size() || made[i]) return;
+      made[i] = make_tuning_record(task, batch[i], r);
+      made[i]->threads = threads;
+      made[i]->device = device;
+      if (!options.records.empty()) append_records(options.records, {*made[i]});
+    };
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<MeasureResult> results = measurer.measure_each(task, batch, keep);
+    report.measure_seconds += seconds_since(start);
+    LOOM_INTERNAL_CHECK(results.size() == batch.size())
+        << measurer.name() << " returned " << results.size() << " results for " << batch.size()
+        << " programs";
+    for (size_t i = 0; i < batch.size(); ++i) {
+      keep(i, results[i]);  // a measurer that did not tell every result
+      report.records.push_back(std::move(*made[i]));
+      report.compile_seconds += results[i].compile_seconds;
+      report.run_seconds += results[i].run_seconds;
+      note(batch[i], results[i]);
+    }
+    return results;
+  };
 
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<cost::CostModel> model = samples.fit(options, 0);
@@ -212,34 +268,10 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     }
     retried = false;
 
-    // Each record is appended as soon as its program is measured: a killed tuner loses at most
-    // the program being measured, not the batch.
-    std::vector<std::optional<TuningRecord>> made(batch.size());
-    auto keep = [&](size_t i, const MeasureResult& r) {
-      if (i >= made.size() || made[i]) return;
-      made[i] = make_tuning_record(task, batch[i], r);
-      made[i]->threads = threads;
-      made[i]->device = device;
-      if (!options.records.empty()) append_records(options.records, {*made[i]});
-    };
-    start = std::chrono::steady_clock::now();
-    std::vector<MeasureResult> results = measurer.measure_each(task, batch, keep);
-    report.measure_seconds += seconds_since(start);
-    LOOM_INTERNAL_CHECK(results.size() == batch.size())
-        << measurer.name() << " returned " << results.size() << " results for " << batch.size()
-        << " programs";
-
-    std::vector<TuningRecord> records;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      keep(i, results[i]);  // a measurer that did not tell every result
-      records.push_back(std::move(*made[i]));
-    }
-
+    const std::vector<MeasureResult> results = measure_and_log(batch);
     for (size_t i = 0; i < batch.size(); ++i) {
       ++report.trials;
       const MeasureResult& r = results[i];
-      report.compile_seconds += r.compile_seconds;
-      report.run_seconds += r.run_seconds;
       if (!r.ok()) {
         ++report.failures;
         const int e = static_cast<int>(r.error);
@@ -249,8 +281,6 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       if (consider(batch[i], r)) best_trial = report.trials;
       report.curve.push_back({report.trials, seconds_since(wall_start), report.best_gflops()});
     }
-    report.records.insert(report.records.end(), std::make_move_iterator(records.begin()),
-                          std::make_move_iterator(records.end()));
     search.add_measured(batch, throughputs(results));
 
     start = std::chrono::steady_clock::now();
@@ -276,8 +306,38 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       log << line;
     }
   }
+
+  // --- measure the fastest again ----------------------------------------------------------------
+  // In passes that measure each due program once, so that a slow phase of the machine falls on
+  // all of them. A program that a pass pushes down leaves the top and the next one comes in;
+  // the passes are bounded in case the top keeps changing.
+  if (options.rerank_top > 0 && options.rerank_measures > 1 && report.trials > 0) {
+    const auto rerank_start = std::chrono::steady_clock::now();
+    for (int pass = 0; pass < 3 * options.rerank_measures; ++pass) {
+      const auto order = by_median();
+      std::vector<sched::State> due;
+      for (size_t j = 0; j < order.size() && j < static_cast<size_t>(options.rerank_top); ++j) {
+        const auto& [state, costs] = measured[order[j].second];
+        if (costs.size() < static_cast<size_t>(options.rerank_measures)) due.push_back(state);
+      }
+      if (due.empty()) break;
+      measure_and_log(due);
+      report.reranked += static_cast<int>(due.size());
+    }
+    report.rerank_seconds = seconds_since(rerank_start);
+  }
+  if (const auto order = by_median(); !order.empty()) {
+    report.best = measured[order.front().second].first;
+    report.best_cost = order.front().first;
+  }
+
   report.wall_seconds = seconds_since(wall_start);
   if (!options.quiet) {
+    if (report.reranked > 0)
+      log << "[loom] " << name << ": measured the " << options.rerank_top
+          << " fastest again (" << report.reranked << " measurements, "
+          << detail_tuner::format_seconds(report.rerank_seconds) << "); best by median "
+          << report.best_gflops() << " GFLOP/s\n";
     char line[320];
     std::snprintf(line, sizeof line,
                   "[loom] %s: done (%s): %d trials (%d failed, %d resumed) in %s, best %.2f "
