@@ -63,7 +63,8 @@ struct TuneOptions {
   int remeasure_foreign = 16;
   /// At the end of a run that measured anything, the `rerank_top` fastest programs (by
   /// median_cost(), search/records.hpp) are measured again until each has `rerank_measures`
-  /// measurements in this setting, and the best is the one with the lowest median. The extra
+  /// measurements in this setting (in at most 3 × `rerank_measures` passes, as programs that
+  /// fall out of the top let others in), and the best is the one with the lowest median. The extra
   /// measurements go to the log (so best_record() and a resumed run see them too) and are not
   /// trials: they measure no new program. Why: on a noisy machine the fastest of a thousand
   /// single measurements is often a lucky one. The odd GEMM (127×131×129) on 2 threads: one

@@ -127,6 +127,12 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     return order;
   };
+  auto take_best_by_median = [&] {
+    if (const auto order = by_median(); !order.empty()) {
+      report.best = measured[order.front().second].first;
+      report.best_cost = order.front().first;
+    }
+  };
   auto throughputs = [](const std::vector<MeasureResult>& results) {
     std::vector<double> t(results.size());
     for (size_t i = 0; i < results.size(); ++i)
@@ -172,10 +178,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       for (size_t i = 0; i < states.size(); ++i) note(states[i], results[i]);
       // A log that an earlier run ranked again holds several measurements of its best programs:
       // they compete with their medians, as in best_record().
-      if (const auto order = by_median(); !order.empty()) {
-        report.best = measured[order.front().second].first;
-        report.best_cost = order.front().first;
-      }
+      take_best_by_median();
       search.add_measured(states, throughputs(results));
       if (!options.quiet)
         log << "[loom] " << name << ": resumed " << states.size() << " records from "
@@ -326,10 +329,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     }
     report.rerank_seconds = seconds_since(rerank_start);
   }
-  if (const auto order = by_median(); !order.empty()) {
-    report.best = measured[order.front().second].first;
-    report.best_cost = order.front().first;
-  }
+  take_best_by_median();
 
   report.wall_seconds = seconds_since(wall_start);
   if (!options.quiet) {
