@@ -560,11 +560,9 @@ inline void measure_child_run(const search::MeasureOptions& o,
   // workers yet (the first parallel loop starts them), and its pages of the shared inputs are
   // not mapped yet. On 2 threads, starting the worker made the first call of a 12 µs GEMM take
   // 110–200 µs, and 2 programs in 3 of a tuning run were judged by that call alone.
-  for (size_t i = 0; i < td.args.size(); ++i) {
-    if (td.args[i].is_output) continue;
-    const auto* bytes = static_cast<const volatile unsigned char*>(td.data(i));
-    for (size_t b = 0; b < td.args[i].bytes; b += 4096) (void)bytes[b];
-  }
+  // The inputs lie before the reference outputs in the mapping (task_data).
+  const volatile unsigned char* inputs = td.base;
+  for (size_t b = 0; b < td.outputs_offset; b += 4096) (void)inputs[b];
   runtime::parallel_for(runtime::num_threads(), [](int64_t, int64_t) {});
   void** argv = args.data();
   const kernel_fn fn = prog.kernel.fn;
@@ -588,7 +586,7 @@ inline void measure_child_run(const search::MeasureOptions& o,
     }
   }
   // A program far slower than the task's best is not worth timing precisely: its checked run
-  // is its cost (the first call also pays page faults, so this errs on the slow side). A long
+  // is its cost (the first call also pays cold caches, so this errs on the slow side). A long
   // first run is trusted at a tighter factor: its one-off costs are a negligible part of it.
   const bool long_first_run = o.min_repeat_ms > 0 && first_seconds >= o.min_repeat_ms * 1e-3;
   const double slow_factor =
