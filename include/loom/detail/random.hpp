@@ -35,6 +35,20 @@ inline int64_t draw_power_of_two(std::mt19937_64& rng, int64_t cap, int64_t exce
     if (p != except && pick-- == 0) return p;
 }
 
+/// A free tile length in [1, cap] other than `except` (0: none), uniformly; for the innermost
+/// length, half of the time a power of two instead (draw_power_of_two). 0 when there is none.
+inline int64_t draw_free_length(std::mt19937_64& rng, int64_t cap, bool innermost,
+                                int64_t except = 0) {
+  if (innermost && rng() % 2 == 0)
+    if (const int64_t p = draw_power_of_two(rng, cap, except)) return p;
+  const bool skip = except >= 1 && except <= cap;
+  const int64_t choices = cap - (skip ? 1 : 0);
+  if (choices < 1) return 0;
+  int64_t v = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(choices)));
+  if (skip && v >= except) ++v;
+  return v;
+}
+
 }  // namespace detail
 LOOM_END_NAMESPACE
 

@@ -118,6 +118,18 @@ inline bool low_waste_tiling(int64_t extent, const std::vector<int64_t>& lengths
   return covered * 8 <= extent * 9;
 }
 
+/// The largest free length the `j`-th of `lengths` may take: what the inner lengths (after `j`)
+/// leave of the extent, and at most `max_innermost` for the innermost one, so the tiles cover
+/// less than twice the extent and the tails stay short. Sampling (annotate.ipp) and mutation
+/// (mutate.ipp) draw free lengths within it.
+inline int64_t free_length_cap(int64_t extent, const std::vector<int64_t>& lengths, size_t j,
+                               int64_t max_innermost) {
+  int64_t rest = extent;
+  for (size_t k = lengths.size(); k-- > j + 1;)
+    rest = (rest + std::max<int64_t>(lengths[k], 1) - 1) / std::max<int64_t>(lengths[k], 1);
+  return std::max<int64_t>(1, j + 1 == lengths.size() ? std::min(rest, max_innermost) : rest);
+}
+
 }  // namespace search
 LOOM_END_NAMESPACE
 

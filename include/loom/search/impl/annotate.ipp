@@ -34,26 +34,17 @@ inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vecto
   }
 }
 
-// Free lengths for a non-divisible tiling: drawn inner to outer, each at most what the inner
-// ones leave of the extent, so the tiles cover less than twice the extent and the tails stay
-// short. Half of the innermost lengths are powers of two (detail::draw_power_of_two). A draw
-// that wastes more than an eighth of the work (low_waste_tiling) is redrawn: about a fifth of
-// the draws for 129 in three lengths pass, so 128 attempts practically always find one.
+// Free lengths for a non-divisible tiling: drawn inner to outer, each within free_length_cap
+// (detail::draw_free_length). A draw that wastes more than an eighth of the work
+// (low_waste_tiling) is redrawn: about a fifth of the draws for 129 in three lengths pass, so
+// 128 attempts practically always find one.
 inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost,
                                         std::mt19937_64& rng) {
   std::vector<int64_t> lengths(n);
   for (int attempt = 0; attempt < 128; ++attempt) {
-    int64_t rest = extent;
-    for (int j = n - 1; j >= 0; --j) {
-      const int64_t cap = std::max<int64_t>(
-          1, j == n - 1 ? std::min<int64_t>(rest, max_innermost) : rest);
-      if (j == n - 1 && rng() % 2 == 0) {
-        lengths[j] = detail::draw_power_of_two(rng, cap);
-      } else {
-        lengths[j] = 1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap)));
-      }
-      rest = (rest + lengths[j] - 1) / lengths[j];
-    }
+    for (int j = n - 1; j >= 0; --j)
+      lengths[j] = detail::draw_free_length(
+          rng, free_length_cap(extent, lengths, j, max_innermost), j == n - 1);
     if (low_waste_tiling(extent, lengths)) break;
   }
   return lengths;

@@ -369,29 +369,19 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
     for (int j = 0; j < n; ++j) lengths[j] = level[j + 1];
   } else {
     // A non-divisible split (drawn with allow_non_divisible_tiles or for an awkward extent), or
-    // a perfect one of an awkward extent that goes free: redraw one length within the
-    // bounds FillTileSize draws free lengths in, i.e. at most what the inner lengths leave of
-    // the extent (and at most max_innermost for the innermost one), a value other than its own.
+    // a perfect one of an awkward extent that goes free: redraw one length as FillTileSize
+    // draws free lengths (within free_length_cap), a value other than its own.
     bool redrawn = false;
+    std::vector<int64_t> drawn(n);
+    for (int k = 0; k < n; ++k) drawn[k] = *sp.lengths[k];
     for (int j : detail_mutate::permutation(rng, n)) {
-      int64_t rest = sp.extent;
-      for (int k = n - 1; k > j; --k) rest = (rest + *sp.lengths[k] - 1) / *sp.lengths[k];
-      const int64_t cap =
-          std::max<int64_t>(1, j == n - 1 ? std::min<int64_t>(rest, max_innermost) : rest);
-      const int64_t current = *sp.lengths[j];
+      const int64_t cap = free_length_cap(sp.extent, drawn, j, max_innermost);
+      const int64_t current = drawn[j];
       const bool inside = current >= 1 && current <= cap;
       if (cap - (inside ? 1 : 0) < 1) continue;
       // As FillTileSize: redrawn while it wastes more than an eighth of the work.
-      std::vector<int64_t> drawn(n);
-      for (int k = 0; k < n; ++k) drawn[k] = *sp.lengths[k];
       for (int attempt = 0; attempt < 16; ++attempt) {
-        int64_t v =
-            1 + static_cast<int64_t>(draw(rng, static_cast<size_t>(cap - (inside ? 1 : 0))));
-        if (inside && v >= current) ++v;
-        // Half of the innermost lengths are powers of two (whole vectors).
-        if (j == n - 1 && rng() % 2 == 0)
-          if (const int64_t p = detail::draw_power_of_two(rng, cap, current)) v = p;
-        drawn[j] = v;
+        drawn[j] = detail::draw_free_length(rng, cap, j == n - 1, inside ? current : 0);
         if (low_waste_tiling(sp.extent, drawn)) break;
       }
       lengths[j] = drawn[j];
