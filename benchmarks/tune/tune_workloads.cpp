@@ -9,15 +9,16 @@
 //   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
 //                  [--constant-weights] [--seed N] [--build-parallelism N]
 //                  [--mode full|random|no-evolution|limited|non-divisible|register-tile|
-//                         sketch-transfer]
+//                         no-transfer]
 //
 // --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
 // sampled programs with the model but never mutates them, `limited` switches off the
 // cache-write, fusion-related and packing sketch rules, `non-divisible` lets every split draw
 // lengths that do not divide the extent (SearchOptions::allow_non_divisible_tiles; the default
 // draws them only for awkward extents such as primes), `register-tile` evolves with loom's
-// opt-in MutateRegisterTile next to Ansor's four mutation rules, `sketch-transfer` moves 5 % of
-// the children onto another sketch (EvolutionOptions::sketch_transfer_probability). Records of an ablation go to
+// opt-in MutateRegisterTile next to Ansor's four mutation rules, `no-transfer` keeps every child
+// in its parent's sketch, as Ansor does (EvolutionOptions::sketch_transfer_probability = 0; the
+// default moves 5 % of them onto another sketch). Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
 // go to different directories.
 #include "tune_workloads.hpp"
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
                    "[--constant-weights] [--seed N] [--build-parallelism N]\n"
                    "       [--mode full|random|no-evolution|limited|non-divisible|register-tile|\n"
-                   "               sketch-transfer]\n",
+                   "               no-transfer]\n",
                    argv[0]);
       return 2;
     }
@@ -159,8 +160,8 @@ int main(int argc, char** argv) {
     } else if (mode == "register-tile") {
       o.evolution.mutation_rules = search::cpu_mutation_rules();
       o.evolution.mutation_rules.push_back(search::register_tile_mutation_rule());
-    } else if (mode == "sketch-transfer") {
-      o.evolution.sketch_transfer_probability = 0.05;
+    } else if (mode == "no-transfer") {
+      o.evolution.sketch_transfer_probability = 0;
     } else if (mode != "full") {
       std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
       return 2;
