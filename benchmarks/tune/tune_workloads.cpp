@@ -7,7 +7,7 @@
 //    picture, <dir>/curves.svg (one panel per workload).
 //
 //   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
-//                  [--constant-weights] [--seed N] [--build-parallelism N]
+//                  [--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]
 //                  [--mode full|random|no-evolution|limited|non-divisible|register-tile|
 //                         no-transfer]
 //
@@ -20,7 +20,7 @@
 // in its parent's sketch, as Ansor does (EvolutionOptions::sketch_transfer_probability = 0; the
 // default moves 5 % of them onto another sketch). Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
-// go to different directories.
+// go to different directories. --per-round sets TuneOptions::measures_per_round (64 by default).
 #include "tune_workloads.hpp"
 
 #include <loom/tune.hpp>
@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   uint64_t seed = 0;
   int build_parallelism = 0;
+  int per_round = 0;
   bool constant_weights = false;
   std::string mode = "full";
   for (int i = 1; i < argc; ++i) {
@@ -115,10 +116,11 @@ int main(int argc, char** argv) {
     else if (a == "--mode") mode = next();
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--build-parallelism") build_parallelism = std::atoi(next().c_str());
+    else if (a == "--per-round") per_round = std::atoi(next().c_str());
     else {
       std::fprintf(stderr,
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
-                   "[--constant-weights] [--seed N] [--build-parallelism N]\n"
+                   "[--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]\n"
                    "       [--mode full|random|no-evolution|limited|non-divisible|register-tile|\n"
                    "               no-transfer]\n",
                    argv[0]);
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
     o.trials = trials;
     o.seed = seed;
     o.measure.build_parallelism = build_parallelism;
+    if (per_round > 0) o.measures_per_round = per_round;
     o.time_limit_s = seconds;
     o.name = w.name;
     o.records = dir + "/" + w.name + (mode == "full" ? "" : "." + mode) + ".jsonl";
