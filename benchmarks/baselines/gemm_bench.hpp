@@ -21,15 +21,10 @@
 #ifndef LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
 #define LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
 
-#include "baselines/common.hpp"
-#include "baselines/timing.hpp"
-
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +32,9 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "baselines/common.hpp"
+#include "baselines/timing.hpp"
 
 namespace loom_bench {
 
@@ -150,23 +148,10 @@ inline GemmData& gemm_data(const GemmShape& s) {
   return *slot;
 }
 
-/// A prepared and checked (contender, shape, threads) instance, or why it cannot run.
-struct GemmSlot {
-  bool prepared = false;
-  GemmInstance instance;
-  std::string error;
-};
-
-inline GemmSlot& gemm_slot(std::size_t contender, const GemmShape& s, int threads) {
-  static std::map<std::tuple<std::size_t, GemmShape, int>, GemmSlot> slots;
+inline CheckedInstance<GemmInstance>& gemm_slot(std::size_t contender, const GemmShape& s,
+                                                int threads) {
+  static std::map<std::tuple<std::size_t, GemmShape, int>, CheckedInstance<GemmInstance>> slots;
   return slots[{contender, s, threads}];
-}
-
-inline std::string format_error(const char* what, const CheckResult& r) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s: max |err| %.3g > tolerance %.3g (first at flat index %lld)",
-                what, r.max_abs_err, r.tolerance, static_cast<long long>(r.first_bad));
-  return buf;
 }
 
 /// The body of every GEMM benchmark.
@@ -174,24 +159,16 @@ inline void run_gemm(benchmark::State& state, std::size_t contender, GemmShape s
   GemmContender& c = gemm_contenders()[contender];
   GemmData& d = gemm_data(s);
   if (c.set_threads) c.set_threads(threads);
-  GemmSlot& slot = gemm_slot(contender, s, threads);
-  if (!slot.prepared) {
-    slot.prepared = true;
-    try {
-      slot.instance = c.prepare(s, threads, d.a.data(), d.b.data());
-      fill_nan(d.c.data(), d.c.size());
-      slot.instance.call(d.a.data(), d.b.data(), d.c.data());
-      const CheckResult r = check_close(d.c.data(), d.ref.data(), d.c.size(), gemm_tolerance(s.k));
-      if (!r.ok) slot.error = format_error("wrong result", r);
-    } catch (const std::exception& e) {
-      slot.error = std::string("prepare failed: ") + e.what();
-    }
-  }
-  if (!slot.error.empty()) {
-    state.SkipWithError(slot.error.c_str());
-    return;
-  }
-  const GemmCall& call = slot.instance.call;
+  const GemmInstance* instance = checked_instance(
+      state, gemm_slot(contender, s, threads),
+      [&] { return c.prepare(s, threads, d.a.data(), d.b.data()); },
+      [&](const GemmInstance& i) {
+        fill_nan(d.c.data(), d.c.size());
+        i.call(d.a.data(), d.b.data(), d.c.data());
+        return check_close(d.c.data(), d.ref.data(), d.c.size(), gemm_tolerance(s.k));
+      });
+  if (!instance) return;
+  const GemmCall& call = instance->call;
   const float* a = d.a.data();
   const float* b = d.b.data();
   float* out = d.c.data();
@@ -199,7 +176,7 @@ inline void run_gemm(benchmark::State& state, std::size_t contender, GemmShape s
   // JSON/CSV reads in GFLOP/s.
   run_timed(
       state, [&] { call(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
-  state.SetLabel(slot.instance.label);
+  state.SetLabel(instance->label);
 }
 
 }  // namespace detail

@@ -1,17 +1,62 @@
 /// \file
-/// The timed loop shared by every loom benchmark: quiesce, warm up, time, and report the rate
-/// counter plus `busy_cores` (process CPU time over wall time). Needs Google Benchmark.
+/// What every loom benchmark shares: each contender instance prepared and checked against the
+/// reference once, before its first timing; then the timed loop (quiesce, warm up, time) and the
+/// rate counter plus `busy_cores` (process CPU time over wall time). Needs Google Benchmark.
 #ifndef LOOM_BENCH_BASELINES_TIMING_HPP
 #define LOOM_BENCH_BASELINES_TIMING_HPP
-
-#include "baselines/common.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <string>
 
+#include "baselines/common.hpp"
+
 namespace loom_bench {
+
+/// Why a contender whose output failed check_close is not timed.
+inline std::string wrong_result_message(const CheckResult& r) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "wrong result: max |err| %.3g > tolerance %.3g (first at flat index %lld)",
+                r.max_abs_err, r.tolerance, static_cast<long long>(r.first_bad));
+  return buf;
+}
+
+/// A contender's instance for one (shape, threads): prepared once, by the first benchmark that
+/// needs it, or the reason it cannot run.
+template <class Instance>
+struct CheckedInstance {
+  bool prepared = false;
+  Instance instance;
+  std::string error;
+};
+
+/// The instance of `slot`, prepared and checked on first use: `prepare()` returns it and
+/// `check(instance)` calls it once and compares its output with the reference (a CheckResult).
+/// A wrong result or an exception from either becomes the slot's error; then every benchmark of
+/// the slot skips with it and this returns nullptr. Both run outside every timed loop.
+template <class Instance, class Prepare, class Check>
+Instance* checked_instance(benchmark::State& state, CheckedInstance<Instance>& slot,
+                           Prepare&& prepare, Check&& check) {
+  if (!slot.prepared) {
+    slot.prepared = true;
+    try {
+      slot.instance = prepare();
+      const CheckResult r = check(slot.instance);
+      if (!r.ok) slot.error = wrong_result_message(r);
+    } catch (const std::exception& e) {
+      slot.error = std::string("prepare failed: ") + e.what();
+    }
+  }
+  if (!slot.error.empty()) {
+    state.SkipWithError(slot.error.c_str());
+    return nullptr;
+  }
+  return &slot.instance;
+}
 
 /// Times `call()` in `state`'s loop after waiting for the process to go idle and one untimed
 /// warm-up call. Sets `busy_cores` and, when `rate_name` is not empty, the counter `rate_name` =

@@ -23,8 +23,6 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -225,46 +223,30 @@ BatchData& batch_data(const BatchGemmShape& s) {
   return *d;
 }
 
-struct Slot {
-  bool prepared = false;
-  BatchCall call;
-  std::string label, error;
-};
+using Prepared = std::pair<BatchCall, std::string>;  // the call and its label
 
 void run_batch_matmul(benchmark::State& state, std::size_t ci, BatchGemmShape s, int threads) {
   BatchContender& c = contenders()[ci];
   BatchData& d = batch_data(s);
   if (c.set_threads) c.set_threads(threads);
-  static std::map<std::tuple<std::size_t, BatchGemmShape, int>, Slot> slots;
-  Slot& slot = slots[{ci, s, threads}];
-  if (!slot.prepared) {
-    slot.prepared = true;
-    try {
-      std::tie(slot.call, slot.label) = c.prepare(s, threads);
-      loom_bench::fill_nan(d.c.data(), d.c.size());
-      slot.call(d.a.data(), d.b.data(), d.c.data());
-      const auto r = loom_bench::check_close(d.c.data(), d.ref.data(), d.c.size(),
-                                             loom_bench::gemm_tolerance(s.k));
-      if (!r.ok) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "wrong result: max |err| %.3g > tolerance %.3g",
-                      r.max_abs_err, r.tolerance);
-        slot.error = buf;
-      }
-    } catch (const std::exception& e) {
-      slot.error = std::string("prepare failed: ") + e.what();
-    }
-  }
-  if (!slot.error.empty()) {
-    state.SkipWithError(slot.error.c_str());
-    return;
-  }
+  static std::map<std::tuple<std::size_t, BatchGemmShape, int>,
+                  loom_bench::CheckedInstance<Prepared>>
+      slots;
+  const Prepared* prepared = loom_bench::checked_instance(
+      state, slots[{ci, s, threads}], [&] { return c.prepare(s, threads); },
+      [&](const Prepared& p) {
+        loom_bench::fill_nan(d.c.data(), d.c.size());
+        p.first(d.a.data(), d.b.data(), d.c.data());
+        return loom_bench::check_close(d.c.data(), d.ref.data(), d.c.size(),
+                                       loom_bench::gemm_tolerance(s.k));
+      });
+  if (!prepared) return;
   const float* a = d.a.data();
   const float* b = d.b.data();
   float* out = d.c.data();
   loom_bench::run_timed(
-      state, [&] { slot.call(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
-  state.SetLabel(slot.label);
+      state, [&] { prepared->first(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
+  state.SetLabel(prepared->second);
 }
 
 }  // namespace

@@ -23,8 +23,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -262,45 +260,27 @@ void add_contenders() {
 #endif
 }
 
-struct Slot {
-  bool prepared = false;
-  ConvInstance instance;
-  std::string error;
-};
-
 void run_conv(benchmark::State& state, std::size_t ci, ConvShape p, int threads) {
   ConvContender& c = contenders()[ci];
   ConvData& d = conv_data(p);
   if (c.set_threads) c.set_threads(threads);
-  static std::map<std::tuple<std::size_t, std::string, int>, Slot> slots;
-  Slot& slot = slots[{ci, p.name(), threads}];
-  if (!slot.prepared) {
-    slot.prepared = true;
-    try {
-      slot.instance = c.prepare(p, threads, d);
-      loom_bench::fill_nan(d.out.data(), d.out.size());
-      slot.instance.call();
-      AlignedFloats got(d.out.size());
-      slot.instance.read_output(got.data());
-      const float* want = c.bias_relu ? d.ref_bias_relu.data() : d.ref.data();
-      const auto r = loom_bench::check_close(got.data(), want, got.size(),
-                                             loom_bench::gemm_tolerance(p.c * p.r * p.s));
-      if (!r.ok) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "wrong result: max |err| %.3g > tolerance %.3g",
-                      r.max_abs_err, r.tolerance);
-        slot.error = buf;
-      }
-    } catch (const std::exception& e) {
-      slot.error = std::string("prepare failed: ") + e.what();
-    }
-  }
-  if (!slot.error.empty()) {
-    state.SkipWithError(slot.error.c_str());
-    return;
-  }
-  loom_bench::run_timed(state, slot.instance.call, "GFLOPS", p.flop() * 1e-9);
-  state.SetLabel(slot.instance.label);
+  static std::map<std::tuple<std::size_t, std::string, int>,
+                  loom_bench::CheckedInstance<ConvInstance>>
+      slots;
+  const ConvInstance* instance = loom_bench::checked_instance(
+      state, slots[{ci, p.name(), threads}], [&] { return c.prepare(p, threads, d); },
+      [&](const ConvInstance& i) {
+        loom_bench::fill_nan(d.out.data(), d.out.size());
+        i.call();
+        AlignedFloats got(d.out.size());
+        i.read_output(got.data());
+        return loom_bench::check_close(got.data(),
+                                       c.bias_relu ? d.ref_bias_relu.data() : d.ref.data(),
+                                       got.size(), loom_bench::gemm_tolerance(p.c * p.r * p.s));
+      });
+  if (!instance) return;
+  loom_bench::run_timed(state, instance->call, "GFLOPS", p.flop() * 1e-9);
+  state.SetLabel(instance->label);
 }
 
 }  // namespace

@@ -22,8 +22,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -206,44 +204,26 @@ void add_contenders() {
 #endif
 }
 
-struct Slot {
-  bool prepared = false;
-  DepthwiseInstance instance;
-  std::string error;
-};
-
 void run_depthwise(benchmark::State& state, std::size_t ci, ConvShape p, int threads) {
   DepthwiseContender& c = contenders()[ci];
   DepthwiseData& d = depthwise_data(p);
   if (c.set_threads) c.set_threads(threads);
-  static std::map<std::tuple<std::size_t, std::string, int>, Slot> slots;
-  Slot& slot = slots[{ci, p.name(), threads}];
-  if (!slot.prepared) {
-    slot.prepared = true;
-    try {
-      slot.instance = c.prepare(p, threads, d);
-      loom_bench::fill_nan(d.out.data(), d.out.size());
-      slot.instance.call();
-      AlignedFloats got(d.out.size());
-      slot.instance.read_output(got.data());
-      const auto r = loom_bench::check_close(got.data(), d.ref.data(), got.size(),
-                                             loom_bench::gemm_tolerance(p.r * p.s));
-      if (!r.ok) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "wrong result: max |err| %.3g > tolerance %.3g",
-                      r.max_abs_err, r.tolerance);
-        slot.error = buf;
-      }
-    } catch (const std::exception& e) {
-      slot.error = std::string("prepare failed: ") + e.what();
-    }
-  }
-  if (!slot.error.empty()) {
-    state.SkipWithError(slot.error.c_str());
-    return;
-  }
-  loom_bench::run_timed(state, slot.instance.call, "GFLOPS", depthwise_flop(p) * 1e-9);
-  state.SetLabel(slot.instance.label);
+  static std::map<std::tuple<std::size_t, std::string, int>,
+                  loom_bench::CheckedInstance<DepthwiseInstance>>
+      slots;
+  const DepthwiseInstance* instance = loom_bench::checked_instance(
+      state, slots[{ci, p.name(), threads}], [&] { return c.prepare(p, threads, d); },
+      [&](const DepthwiseInstance& i) {
+        loom_bench::fill_nan(d.out.data(), d.out.size());
+        i.call();
+        AlignedFloats got(d.out.size());
+        i.read_output(got.data());
+        return loom_bench::check_close(got.data(), d.ref.data(), got.size(),
+                                       loom_bench::gemm_tolerance(p.r * p.s));
+      });
+  if (!instance) return;
+  loom_bench::run_timed(state, instance->call, "GFLOPS", depthwise_flop(p) * 1e-9);
+  state.SetLabel(instance->label);
 }
 
 }  // namespace

@@ -20,7 +20,6 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -162,46 +161,31 @@ SoftmaxData& softmax_data(int64_t rows, int64_t cols) {
   return *d;
 }
 
-struct Slot {
-  bool prepared = false;
-  SoftmaxCall call;
-  std::string label, error;
-};
+using Prepared = std::pair<SoftmaxCall, std::string>;  // the call and its label
 
 void run_softmax(benchmark::State& state, std::size_t ci, int64_t rows, int64_t cols, int threads) {
   SoftmaxContender& c = contenders()[ci];
   SoftmaxData& d = softmax_data(rows, cols);
   if (c.set_threads) c.set_threads(threads);
-  static std::map<std::tuple<std::size_t, int64_t, int64_t, int>, Slot> slots;
-  Slot& slot = slots[{ci, rows, cols, threads}];
-  if (!slot.prepared) {
-    slot.prepared = true;
-    try {
-      std::tie(slot.call, slot.label) = c.prepare(rows, cols, threads);
-      loom_bench::fill_nan(d.y.data(), d.y.size());
-      slot.call(d.x.data(), d.y.data());
-      // Outputs are probabilities (<= 1, ~1/cols on average): an absolute 1e-6 allows a few ulp
-      // of a fast exp and a reassociated sum, not a wrong max or normalization.
-      const auto r = loom_bench::check_close(d.y.data(), d.ref.data(), d.y.size(), 1e-6);
-      if (!r.ok) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "wrong result: max |err| %.3g > tolerance %.3g",
-                      r.max_abs_err, r.tolerance);
-        slot.error = buf;
-      }
-    } catch (const std::exception& e) {
-      slot.error = std::string("prepare failed: ") + e.what();
-    }
-  }
-  if (!slot.error.empty()) {
-    state.SkipWithError(slot.error.c_str());
-    return;
-  }
+  static std::map<std::tuple<std::size_t, int64_t, int64_t, int>,
+                  loom_bench::CheckedInstance<Prepared>>
+      slots;
+  const Prepared* prepared = loom_bench::checked_instance(
+      state, slots[{ci, rows, cols, threads}], [&] { return c.prepare(rows, cols, threads); },
+      [&](const Prepared& p) {
+        loom_bench::fill_nan(d.y.data(), d.y.size());
+        p.first(d.x.data(), d.y.data());
+        // Outputs are probabilities (<= 1, ~1/cols on average): an absolute 1e-6 allows a few
+        // ulp of a fast exp and a reassociated sum, not a wrong max or normalization.
+        return loom_bench::check_close(d.y.data(), d.ref.data(), d.y.size(), 1e-6);
+      });
+  if (!prepared) return;
   const float* x = d.x.data();
   float* y = d.y.data();
   loom_bench::run_timed(
-      state, [&] { slot.call(x, y); }, "GBps", 2.0 * double(rows * cols) * sizeof(float) * 1e-9);
-  state.SetLabel(slot.label);
+      state, [&] { prepared->first(x, y); }, "GBps",
+      2.0 * double(rows * cols) * sizeof(float) * 1e-9);
+  state.SetLabel(prepared->second);
 }
 
 }  // namespace
