@@ -21,6 +21,9 @@
 #ifndef LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
 #define LOOM_BENCH_BASELINES_GEMM_BENCH_HPP
 
+#include "baselines/common.hpp"
+#include "baselines/timing.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
@@ -32,9 +35,6 @@
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include "baselines/common.hpp"
-#include "baselines/timing.hpp"
 
 namespace loom_bench {
 

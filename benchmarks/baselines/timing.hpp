@@ -5,14 +5,14 @@
 #ifndef LOOM_BENCH_BASELINES_TIMING_HPP
 #define LOOM_BENCH_BASELINES_TIMING_HPP
 
+#include "baselines/common.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
-
-#include "baselines/common.hpp"
 
 namespace loom_bench {
 
