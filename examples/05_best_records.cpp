@@ -30,10 +30,10 @@ using namespace loom;
 namespace {
 
 struct Summary {
-  int records = 0;
   int failures = 0;
   /// The records of one (workload, target, device, threads).
   std::vector<search::TuningRecord> group;
+  std::optional<search::TuningRecord> best;
 };
 
 std::string utc_time(double unix_seconds) {
@@ -87,18 +87,16 @@ int main(int argc, char** argv) {
   std::map<GroupKey, Summary> summaries;
   for (const auto& r : records) {
     Summary& s = summaries[{r.workload_key, r.target, r.device, r.threads}];
-    ++s.records;
     s.failures += !r.result.ok();
     s.group.push_back(r);
   }
   // Within one group every record was measured alike, so best_record needs no preference.
-  std::map<GroupKey, std::optional<search::TuningRecord>> bests;
-  for (const auto& [key, s] : summaries)
-    bests[key] = search::best_record(s.group, std::get<0>(key), std::get<1>(key));
+  for (auto& [key, s] : summaries)
+    s.best = search::best_record(s.group, std::get<0>(key), std::get<1>(key));
 
   if (jsonl) {
-    for (const auto& [key, best] : bests)
-      if (best) std::printf("%s\n", search::to_json_line(*best).c_str());
+    for (const auto& [key, s] : summaries)
+      if (s.best) std::printf("%s\n", search::to_json_line(*s.best).c_str());
     return 0;
   }
 
@@ -107,10 +105,10 @@ int main(int argc, char** argv) {
                                                  "measured (UTC)"}};
   for (const auto& [key, s] : summaries) {
     const auto& [workload, target, device, threads] = key;
-    const std::optional<search::TuningRecord>& best = bests[key];
+    const std::optional<search::TuningRecord>& best = s.best;
     rows.push_back(
         {workload, target, device.empty() ? "?" : device,
-         threads > 0 ? std::to_string(threads) : "?", std::to_string(s.records),
+         threads > 0 ? std::to_string(threads) : "?", std::to_string(s.group.size()),
          std::to_string(s.failures), best ? format("%.3f", best->result.mean_cost() * 1e6) : "-",
          best ? std::to_string(best->steps.size()) : "-", best ? utc_time(best->timestamp) : "-"});
   }
