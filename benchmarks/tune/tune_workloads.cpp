@@ -8,6 +8,7 @@
 //
 //   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
 //                  [--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]
+//                  [--no-slow-kill]
 //                  [--mode full|random|no-evolution|limited|non-divisible|register-tile|
 //                         no-transfer]
 //
@@ -21,6 +22,9 @@
 // default moves 5 % of them onto another sketch). Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
 // go to different directories. --per-round sets TuneOptions::measures_per_round (64 by default).
+// --no-slow-kill lets every build and run go on to build_timeout_s and run_timeout_s
+// (MeasureOptions::slow_build_kill_factor and slow_run_kill_factor 0), to measure what the two
+// cut-offs save.
 #include "tune_workloads.hpp"
 
 #include <loom/tune.hpp>
@@ -97,6 +101,7 @@ int main(int argc, char** argv) {
   int build_parallelism = 0;
   int per_round = 0;
   bool constant_weights = false;
+  bool slow_kill = true;
   std::string mode = "full";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -117,10 +122,12 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--build-parallelism") build_parallelism = std::atoi(next().c_str());
     else if (a == "--per-round") per_round = std::atoi(next().c_str());
+    else if (a == "--no-slow-kill") slow_kill = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
                    "[--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]\n"
+                   "       [--no-slow-kill]\n"
                    "       [--mode full|random|no-evolution|limited|non-divisible|register-tile|\n"
                    "               no-transfer]\n",
                    argv[0]);
@@ -143,6 +150,7 @@ int main(int argc, char** argv) {
     o.trials = trials;
     o.seed = seed;
     o.measure.build_parallelism = build_parallelism;
+    if (!slow_kill) o.measure.slow_build_kill_factor = o.measure.slow_run_kill_factor = 0;
     if (per_round > 0) o.measures_per_round = per_round;
     o.time_limit_s = seconds;
     o.name = w.name;

@@ -48,9 +48,9 @@ std::vector<sched::State> sample(const Task& task, int count, uint64_t seed) {
   return programs;
 }
 
-/// Short, quick measurements. Every program is timed fully (no slow-program cut-off): whether a
-/// random program runs 10× slower than the best so far depends on the machine's mood, and
-/// check_ok() expects `repeat` costs.
+/// Short, quick measurements. Every program is built and timed fully (no slow-build or
+/// slow-program cut-off): whether a random program runs 10× slower than the best so far depends
+/// on the machine's mood, and check_ok() expects `repeat` costs.
 search::MeasureOptions quick_options() {
   search::MeasureOptions o;
   o.repeat = 2;
@@ -58,7 +58,14 @@ search::MeasureOptions quick_options() {
   o.build_parallelism = 2;
   o.num_threads = 1;
   o.slow_program_factor = 0;
+  o.slow_build_kill_factor = 0;
+  o.slow_run_kill_factor = 0;
   return o;
+}
+
+[[noreturn]] void spin_forever() {
+  volatile unsigned long spin = 0;
+  for (;;) spin = spin + 1;
 }
 
 /// True when this process has no child, running or zombie.
@@ -133,6 +140,59 @@ TEST_SUITE("tune") {
     check_ok(measurer.measure(other, sample(other, 1, 3))[0], 2);
   }
 
+  TEST_CASE("a build far longer than the task's median build is killed (slow_build_kill_factor)") {
+    const Task task(matmul_dag(32));
+    const auto programs = sample(task, 10, 17);
+    search::MeasureOptions o = quick_options();
+    o.slow_build_kill_factor = 5;
+    o.slow_build_kill_min_s = 0.5;
+    o.build_timeout_s = 60;
+    // One build at a time: the eight builds before the hanging one give the median.
+    o.build_parallelism = 1;
+    o.fault_injection_hook = [](size_t index, int phase) {
+      if (index == 9 && phase == 0) spin_forever();
+    };
+    cpu_jit::LocalMeasurer measurer(o);
+    const auto results = measurer.measure(task, programs);
+    for (size_t i = 0; i < 9; ++i) check_ok(results[i], 2);
+    CHECK(results[9].error == MeasureError::compile_timeout);
+    CHECK_MESSAGE(results[9].error_message.find("(slow_build_kill_factor)") != std::string::npos,
+                  results[9].error_message);
+    // Killed at max(min_s, factor × median), long before build_timeout_s.
+    CHECK(results[9].compile_seconds >= o.slow_build_kill_min_s);
+    CHECK(results[9].compile_seconds < 0.5 * o.build_timeout_s);
+    CHECK(no_children_left());
+  }
+
+  TEST_CASE("a first run far longer than the task's best is killed (slow_run_kill_factor)") {
+    const Task task(matmul_dag(32));
+    const auto programs = sample(task, 3, 19);
+    search::MeasureOptions o = quick_options();
+    o.slow_run_kill_factor = 20;
+    o.slow_run_kill_min_s = 0.3;
+    o.run_timeout_s = 60;
+    // The third program's timing lasts far beyond the kill limit (3 repeats of 0.4 s each): only
+    // its first run may be cut short.
+    o.min_repeat_ms = 400;
+    o.repeat = 3;
+    o.fault_injection_hook = [](size_t index, int phase) {
+      if (index == 1 && phase == 1) spin_forever();
+    };
+    cpu_jit::LocalMeasurer measurer(o);
+    // No best yet: nothing is killed, and the first program sets the task's best.
+    check_ok(measurer.measure(task, {programs[0]})[0], 3);
+    const auto results = measurer.measure(task, {programs[0], programs[1], programs[2]});
+    check_ok(results[0], 3);
+    CHECK(results[1].error == MeasureError::run_timeout);
+    CHECK_MESSAGE(results[1].error_message.find("(slow_run_kill_factor)") != std::string::npos,
+                  results[1].error_message);
+    CHECK(results[1].run_seconds >= o.slow_run_kill_min_s);
+    CHECK(results[1].run_seconds < 0.5 * o.run_timeout_s);
+    check_ok(results[2], 3);
+    CHECK(results[2].run_seconds > 1.0);  // timed past the kill limit
+    CHECK(no_children_left());
+  }
+
   TEST_CASE("a first run of min_repeat_ms or more is the first repeat, and is cut off at "
             "slow_long_program_factor") {
     const Task task(matmul_dag(32));
@@ -188,15 +248,9 @@ TEST_SUITE("tune") {
     o.fault_injection_hook = [](size_t index, int phase) {
       if (index == 1 && phase == 1) std::raise(SIGSEGV);
       if (index == 2 && phase == 0) std::abort();
-      if (index == 3 && phase == 1) {
-        volatile unsigned long spin = 0;
-        for (;;) spin = spin + 1;
-      }
+      if (index == 3 && phase == 1) spin_forever();
       if (index == 5 && phase == 1) ::_exit(3);
-      if (index == 7 && phase == 0) {
-        volatile unsigned long spin = 0;
-        for (;;) spin = spin + 1;
-      }
+      if (index == 7 && phase == 0) spin_forever();
     };
     // Long enough for a real build on a loaded machine (2.4 s seen beside a spinning build).
     o.build_timeout_s = 5;

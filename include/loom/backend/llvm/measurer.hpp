@@ -22,8 +22,12 @@
 ///   element, instead of timing), then times it (see `measure_child_run` in the .ipp for the
 ///   number/repeat rules), and writes its result back.
 /// - The parent enforces `build_timeout_s` and `run_timeout_s` by SIGKILL and reaps every child
-///   before `measure` returns. A child's stderr is captured: the last lines (for instance LLVM's
-///   "LLVM ERROR: ...") end up in the error message.
+///   before `measure` returns. Tighter limits come from the task's own history: a build that
+///   lasts `slow_build_kill_factor` times the median of the task's builds so far, and a first
+///   run that lasts `slow_run_kill_factor` times the task's best cost (the child says when its
+///   first call has returned), are killed the same way and recorded as timeouts. A child's stderr
+///   is captured: the last lines (for instance LLVM's "LLVM ERROR: ...") end up in the error
+///   message.
 ///
 /// Errors (search::MeasureError): lowering or the layout rewrite throws → instantiation; code
 /// generation throws, or the child dies while building → compile; the child dies (signal,

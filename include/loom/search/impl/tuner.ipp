@@ -338,11 +338,21 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
           << " fastest again (" << report.reranked << " measurements, "
           << detail_tuner::format_seconds(report.rerank_seconds) << "); best by median "
           << report.best_gflops() << " GFLOP/s\n";
-    char line[320];
+    // Which errors, since most failures of a healthy run are the measurer's slow-program
+    // cut-offs (timeouts), not broken programs.
+    std::string failed = std::to_string(report.failures) + " failed";
+    const char* sep = ": ";
+    for (size_t e = 0; e < report.failures_by_error.size(); ++e)
+      if (report.failures_by_error[e] > 0) {
+        failed = failed + sep + measure_error_name(static_cast<MeasureError>(e)) + " " +
+                 std::to_string(report.failures_by_error[e]);
+        sep = ", ";
+      }
+    char line[448];
     std::snprintf(line, sizeof line,
-                  "[loom] %s: done (%s): %d trials (%d failed, %d resumed) in %s, best %.2f "
+                  "[loom] %s: done (%s): %d trials (%s; %d resumed) in %s, best %.2f "
                   "GFLOP/s (%.3f ms); time: search %.1f s, model %.1f s, build %.1f s, run %.1f s\n",
-                  name.c_str(), report.stop_reason.c_str(), report.trials, report.failures,
+                  name.c_str(), report.stop_reason.c_str(), report.trials, failed.c_str(),
                   report.resumed, detail_tuner::format_seconds(report.wall_seconds).c_str(),
                   report.best_gflops(), report.best_cost < kFailedCost ? report.best_cost * 1e3 : 0.0,
                   report.search_seconds, report.train_seconds, report.compile_seconds,

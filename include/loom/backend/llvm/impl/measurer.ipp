@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iomanip>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -61,6 +62,9 @@ struct LocalMeasurer::TaskData {
   /// The lowest cost measured for the task so far (0: none yet); children read the value it had
   /// when they were forked (MeasureOptions::slow_program_factor).
   double best_cost = 0;
+  /// Seconds each successful build of the task took, time stopped excluded
+  /// (MeasureOptions::slow_build_kill_factor).
+  std::vector<double> build_seconds;
 
   TaskData() = default;
   TaskData(const TaskData&) = delete;
@@ -86,10 +90,10 @@ inline double seconds_since(clock::time_point t0) {
   return std::chrono::duration<double>(clock::now() - t0).count();
 }
 
-/// "1.5" rather than std::to_string's "1.500000".
+/// "1.5" rather than std::to_string's "1.500000"; 4 significant digits.
 inline std::string format_seconds(double s) {
   std::ostringstream os;
-  os << s;
+  os << std::setprecision(4) << s;
   return os.str();
 }
 
@@ -123,11 +127,12 @@ inline int available_cores() {
 // --- the child → parent protocol -------------------------------------------------------------
 //
 // Frames on a stream socket: u32 length, then the body. Bodies: 'B' f64 compile_seconds (built,
-// waiting for the go byte); 'R' i32 error, f64 compile_seconds, f64 run_seconds, u8 packed,
+// waiting for the go byte); 'F' (the first, checked call has returned); 'R' i32 error, f64 compile_seconds, f64 run_seconds, u8 packed,
 // u32 n, n × f64 costs, u32 m, m message bytes (the final result). The parent answers 'B' with
 // one byte, 'g'.
 
 constexpr char kBuilt = 'B';
+constexpr char kFirstRunDone = 'F';
 constexpr char kResult = 'R';
 constexpr size_t kMaxMessage = 8192;
 
@@ -528,7 +533,7 @@ inline size_t cache_flush_bytes() {
 /// after writing a buffer larger than the last-level cache.
 inline void measure_child_run(const search::MeasureOptions& o,
                               const LocalMeasurer::TaskData& td, const ChildProgram& prog,
-                              ChildResult& r) {
+                              int sock, ChildResult& r) {
   const auto t0 = clock::now();
   if (o.num_threads > 0) runtime::set_num_threads(o.num_threads);
   std::vector<void*> args(td.args.size());
@@ -569,6 +574,8 @@ inline void measure_child_run(const search::MeasureOptions& o,
   const auto first_start = clock::now();
   const int32_t first_rc = fn(argv);
   const double first_seconds = seconds_since(first_start);
+  // Ends the parent's slow_run_kill_factor window.
+  write_all(sock, Encoder(kFirstRunDone).frame());
   if (const int32_t rc = first_rc; rc != 0) {
     r.error = MeasureError::runtime;
     r.message = "the kernel returned error code " + std::to_string(rc);
@@ -672,7 +679,7 @@ inline void measure_child_run(const search::MeasureOptions& o,
     } while (n < 0 && errno == EINTR);
     if (n != 1) ::_exit(0);  // the parent is gone or gave up on this program
     if (o.fault_injection_hook) o.fault_injection_hook(index, 1);
-    measure_child_run(o, td, prog, r);
+    measure_child_run(o, td, prog, sock, r);
   } catch (const std::exception& e) {
     r.error = built ? MeasureError::runtime : MeasureError::unknown;
     r.message = std::string(built ? "exception while running: " : "exception while building: ") +
@@ -710,6 +717,32 @@ inline void warm_engine() {
     return true;
   }();
   (void)done;
+}
+
+/// The median of the task's successful build times (0 when there is none).
+inline double median_build_seconds(const LocalMeasurer::TaskData& td) {
+  if (td.build_seconds.empty()) return 0;
+  std::vector<double> v = td.build_seconds;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+/// How long a build of the task may take (MeasureOptions::slow_build_kill_factor).
+inline double slow_build_limit(const LocalMeasurer::TaskData& td, const search::MeasureOptions& o) {
+  constexpr size_t kMinBuilds = 8;  // a median of fewer says little
+  if (o.slow_build_kill_factor <= 0 || td.build_seconds.size() < kMinBuilds)
+    return o.build_timeout_s;
+  return std::min(o.build_timeout_s, std::max(o.slow_build_kill_min_s,
+                                              o.slow_build_kill_factor * median_build_seconds(td)));
+}
+
+/// How long a program's first run may take, from its go (MeasureOptions::slow_run_kill_factor);
+/// 0 when there is no such limit.
+inline double slow_run_limit(const LocalMeasurer::TaskData& td, const search::MeasureOptions& o) {
+  if (o.slow_run_kill_factor <= 0 || td.best_cost <= 0) return 0;
+  const double limit = std::max(o.slow_run_kill_min_s, o.slow_run_kill_factor * td.best_cost);
+  return limit < o.run_timeout_s ? limit : 0;
 }
 
 /// Computes the task's reference outputs into the shared region, in a child of its own (a crash
@@ -953,6 +986,7 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
     double build_used = 0;         ///< build seconds used before the current stretch
     clock::time_point resumed;     ///< start of the current unstopped stretch (building)
     clock::time_point run_started;
+    bool first_run_done = false;   ///< the child said so ('F')
     double compile_seconds = 0;    ///< from the child's "built" frame
     bool have_result = false;
     ChildResult result;
@@ -969,6 +1003,11 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
   const int parallelism = o.build_parallelism > 0 ? o.build_parallelism : available_cores();
   Child* running = nullptr;
   size_t next = 0;
+  double build_limit = slow_build_limit(td, o);
+  auto build_seconds_used = [](const Child& c, clock::time_point now) {
+    return c.build_used +
+           (c.stopped ? 0.0 : std::chrono::duration<double>(now - c.resumed).count());
+  };
 
   auto finish = [&](Child& c, MeasureResult r) {
     stats_.compile_seconds += r.compile_seconds;
@@ -1060,9 +1099,11 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
       if (c->phase == Phase::running)
         wait = std::min(wait, o.run_timeout_s -
                                   std::chrono::duration<double>(now - c->run_started).count());
+      if (c->phase == Phase::running && !c->first_run_done && slow_run_limit(td, o) > 0)
+        wait = std::min(wait, slow_run_limit(td, o) -
+                                  std::chrono::duration<double>(now - c->run_started).count());
       else if (c->phase == Phase::building && !c->stopped)
-        wait = std::min(wait, o.build_timeout_s - c->build_used -
-                                  std::chrono::duration<double>(now - c->resumed).count());
+        wait = std::min(wait, build_limit - build_seconds_used(*c, now));
       if (!c->ch.sock_eof) {
         fds.push_back({c->ch.sock, POLLIN, 0});
         owners.emplace_back(c.get(), true);
@@ -1106,6 +1147,10 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
         if (body[0] == kBuilt && c.phase == Phase::building) {
           c.compile_seconds = d.get<double>();
           c.phase = Phase::built;
+          td.build_seconds.push_back(build_seconds_used(c, now));
+          build_limit = slow_build_limit(td, o);
+        } else if (body[0] == kFirstRunDone) {
+          c.first_run_done = true;
         } else if (body[0] == kResult) {
           c.have_result = decode_result(d, c.result);
         }
@@ -1114,8 +1159,7 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
       MeasureResult r;
       if (c.ch.sock_eof) {
         const Phase phase = c.phase;
-        const double build_seconds =
-            c.build_used + (c.stopped ? 0.0 : std::chrono::duration<double>(now - c.resumed).count());
+        const double build_seconds = build_seconds_used(c, now);
         const int status = c.ch.reap(/*kill_first=*/false);
         if (c.have_result) {
           r = to_measure_result(c.result);
@@ -1144,14 +1188,33 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
         r.compile_seconds = c.compile_seconds;
         r.run_seconds = o.run_timeout_s;
         done = true;
+      } else if (c.phase == Phase::running && !c.first_run_done &&
+                 slow_run_limit(td, o) > 0 &&
+                 std::chrono::duration<double>(now - c.run_started).count() >=
+                     slow_run_limit(td, o)) {
+        c.ch.reap(/*kill_first=*/true);
+        r.error = MeasureError::run_timeout;
+        r.error_message = "killed in its first run after " + format_seconds(slow_run_limit(td, o)) +
+                          " s, more than " + format_seconds(o.slow_run_kill_factor) +
+                          " times the best cost of the task so far, " +
+                          format_seconds(td.best_cost) + " s (slow_run_kill_factor)";
+        r.compile_seconds = c.compile_seconds;
+        r.run_seconds = seconds_since(c.run_started);
+        done = true;
       } else if (c.phase == Phase::building && !c.stopped &&
-                 c.build_used + std::chrono::duration<double>(now - c.resumed).count() >=
-                     o.build_timeout_s) {
+                 build_seconds_used(c, now) >= build_limit) {
         c.ch.reap(/*kill_first=*/true);
         r.error = MeasureError::compile_timeout;
-        r.error_message = "killed after building for longer than " +
-                          format_seconds(o.build_timeout_s) + " s (build_timeout_s)";
-        r.compile_seconds = o.build_timeout_s;
+        if (build_limit < o.build_timeout_s)
+          r.error_message = "killed after building for " + format_seconds(build_limit) +
+                            " s, more than " + format_seconds(o.slow_build_kill_factor) +
+                            " times the median build of the task's programs (" +
+                            format_seconds(median_build_seconds(td)) +
+                            " s) (slow_build_kill_factor)";
+        else
+          r.error_message = "killed after building for longer than " +
+                            format_seconds(o.build_timeout_s) + " s (build_timeout_s)";
+        r.compile_seconds = build_limit;
         done = true;
       }
       if (done) {
