@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,6 +69,14 @@ search::MeasureOptions quick_options() {
   for (;;) spin = spin + 1;
 }
 
+/// A fault-injection hook that hangs the program at batch index `at` in `phase` (0: right
+/// before building, 1: right before running).
+std::function<void(size_t, int)> hang_at(size_t at, int phase) {
+  return [at, phase](size_t index, int p) {
+    if (index == at && p == phase) spin_forever();
+  };
+}
+
 /// True when this process has no child, running or zombie.
 bool no_children_left() {
   errno = 0;
@@ -91,6 +100,17 @@ void check_ok(const search::MeasureResult& r, int repeat) {
   CHECK(r.compile_seconds > 0);
   CHECK(r.run_seconds > 0);
   CHECK(r.mean_cost() < search::kFailedCost);
+}
+
+/// A program stopped by one of the measurer's cut-offs: `error`, the option named in the
+/// message, and its build or run `seconds` at least the cut-off's floor and far below the hard
+/// timeout.
+void check_cut_off(const search::MeasureResult& r, MeasureError error, const std::string& option,
+                   double seconds, double floor_s, double timeout_s) {
+  CHECK(r.error == error);
+  CHECK_MESSAGE(r.error_message.find("(" + option + ")") != std::string::npos, r.error_message);
+  CHECK(seconds >= floor_s);
+  CHECK(seconds < 0.5 * timeout_s);
 }
 
 }  // namespace
@@ -149,18 +169,13 @@ TEST_SUITE("tune") {
     o.build_timeout_s = 60;
     // One build at a time: the eight builds before the hanging one give the median.
     o.build_parallelism = 1;
-    o.fault_injection_hook = [](size_t index, int phase) {
-      if (index == 9 && phase == 0) spin_forever();
-    };
+    o.fault_injection_hook = hang_at(9, 0);
     cpu_jit::LocalMeasurer measurer(o);
     const auto results = measurer.measure(task, programs);
     for (size_t i = 0; i < 9; ++i) check_ok(results[i], 2);
-    CHECK(results[9].error == MeasureError::compile_timeout);
-    CHECK_MESSAGE(results[9].error_message.find("(slow_build_kill_factor)") != std::string::npos,
-                  results[9].error_message);
     // Killed at max(min_s, factor × median), long before build_timeout_s.
-    CHECK(results[9].compile_seconds >= o.slow_build_kill_min_s);
-    CHECK(results[9].compile_seconds < 0.5 * o.build_timeout_s);
+    check_cut_off(results[9], MeasureError::compile_timeout, "slow_build_kill_factor",
+                  results[9].compile_seconds, o.slow_build_kill_min_s, o.build_timeout_s);
     CHECK(no_children_left());
   }
 
@@ -175,19 +190,14 @@ TEST_SUITE("tune") {
     // its first run may be cut short.
     o.min_repeat_ms = 400;
     o.repeat = 3;
-    o.fault_injection_hook = [](size_t index, int phase) {
-      if (index == 1 && phase == 1) spin_forever();
-    };
+    o.fault_injection_hook = hang_at(1, 1);
     cpu_jit::LocalMeasurer measurer(o);
     // No best yet: nothing is killed, and the first program sets the task's best.
     check_ok(measurer.measure(task, {programs[0]})[0], 3);
     const auto results = measurer.measure(task, {programs[0], programs[1], programs[2]});
     check_ok(results[0], 3);
-    CHECK(results[1].error == MeasureError::run_timeout);
-    CHECK_MESSAGE(results[1].error_message.find("(slow_run_kill_factor)") != std::string::npos,
-                  results[1].error_message);
-    CHECK(results[1].run_seconds >= o.slow_run_kill_min_s);
-    CHECK(results[1].run_seconds < 0.5 * o.run_timeout_s);
+    check_cut_off(results[1], MeasureError::run_timeout, "slow_run_kill_factor",
+                  results[1].run_seconds, o.slow_run_kill_min_s, o.run_timeout_s);
     check_ok(results[2], 3);
     CHECK(results[2].run_seconds > 1.0);  // timed past the kill limit
     CHECK(no_children_left());
