@@ -127,7 +127,8 @@ inline int available_cores() {
 // --- the child → parent protocol -------------------------------------------------------------
 //
 // Frames on a stream socket: u32 length, then the body. Bodies: 'B' f64 compile_seconds (built,
-// waiting for the go byte); 'F' (the first, checked call has returned); 'R' i32 error, f64 compile_seconds, f64 run_seconds, u8 packed,
+// waiting for the go byte); 'F' (the first, checked call has returned); 'R' i32 error,
+// f64 compile_seconds, f64 run_seconds, u8 packed,
 // u32 n, n × f64 costs, u32 m, m message bytes (the final result). The parent answers 'B' with
 // one byte, 'g'.
 
@@ -1008,6 +1009,11 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
     return c.build_used +
            (c.stopped ? 0.0 : std::chrono::duration<double>(now - c.resumed).count());
   };
+  // Seconds a running child may run: run_timeout_s, or less until its first call returns.
+  auto run_limit = [&](const Child& c) {
+    const double slow = c.first_run_done ? 0.0 : slow_run_limit(td, o);
+    return slow > 0 ? slow : o.run_timeout_s;
+  };
 
   auto finish = [&](Child& c, MeasureResult r) {
     stats_.compile_seconds += r.compile_seconds;
@@ -1097,10 +1103,7 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
     std::vector<std::pair<Child*, bool>> owners;  // (child, is its socket)
     for (auto& c : live) {
       if (c->phase == Phase::running)
-        wait = std::min(wait, o.run_timeout_s -
-                                  std::chrono::duration<double>(now - c->run_started).count());
-      if (c->phase == Phase::running && !c->first_run_done && slow_run_limit(td, o) > 0)
-        wait = std::min(wait, slow_run_limit(td, o) -
+        wait = std::min(wait, run_limit(*c) -
                                   std::chrono::duration<double>(now - c->run_started).count());
       else if (c->phase == Phase::building && !c->stopped)
         wait = std::min(wait, build_limit - build_seconds_used(*c, now));
@@ -1180,26 +1183,20 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
         }
         done = true;
       } else if (c.phase == Phase::running &&
-                 std::chrono::duration<double>(now - c.run_started).count() >= o.run_timeout_s) {
+                 std::chrono::duration<double>(now - c.run_started).count() >= run_limit(c)) {
+        const double limit = run_limit(c);
         c.ch.reap(/*kill_first=*/true);
         r.error = MeasureError::run_timeout;
-        r.error_message = "killed after running for longer than " +
-                          format_seconds(o.run_timeout_s) + " s (run_timeout_s)";
+        if (limit < o.run_timeout_s)
+          r.error_message = "killed in its first run after " + format_seconds(limit) +
+                            " s, more than " + format_seconds(o.slow_run_kill_factor) +
+                            " times the best cost of the task so far, " +
+                            format_seconds(td.best_cost) + " s (slow_run_kill_factor)";
+        else
+          r.error_message = "killed after running for longer than " +
+                            format_seconds(o.run_timeout_s) + " s (run_timeout_s)";
         r.compile_seconds = c.compile_seconds;
-        r.run_seconds = o.run_timeout_s;
-        done = true;
-      } else if (c.phase == Phase::running && !c.first_run_done &&
-                 slow_run_limit(td, o) > 0 &&
-                 std::chrono::duration<double>(now - c.run_started).count() >=
-                     slow_run_limit(td, o)) {
-        c.ch.reap(/*kill_first=*/true);
-        r.error = MeasureError::run_timeout;
-        r.error_message = "killed in its first run after " + format_seconds(slow_run_limit(td, o)) +
-                          " s, more than " + format_seconds(o.slow_run_kill_factor) +
-                          " times the best cost of the task so far, " +
-                          format_seconds(td.best_cost) + " s (slow_run_kill_factor)";
-        r.compile_seconds = c.compile_seconds;
-        r.run_seconds = seconds_since(c.run_started);
+        r.run_seconds = limit;
         done = true;
       } else if (c.phase == Phase::building && !c.stopped &&
                  build_seconds_used(c, now) >= build_limit) {
