@@ -58,6 +58,19 @@ Instance* checked_instance(benchmark::State& state, CheckedInstance<Instance>& s
   return &slot.instance;
 }
 
+/// The check of an instance that writes into `out` and hands its result over in the
+/// reference's layout through `read_output(float*)`: `out` is filled with NaN first, so that an
+/// element the contender never writes fails, then the instance is called once.
+template <class Instance, class Floats>
+CheckResult check_read_output(const Instance& instance, Floats& out, const float* reference,
+                              double tolerance) {
+  fill_nan(out.data(), out.size());
+  instance.call();
+  Floats got(out.size());
+  instance.read_output(got.data());
+  return check_close(got.data(), reference, got.size(), tolerance);
+}
+
 /// Times `call()` in `state`'s loop after waiting for the process to go idle and one untimed
 /// warm-up call. Sets `busy_cores` and, when `rate_name` is not empty, the counter `rate_name` =
 /// `units_per_call` per wall second (e.g. "GFLOPS" with 2*M*N*K*1e-9: the number reads in GFLOP/s)

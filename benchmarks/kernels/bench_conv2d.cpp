@@ -270,13 +270,9 @@ void run_conv(benchmark::State& state, std::size_t ci, ConvShape p, int threads)
   const ConvInstance* instance = loom_bench::checked_instance(
       state, slots[{ci, p.name(), threads}], [&] { return c.prepare(p, threads, d); },
       [&](const ConvInstance& i) {
-        loom_bench::fill_nan(d.out.data(), d.out.size());
-        i.call();
-        AlignedFloats got(d.out.size());
-        i.read_output(got.data());
-        return loom_bench::check_close(got.data(),
-                                       c.bias_relu ? d.ref_bias_relu.data() : d.ref.data(),
-                                       got.size(), loom_bench::gemm_tolerance(p.c * p.r * p.s));
+        return loom_bench::check_read_output(i, d.out,
+                                             c.bias_relu ? d.ref_bias_relu.data() : d.ref.data(),
+                                             loom_bench::gemm_tolerance(p.c * p.r * p.s));
       });
   if (!instance) return;
   loom_bench::run_timed(state, instance->call, "GFLOPS", p.flop() * 1e-9);

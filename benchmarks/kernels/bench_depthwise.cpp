@@ -214,12 +214,8 @@ void run_depthwise(benchmark::State& state, std::size_t ci, ConvShape p, int thr
   const DepthwiseInstance* instance = loom_bench::checked_instance(
       state, slots[{ci, p.name(), threads}], [&] { return c.prepare(p, threads, d); },
       [&](const DepthwiseInstance& i) {
-        loom_bench::fill_nan(d.out.data(), d.out.size());
-        i.call();
-        AlignedFloats got(d.out.size());
-        i.read_output(got.data());
-        return loom_bench::check_close(got.data(), d.ref.data(), got.size(),
-                                       loom_bench::gemm_tolerance(p.r * p.s));
+        return loom_bench::check_read_output(i, d.out, d.ref.data(),
+                                             loom_bench::gemm_tolerance(p.r * p.s));
       });
   if (!instance) return;
   loom_bench::run_timed(state, instance->call, "GFLOPS", depthwise_flop(p) * 1e-9);
