@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "support/random.hpp"
 
@@ -274,6 +275,35 @@ TEST_SUITE("jit") {
     CHECK(assembly.find("vgather") == std::string::npos);
     CHECK(assembly.find("vscatter") == std::string::npos);
     CHECK(jit_vs_interpreter(s) <= 1.0);
+  }
+
+  TEST_CASE("a vectorized loop of any length becomes power-of-two vectors and computes right") {
+    // LLVM legalizes a vector of another length by widening and shuffling every operation
+    // (passes.ipp, vector_chunks): lowering cuts such loops into vectors of up to 16 lanes.
+    struct store_lanes : ir::StmtVisitor {
+      std::vector<int> lanes;
+      using ir::StmtVisitor::visit;
+      void visit_Store(const ir::Store* op) override {
+        lanes.push_back(op->index.dtype().lanes);
+        ir::StmtVisitor::visit_Store(op);
+      }
+    };
+    const std::map<int64_t, std::vector<int>> expected = {
+        {3, {2, 1}}, {7, {4, 2, 1}}, {14, {8, 4, 2}}, {56, {16, 16, 16, 8}}, {64, {64}}};
+    for (const auto& [width, lanes] : expected) {
+      CAPTURE(width);
+      auto x = placeholder<float>("X", {5, width + 2});
+      auto y = compute("Y", {5, width}, [&](Var i, Var j) {
+        return x(i, j) * 2.0f + x(i, j + 2) - max(x(i, j + 1), 0.0f);
+      });
+      auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({x}, {y}));
+      sched::State s(dag);
+      s.annotate("Y", 1, Annotation::Vectorize);
+      store_lanes found;
+      found.visit(lower::lower(s).body);
+      CHECK(found.lanes == lanes);
+      CHECK(jit_vs_interpreter(s) <= 1.0);
+    }
   }
 
   TEST_CASE("float max/min reductions ignore NaN like fmax, in scalar and vectorized code") {
