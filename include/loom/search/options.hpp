@@ -70,6 +70,15 @@ struct SearchOptions {
   /// whole-register instructions, such as AVX-512's vscalefps in exp: the split took 25 % off a
   /// tuned softmax. 0 restores Ansor's rule.
   double long_loop_vectorize_probability = 0.75;
+  /// loom addition: the probability that the innermost loop of a tiled stage, when it is
+  /// spatial and longer than `max_vectorize_size` (up to 64), is vectorized whole; lowering cuts
+  /// it into vectors of at most 16 lanes (lower::vectorize_loops). Otherwise it stays scalar for
+  /// LLVM's loop vectorizer, as in Ansor. Such a tile (4 output channels x 56 columns of the
+  /// NCHW conv) keeps its accumulators in registers across the reduction; the programs LLVM's
+  /// vectorizer made of the scalar loop kept them in memory, and on the 2-thread Zen 4 VM the
+  /// best of them ran at 0.77-0.79x oneDNN where a tuned program with such a tile ran at
+  /// 0.92-0.95x (benchmarks/README, eighteenth session). 0 restores Ansor's rule.
+  double wide_vectorize_probability = 0.5;
   /// loom addition: let FillTileSize draw split lengths that do not divide the extent (lowering
   /// guards the tail). Ansor samples perfect tilings only; non-divisible lengths make prime and
   /// odd extents tileable.

@@ -246,6 +246,7 @@ TEST_SUITE("search") {
     Task task(op_batch_matmul().dag, test_target());
     search::SearchOptions options;
     options.max_vectorize_size = 4;
+    options.wide_vectorize_probability = 0.0;  // longer tiles: the next test
     auto sketches = search::generate_sketches(task, options);
     std::mt19937_64 rng(11);
     int vectorized = 0;
@@ -304,6 +305,45 @@ TEST_SUITE("search") {
     MESSAGE(cut << " long loops cut for vectors in 60 programs");
     CHECK(cut >= 15);
     CHECK(cut_loops(0.0) == 0);
+  }
+
+  TEST_CASE("Vectorization vectorizes a tiled stage's longer innermost tile whole, or leaves it") {
+    // The innermost loop of a tiled stage longer than max_vectorize_size (and at most 64) is
+    // vectorized whole with wide_vectorize_probability, never with 0 (Ansor's rule), always
+    // with 1; a longer one never.
+    Task task(op_batch_matmul().dag, test_target());
+    const auto count = [&](double probability) {
+      search::SearchOptions options;
+      options.max_vectorize_size = 4;
+      options.wide_vectorize_probability = probability;
+      auto sketches = search::generate_sketches(task, options);
+      std::mt19937_64 rng(11);
+      int wide = 0, left = 0;
+      for (int i = 0; i < 40; ++i) {
+        const sched::State s =
+            search::sample_program(sketches[i % sketches.size()], task, options, rng);
+        for (const sched::Stage& st : s.stages()) {
+          if (st.is_placeholder || st.leaves.empty() || !search::is_tiled(st)) continue;
+          const sched::Iterator& inner = st.leaf(static_cast<int>(st.leaves.size()) - 1);
+          if (inner.kind != sched::IterKind::Spatial || inner.extent <= 4) continue;
+          if (!s.attached_at(st.name, st.leaves.back()).empty()) continue;
+          const bool vectorized = inner.annotation == sched::Annotation::Vectorize;
+          if (inner.extent > 64) CHECK_FALSE(vectorized);
+          (vectorized ? wide : left) += 1;
+        }
+      }
+      return std::pair{wide, left};
+    };
+    const auto [none, all_left] = count(0.0);
+    CHECK(none == 0);
+    CHECK(all_left > 5);
+    const auto [all, kept] = count(1.0);
+    MESSAGE(all << " long innermost tiles vectorized whole, " << kept << " left");
+    CHECK(all > 5);
+    CHECK(kept == 0);
+    const auto [some, rest] = count(0.5);
+    CHECK(some > 0);
+    CHECK(rest > 0);
   }
 
   TEST_CASE("ChangeComputeLocation moves an untiled producer among root and its consumer's loops") {

@@ -283,6 +283,26 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   }
 }
 
+/// SearchOptions::wide_vectorize_probability: the innermost loop of tiled stage `si`, spatial,
+/// longer than `limit` and at most 64 long, vectorized whole (lowering cuts it into vectors of
+/// up to 16 lanes). Draws a random number only for a loop that qualifies.
+inline void vectorize_wide_tile(const SketchContext& ctx, sched::State& state, int si,
+                                int64_t limit, std::mt19937_64& rng) {
+  const sched::Stage& s = state.stages()[si];
+  const int inner = static_cast<int>(s.leaves.size()) - 1;
+  const sched::Iterator& it = s.leaf(inner);
+  if (!is_tiled(s) || it.kind == sched::IterKind::Reduce ||
+      it.annotation != sched::Annotation::None || !state.attached_at(s.name, s.leaves[inner]).empty() ||
+      it.extent <= limit || it.extent > 64 ||
+      !detail::chance(rng, ctx.options().wide_vectorize_probability))
+    return;
+  const std::string name = s.name;
+  try {
+    state.annotate(name, inner, sched::Annotation::Vectorize);
+  } catch (const user_error&) {
+  }
+}
+
 }  // namespace detail_search
 
 LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
@@ -313,7 +333,10 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
     // Ansor fuses a random 1 .. count-1 of the candidates.
     if (count > 1) count = 1 + static_cast<int>(detail_search::draw(rng, count - 1));
     if (count == 0) {
-      detail_search::split_long_loop_for_vectors(ctx, state, si, limit, rng);
+      if (is_tiled(s))
+        detail_search::vectorize_wide_tile(ctx, state, si, limit, rng);
+      else
+        detail_search::split_long_loop_for_vectors(ctx, state, si, limit, rng);
       continue;
     }
     const std::string name = s.name;
