@@ -346,7 +346,7 @@ class loop_vectorizer : public ir::StmtMutator {
 // 16 16 16 8; 14: 8 4 2), the last possibly one scalar iteration. LLVM widens a vector of any
 // other length to the next power of two and shuffles the lanes into place on every operation:
 // a conv whose 4 x 56 register tile was one <56 x float> per row ran at 27 GFLOP/s, the same
-// tile cut into 16 16 16 8 lanes at 200 (2-thread Zen 4).
+// tile cut into 16 16 16 8 lanes at 213 (2-thread Zen 4, one process).
 inline std::vector<int> vector_chunks(int64_t extent) {
   if ((extent & (extent - 1)) == 0) return {static_cast<int>(extent)};
   std::vector<int> chunks;

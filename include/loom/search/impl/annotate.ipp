@@ -284,8 +284,9 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
 }
 
 /// SearchOptions::wide_vectorize_probability: the innermost loop of tiled stage `si`, spatial,
-/// longer than `limit` and at most 64 long, vectorized whole (lowering cuts it into vectors of
-/// up to 16 lanes). Draws a random number only for a loop that qualifies.
+/// longer than `limit` and at most 64 long (what lowering vectorizes), vectorized whole; lowering
+/// cuts a length that is not a power of two into power-of-two vectors. Draws a random number
+/// only for a loop that qualifies.
 inline void vectorize_wide_tile(const SketchContext& ctx, sched::State& state, int si,
                                 int64_t limit, std::mt19937_64& rng) {
   const sched::Stage& s = state.stages()[si];
