@@ -6,6 +6,7 @@
 
 #include <loom/loom.hpp>
 #include <loom/ops.hpp>
+#include <loom/lower/lower.hpp>
 #include <loom/sched/layout_rewrite.hpp>
 #include <loom/search/annotate.hpp>
 
@@ -76,6 +77,65 @@ TEST_SUITE("search") {
     const float* packed = reinterpret_cast<const float*>(pref.inputs[1].bytes.data());
     const float* orig = reinterpret_cast<const float*>(ref.inputs[1].bytes.data());
     CHECK(packed[((2 * 4 + 1) * 3 + 2) * 4 + 1] == orig[5 * 16 + 9]);
+  }
+
+  TEST_CASE("the packed layout keeps the innermost tile of the input's contiguous axis innermost") {
+    auto a = placeholder<float>("A", {8, 12});
+    auto b = placeholder<float>("B", {12, 16});
+    Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                 std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
+              test_target());
+    sched::State s(task.dag);
+    s.split("C", 1, {4});             // j -> j.0 (4) j.1 (4)
+    s.split("C", 3, {3});             // k -> k.0 (4) k.1 (3)
+    s.reorder("C", {1, 3, 0, 2, 4});  // j.0 k.0 i j.1 k.1: a reduction tile inside j.1
+    s.annotate("C", 4, sched::Annotation::Unroll);
+    sched::LayoutRewrite rw = sched::rewrite_layout(s, "B");
+    // Loop order would give B_packed[j.0][k.0][j.1][k.1], read along j.1 with stride 3.
+    CHECK(rw.packed.shape() == std::vector<int64_t>{4, 4, 3, 4});
+    const loom_test::workload w{"matmul 8x16x12", task.dag, 12};
+    const auto ref = loom_test::make_reference(w, 5);
+    auto [pw, pref] = loom_test::packed_reference(w, ref, rw);
+    const float* packed = reinterpret_cast<const float*>(pref.inputs[1].bytes.data());
+    const float* orig = reinterpret_cast<const float*>(ref.inputs[1].bytes.data());
+    // (k, j) = (5, 9) is at [j.0 = 2][k.0 = 1][k.1 = 2][j.1 = 1].
+    CHECK(packed[((2 * 4 + 1) * 3 + 2) * 4 + 1] == orig[5 * 16 + 9]);
+    auto r = loom_test::run_and_compare(pw, pref, rw.state);
+    CHECK_MESSAGE(r.ok, r.message);
+  }
+
+  TEST_CASE("a tile that reads only padded packed input is not shifted back from the tensor's end") {
+    // C.local computes one 4-column tile of C at a time; 10 columns make three tiles, the last
+    // running past the end. Reading B as is, the last tile shifts back to columns 6..9; reading
+    // B packed into zero-padded tiles of 4, it covers 8..11 and stays contiguous in B_packed.
+    auto a = placeholder<float>("A", {7, 9});
+    auto b = placeholder<float>("B", {9, 10});
+    Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                 std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
+              test_target());
+    sched::State s(task.dag);
+    const std::string local = s.cache_write("C", ir::MemoryScope::Local);
+    s.split(local, 1, {4});        // C.local: i, j.0 (3), j.1 (4), k
+    s.reorder(local, {1, 0, 3, 2});  // j.0 i k j.1
+    s.split("C", 1, {4});          // C: i, j.0 (3), j.1 (4)
+    s.reorder("C", {1, 0, 2});     // j.0 i j.1
+    s.compute_at(local, "C", 0);
+    sched::LayoutRewrite rw = sched::rewrite_layout(s, "B");
+    CHECK(rw.packed.shape() == std::vector<int64_t>{3, 9, 4});  // B_packed[j.0][k][j.1]
+    const std::string plain = ir::to_string(lower::lower(s, "plain").body);
+    const std::string packed = ir::to_string(lower::lower(rw.state, "packed").body);
+    // Lowering peels the last tile. Plain, its box starts at column 6, so the copy to C skips
+    // two columns of it; packed, it reads B_packed's third tile (at 2 * 9 * 4) from its start.
+    CHECK_MESSAGE(plain.find("C.local[i0*4 + i1.1 + 2]") != std::string::npos, plain);
+    CHECK_MESSAGE(packed.find("C.local[i0*4 + i1.1 + 2]") == std::string::npos, packed);
+    CHECK_MESSAGE(packed.find("B_packed[k*4 + i1.1 + 72]") != std::string::npos, packed);
+    const loom_test::workload w{"matmul 7x10x9", task.dag, 9};
+    const auto ref = loom_test::make_reference(w, 6);
+    auto [pw, pref] = loom_test::packed_reference(w, ref, rw);
+    auto r = loom_test::run_and_compare(pw, pref, rw.state);
+    CHECK_MESSAGE(r.ok, r.message);
+    auto r0 = loom_test::run_and_compare(w, ref, s);
+    CHECK_MESSAGE(r0.ok, r0.message);
   }
 
   TEST_CASE("layout rewrite rejects inputs it cannot follow") {
