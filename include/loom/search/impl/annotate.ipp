@@ -259,17 +259,17 @@ LOOM_DECL void annotate_unroll(const SketchContext& ctx, sched::State& state,
 
 namespace detail_search {
 
-/// SearchOptions::long_loop_vectorize_probability: the innermost loop of untiled stage `si`,
-/// longer than `limit`, split into a vectorized inner loop of limit x {1, 2, 4} lanes that divide
-/// its extent. Draws random numbers only for a loop that qualifies.
+// The two rules below take over where annotate_vectorize finds the innermost loop of stage `si`
+// free (spatial, unannotated, nothing computed at it) but longer than `limit` lanes.
+
+/// SearchOptions::long_loop_vectorize_probability: the innermost loop of an untiled stage split
+/// into a vectorized inner loop of limit x {1, 2, 4} lanes that divide its extent. Draws random
+/// numbers only for a loop that qualifies.
 inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& state, int si,
                                         int64_t limit, std::mt19937_64& rng) {
   const sched::Stage& s = state.stages()[si];
   const int inner = static_cast<int>(s.leaves.size()) - 1;
   const sched::Iterator& it = s.leaf(inner);
-  if (is_tiled(s) || it.kind == sched::IterKind::Reduce ||
-      it.annotation != sched::Annotation::None || !state.attached_at(s.name, s.leaves[inner]).empty())
-    return;
   std::vector<int64_t> lanes;  // none unless the loop is longer than `limit`
   for (int64_t times : {1, 2, 4})
     if (it.extent % (limit * times) == 0 && it.extent > limit * times) lanes.push_back(limit * times);
@@ -283,19 +283,14 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   }
 }
 
-/// SearchOptions::wide_vectorize_probability: the innermost loop of tiled stage `si`, spatial,
-/// longer than `limit` and at most 64 long (what lowering vectorizes), vectorized whole; lowering
-/// cuts a length that is not a power of two into power-of-two vectors. Draws a random number
-/// only for a loop that qualifies.
+/// SearchOptions::wide_vectorize_probability: the innermost loop of a tiled stage, at most 64
+/// long (what lowering vectorizes), vectorized whole; lowering cuts a length that is not a power
+/// of two into power-of-two vectors. Draws a random number only for a loop that qualifies.
 inline void vectorize_wide_tile(const SketchContext& ctx, sched::State& state, int si,
-                                int64_t limit, std::mt19937_64& rng) {
+                                std::mt19937_64& rng) {
   const sched::Stage& s = state.stages()[si];
   const int inner = static_cast<int>(s.leaves.size()) - 1;
-  const sched::Iterator& it = s.leaf(inner);
-  if (!is_tiled(s) || it.kind == sched::IterKind::Reduce ||
-      it.annotation != sched::Annotation::None || !state.attached_at(s.name, s.leaves[inner]).empty() ||
-      it.extent <= limit || it.extent > 64 ||
-      !detail::chance(rng, ctx.options().wide_vectorize_probability))
+  if (s.leaf(inner).extent > 64 || !detail::chance(rng, ctx.options().wide_vectorize_probability))
     return;
   const std::string name = s.name;
   try {
@@ -334,9 +329,13 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
     // Ansor fuses a random 1 .. count-1 of the candidates.
     if (count > 1) count = 1 + static_cast<int>(detail_search::draw(rng, count - 1));
     if (count == 0) {
-      if (is_tiled(s))
-        detail_search::vectorize_wide_tile(ctx, state, si, limit, rng);
-      else
+      const sched::Iterator& inner = s.leaf(n - 1);
+      const bool free = inner.kind == sched::IterKind::Spatial &&
+                        inner.annotation == sched::Annotation::None &&
+                        state.attached_at(s.name, s.leaves[n - 1]).empty();
+      if (free && is_tiled(s))
+        detail_search::vectorize_wide_tile(ctx, state, si, rng);
+      else if (free)
         detail_search::split_long_loop_for_vectors(ctx, state, si, limit, rng);
       continue;
     }
