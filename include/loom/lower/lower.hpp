@@ -6,7 +6,9 @@
 ///  2. build each stage's loop nest from its leaf iterators, deriving the op's axes through the
 ///     split/fuse relations, with a guard where a split does not divide its loop (tails);
 ///  3. infer the region a stage computed inside another must produce (symbolic bounds of its
-///     consumer's reads over the inner loops), sized as a constant box clamped inside the tensor;
+///     consumer's reads over the inner loops), sized as a constant box clamped inside the tensor
+///     (not along an axis where all its reads are of inputs that stay in bounds past the end,
+///     as a weight zero-padded to whole tiles by sched::rewrite_layout does);
 ///  4. give every non-argument stage a buffer: full-size at the root, region-size at its attach
 ///     point; reductions get an init nest and an update nest;
 ///  5. `simplify_loops`, `unroll_loops` (explicit and auto_unroll_max_step), `partition_loops`
