@@ -10,7 +10,7 @@
 //                  [--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]
 //                  [--no-slow-kill]
 //                  [--mode full|random|no-evolution|limited|non-divisible|register-tile|
-//                         no-transfer]
+//                         no-transfer|no-wide-vectorize]
 //
 // --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
 // sampled programs with the model but never mutates them, `limited` switches off the
@@ -19,7 +19,9 @@
 // draws them only for awkward extents such as primes), `register-tile` evolves with loom's
 // opt-in MutateRegisterTile next to Ansor's four mutation rules, `no-transfer` keeps every child
 // in its parent's sketch, as Ansor does (EvolutionOptions::sketch_transfer_probability = 0; the
-// default moves 5 % of them onto another sketch). Records of an ablation go to
+// default moves 5 % of them onto another sketch), `no-wide-vectorize` leaves a tile's innermost
+// loop longer than max_vectorize_size to LLVM, as Ansor does
+// (SearchOptions::wide_vectorize_probability = 0). Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
 // go to different directories. --per-round sets TuneOptions::measures_per_round (64 by default).
 // --no-slow-kill lets every build and run go on to build_timeout_s and run_timeout_s
@@ -129,7 +131,7 @@ int main(int argc, char** argv) {
                    "[--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]\n"
                    "       [--no-slow-kill]\n"
                    "       [--mode full|random|no-evolution|limited|non-divisible|register-tile|\n"
-                   "               no-transfer]\n",
+                   "               no-transfer|no-wide-vectorize]\n",
                    argv[0]);
       return 2;
     }
@@ -173,6 +175,8 @@ int main(int argc, char** argv) {
       o.evolution.mutation_rules.push_back(search::register_tile_mutation_rule());
     } else if (mode == "no-transfer") {
       o.evolution.sketch_transfer_probability = 0;
+    } else if (mode == "no-wide-vectorize") {
+      o.space.wide_vectorize_probability = 0;
     } else if (mode != "full") {
       std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
       return 2;
