@@ -5,8 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <loom/loom.hpp>
-#include <loom/ops.hpp>
 #include <loom/lower/lower.hpp>
+#include <loom/ops.hpp>
 #include <loom/sched/layout_rewrite.hpp>
 #include <loom/search/annotate.hpp>
 
@@ -82,8 +82,9 @@ TEST_SUITE("search") {
   TEST_CASE("the packed layout keeps the innermost tile of the input's contiguous axis innermost") {
     auto a = placeholder<float>("A", {8, 12});
     auto b = placeholder<float>("B", {12, 16});
-    Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
-                                                 std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
+    Task task(std::make_shared<const ComputeDAG>(
+                  std::vector<ir::Tensor>{a, b},
+                  std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
               test_target());
     sched::State s(task.dag);
     s.split("C", 1, {4});             // j -> j.0 (4) j.1 (4)
@@ -104,21 +105,22 @@ TEST_SUITE("search") {
     CHECK_MESSAGE(r.ok, r.message);
   }
 
-  TEST_CASE("a tile that reads only padded packed input is not shifted back from the tensor's end") {
+  TEST_CASE("the last tile of a stage that reads padded packed input is not shifted back") {
     // C.local computes one 4-column tile of C at a time; 10 columns make three tiles, the last
     // running past the end. Reading B as is, the last tile shifts back to columns 6..9; reading
     // B packed into zero-padded tiles of 4, it covers 8..11 and stays contiguous in B_packed.
     auto a = placeholder<float>("A", {7, 9});
     auto b = placeholder<float>("B", {9, 10});
-    Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
-                                                 std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
+    Task task(std::make_shared<const ComputeDAG>(
+                  std::vector<ir::Tensor>{a, b},
+                  std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
               test_target());
     sched::State s(task.dag);
     const std::string local = s.cache_write("C", ir::MemoryScope::Local);
-    s.split(local, 1, {4});        // C.local: i, j.0 (3), j.1 (4), k
+    s.split(local, 1, {4});          // C.local: i, j.0 (3), j.1 (4), k
     s.reorder(local, {1, 0, 3, 2});  // j.0 i k j.1
-    s.split("C", 1, {4});          // C: i, j.0 (3), j.1 (4)
-    s.reorder("C", {1, 0, 2});     // j.0 i j.1
+    s.split("C", 1, {4});            // C: i, j.0 (3), j.1 (4)
+    s.reorder("C", {1, 0, 2});       // j.0 i j.1
     s.compute_at(local, "C", 0);
     sched::LayoutRewrite rw = sched::rewrite_layout(s, "B");
     CHECK(rw.packed.shape() == std::vector<int64_t>{3, 9, 4});  // B_packed[j.0][k][j.1]
