@@ -23,6 +23,16 @@ Target test_target() {
   return t;
 }
 
+// C[i, j] = sum_k A[i, k] B[k, j], with the test target.
+Task matmul_task(int64_t m, int64_t k, int64_t n) {
+  auto a = placeholder<float>("A", {m, k});
+  auto b = placeholder<float>("B", {k, n});
+  return Task(std::make_shared<const ComputeDAG>(
+                  std::vector<ir::Tensor>{a, b},
+                  std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
+              test_target());
+}
+
 int check_packed_samples(const loom_test::workload& w, const std::string& input, uint64_t seed,
                          int count, bool free_tiles) {
   Task task(w.dag, test_target());
@@ -47,11 +57,7 @@ int check_packed_samples(const loom_test::workload& w, const std::string& input,
 
 TEST_SUITE("search") {
   TEST_CASE("the packed layout of a GEMM's B follows the tiles of its reader") {
-    auto a = placeholder<float>("A", {8, 12});
-    auto b = placeholder<float>("B", {12, 16});
-    Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
-                                                 std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
-              test_target());
+    Task task = matmul_task(8, 12, 16);
     sched::State s(task.dag);
     s.split("C", 1, {4});   // j -> j.0 (4) j.1 (4)
     s.split("C", 3, {3});   // k -> k.0 (4) k.1 (3)
@@ -80,12 +86,7 @@ TEST_SUITE("search") {
   }
 
   TEST_CASE("the packed layout keeps the innermost tile of the input's contiguous axis innermost") {
-    auto a = placeholder<float>("A", {8, 12});
-    auto b = placeholder<float>("B", {12, 16});
-    Task task(std::make_shared<const ComputeDAG>(
-                  std::vector<ir::Tensor>{a, b},
-                  std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
-              test_target());
+    Task task = matmul_task(8, 12, 16);
     sched::State s(task.dag);
     s.split("C", 1, {4});             // j -> j.0 (4) j.1 (4)
     s.split("C", 3, {3});             // k -> k.0 (4) k.1 (3)
@@ -109,12 +110,7 @@ TEST_SUITE("search") {
     // C.local computes one 4-column tile of C at a time; 10 columns make three tiles, the last
     // running past the end. Reading B as is, the last tile shifts back to columns 6..9; reading
     // B packed into zero-padded tiles of 4, it covers 8..11 and stays contiguous in B_packed.
-    auto a = placeholder<float>("A", {7, 9});
-    auto b = placeholder<float>("B", {9, 10});
-    Task task(std::make_shared<const ComputeDAG>(
-                  std::vector<ir::Tensor>{a, b},
-                  std::vector<ir::Tensor>{ops::matmul(a, b, false, false, "C")}),
-              test_target());
+    Task task = matmul_task(7, 9, 10);
     sched::State s(task.dag);
     const std::string local = s.cache_write("C", ir::MemoryScope::Local);
     s.split(local, 1, {4});          // C.local: i, j.0 (3), j.1 (4), k
