@@ -388,7 +388,7 @@ class lowering {
       // harmless, reading outside the producer's inputs is not. Where the producer's reads
       // along d cannot leave its inputs (a weight packed into whole, zero-padded tiles), the
       // box starts at the tile instead: shifted back, a tile straddles two packed tiles and its
-      // reads are no longer contiguous (the odd GEMM with B packed: 13 GFLOP/s, 94 as is).
+      // reads are no longer contiguous (the odd GEMM with B packed: 12 GFLOP/s, 94 as is).
       const Interval start = bounds_of(mn, ranges_);
       if (start.min >= 0 && start.max != Interval::pos_inf &&
           reads_stay_inside(ps, d, start.max + ev)) {
