@@ -47,9 +47,11 @@ ir::Stmt unroll_loops(const ir::Stmt& s, int max_extent = 256);
 /// Peels the first and/or last iteration of loops whose remaining iterations then need no tail
 /// guard, clamp or padding condition.
 ir::Stmt partition_loops(const ir::Stmt& s);
+/// The longest Vectorized loop (iterations) that vectorize_loops turns into vector code.
+inline constexpr int64_t max_vectorized_extent = 64;
 /// Turns Vectorized loops into vector code where the body allows it (stores and loads with
-/// lane-linear indices, no inner loops, no lane-dependent branches with loads), otherwise makes
-/// them serial loops.
+/// lane-linear indices, no inner loops, no lane-dependent branches with loads, at most
+/// max_vectorized_extent iterations), otherwise makes them serial loops.
 ir::Stmt vectorize_loops(const ir::Stmt& s);
 
 }  // namespace lower

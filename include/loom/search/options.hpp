@@ -71,10 +71,10 @@ struct SearchOptions {
   /// tuned softmax. 0 restores Ansor's rule.
   double long_loop_vectorize_probability = 0.75;
   /// loom addition: the probability that the innermost loop of a tiled stage, when it is
-  /// spatial and longer than `max_vectorize_size` (up to 64), is vectorized whole; lowering cuts
-  /// a length that is not a power of two into power-of-two vectors (lower::vectorize_loops).
-  /// Otherwise it stays scalar for
-  /// LLVM's loop vectorizer, as in Ansor. Such a tile (4 output channels x 56 columns of the
+  /// spatial and longer than `max_vectorize_size` (up to lower::max_vectorized_extent), is
+  /// vectorized whole; lowering cuts a length that is not a power of two into power-of-two
+  /// vectors (lower::vectorize_loops). Otherwise it stays scalar for LLVM's loop vectorizer, as
+  /// in Ansor. Such a tile (4 output channels x 56 columns of the
   /// NCHW conv) keeps its accumulators in registers across the reduction; the programs LLVM's
   /// vectorizer made of the scalar loop kept them in memory, and on the 2-thread Zen 4 VM the
   /// best of them ran at 0.77-0.79x oneDNN where a tuned program with such a tile ran at

@@ -378,7 +378,7 @@ class vectorize_pass : public ir::StmtMutator {
       } finder;
       finder.found = &has_vectors;
       finder.visit(body);
-      if (!has_vectors && cext && *cext >= 2 && *cext <= 64) {
+      if (!has_vectors && cext && *cext >= 2 && *cext <= max_vectorized_extent) {
         std::vector<ir::Stmt> chunks;
         bool failed = false;
         int64_t done = 0;

@@ -2,6 +2,7 @@
 #include "loom/search/annotate.hpp"
 
 #include "loom/detail/random.hpp"
+#include "loom/lower/lower.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -260,7 +261,7 @@ LOOM_DECL void annotate_unroll(const SketchContext& ctx, sched::State& state,
 namespace detail_search {
 
 // The two rules below take over where annotate_vectorize finds the innermost loop of stage `si`
-// free (spatial, unannotated, nothing computed at it) but longer than `limit` lanes.
+// free (spatial, unannotated, nothing computed at it) but longer than `limit` lanes on its own.
 
 /// SearchOptions::long_loop_vectorize_probability: the innermost loop of an untiled stage split
 /// into a vectorized inner loop of limit x {1, 2, 4} lanes that divide its extent. Draws random
@@ -283,14 +284,15 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   }
 }
 
-/// SearchOptions::wide_vectorize_probability: the innermost loop of a tiled stage, at most 64
-/// long (what lowering vectorizes), vectorized whole; lowering cuts a length that is not a power
-/// of two into power-of-two vectors. Draws a random number only for a loop that qualifies.
+/// SearchOptions::wide_vectorize_probability: the innermost loop of a tiled stage, at most
+/// lower::max_vectorized_extent long, vectorized whole; lowering cuts a length that is not a
+/// power of two into power-of-two vectors. Draws a random number only for a loop that qualifies.
 inline void vectorize_wide_tile(const SketchContext& ctx, sched::State& state, int si,
                                 std::mt19937_64& rng) {
   const sched::Stage& s = state.stages()[si];
   const int inner = static_cast<int>(s.leaves.size()) - 1;
-  if (s.leaf(inner).extent > 64 || !detail::chance(rng, ctx.options().wide_vectorize_probability))
+  if (s.leaf(inner).extent > lower::max_vectorized_extent ||
+      !detail::chance(rng, ctx.options().wide_vectorize_probability))
     return;
   const std::string name = s.name;
   try {
@@ -313,6 +315,7 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
     const int n = static_cast<int>(s.leaves.size());
     int64_t product = 1;
     int count = 0;
+    bool too_long = false;  // the scan stopped at a free loop that exceeds `limit`
     while (count < n) {
       const int p = n - 1 - count;
       const sched::Iterator& it = s.leaf(p);
@@ -323,19 +326,19 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
       // would not give contiguous accesses.
       if (is_tiled(s) && count != 0) break;
       product *= std::max<int64_t>(it.extent, 1);
-      if (product > limit) break;
+      if (product > limit) {
+        too_long = true;
+        break;
+      }
       ++count;
     }
     // Ansor fuses a random 1 .. count-1 of the candidates.
     if (count > 1) count = 1 + static_cast<int>(detail_search::draw(rng, count - 1));
     if (count == 0) {
-      const sched::Iterator& inner = s.leaf(n - 1);
-      const bool free = inner.kind == sched::IterKind::Spatial &&
-                        inner.annotation == sched::Annotation::None &&
-                        state.attached_at(s.name, s.leaves[n - 1]).empty();
-      if (free && is_tiled(s))
+      // The innermost loop alone is free to vectorize but longer than `limit`.
+      if (too_long && is_tiled(s))
         detail_search::vectorize_wide_tile(ctx, state, si, rng);
-      else if (free)
+      else if (too_long)
         detail_search::split_long_loop_for_vectors(ctx, state, si, limit, rng);
       continue;
     }
