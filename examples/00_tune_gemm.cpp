@@ -99,7 +99,9 @@ int main(int argc, char** argv) {
   //    program already; this is the user's own check).
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> a(n * n), b(n * n), c(n * n), ref(n * n), eig(n * n);
+  // Cache-line aligned, as the tuner measured the kernel (a std::vector this large starts 16
+  // bytes off a line, which costs kernels that read an input in place with vector loads).
+  aligned_vector<float> a(n * n), b(n * n), c(n * n), ref(n * n), eig(n * n);
   for (auto& x : a) x = dist(gen);
   for (auto& x : b) x = dist(gen);
   tuned(a.data(), b.data(), c.data());

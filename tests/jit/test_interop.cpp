@@ -1,7 +1,11 @@
-// Eigen interop: kernels called with Eigen matrices, maps and tensors.
+// Interop: kernels called with Eigen matrices, maps and tensors, and with aligned_vector storage.
 #include <doctest/doctest.h>
 #include <loom/cpu.hpp>
 #include <loom/eigen.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 using namespace loom;
 
@@ -40,5 +44,27 @@ TEST_SUITE("jit") {
                          "[loom.runtime.E604] argument 0 ('A') of kernel 'kernel' must have shape "
                          "[7, 5], got [5, 7]",
                          user_error);
+  }
+
+  TEST_CASE("aligned_vector starts on a cache line and a kernel takes it like any pointer") {
+    const int64_t n = 70000;  // 280 KB: glibc's malloc mmaps it and returns line + 16 bytes
+    aligned_vector<float> a(n), b(n), c(n);
+    for (const float* p : {a.data(), b.data(), c.data()})
+      CHECK(reinterpret_cast<std::uintptr_t>(p) % kernel_buffer_alignment == 0);
+    aligned_vector<double> small(3);
+    CHECK(reinterpret_cast<std::uintptr_t>(small.data()) % kernel_buffer_alignment == 0);
+
+    auto A = placeholder<float>("A", {n});
+    auto B = placeholder<float>("B", {n});
+    auto C = compute("C", {n}, [&](Var i) { return A(i) * B(i) + 1.0f; });
+    Kernel kern = build(Task(ComputeDAG({A, B}, {C})));
+    for (int64_t i = 0; i < n; ++i) {
+      a[i] = static_cast<float>(i % 17);
+      b[i] = 0.5f;
+    }
+    kern(a.data(), b.data(), c.data());
+    float worst = 0;
+    for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(c[i] - (a[i] * 0.5f + 1.0f)));
+    CHECK(worst == 0.0f);
   }
 }

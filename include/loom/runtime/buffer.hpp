@@ -1,19 +1,56 @@
 /// \file
 /// `BufferView`: a non-owning view of a dense row-major tensor (pointer, element type, shape),
-/// the checked way to pass data to a kernel (layer runtime/).
+/// the checked way to pass data to a kernel (layer runtime/); and `aligned_vector`, storage that
+/// kernels read at the speed they were tuned at.
 #ifndef LOOM_RUNTIME_BUFFER_HPP
 #define LOOM_RUNTIME_BUFFER_HPP
 
 #include "loom/error.hpp"
 #include "loom/ir/dtype.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
+
+/// Where a kernel's buffers should start: one cache line, one AVX-512 register. The CPU tuner
+/// times programs on page-aligned buffers, and a tuned program may read an input in place with
+/// whole-vector loads; from a buffer 16 bytes off a line (what glibc's malloc returns for blocks
+/// of 128 KiB or more, so any large std::vector) every such load spans two lines. On a Zen 4
+/// that cost a tuned batch_matmul program 18-32 % and a depthwise conv 4-14 % (GEMM 1024^3,
+/// which packs B, nothing); oneDNN and Eigen ask for the same alignment.
+inline constexpr std::size_t kernel_buffer_alignment = 64;
+
+/// std::allocator with blocks aligned to kernel_buffer_alignment (aligned operator new).
+template <class T>
+struct aligned_allocator {
+  using value_type = T;
+  aligned_allocator() noexcept = default;
+  template <class U>
+  aligned_allocator(const aligned_allocator<U>&) noexcept {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(
+        ::operator new(n * sizeof(T), std::align_val_t{kernel_buffer_alignment}));
+  }
+  void deallocate(T* p, std::size_t) noexcept {
+    ::operator delete(p, std::align_val_t{kernel_buffer_alignment});
+  }
+  template <class U>
+  bool operator==(const aligned_allocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+/// A std::vector whose data() starts on a cache line: the storage to give kernels.
+template <class T>
+using aligned_vector = std::vector<T, aligned_allocator<T>>;
 
 /// A dense row-major tensor owned elsewhere. A view made from a bare pointer has no shape
 /// (`has_shape() == false`): kernels then trust the caller.

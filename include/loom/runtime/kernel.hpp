@@ -41,7 +41,8 @@ class Kernel {
 
   /// Calls the kernel on raw pointers, typed pointers, BufferViews or anything with
   /// buffer_view_traits (Eigen matrices through loom/eigen.hpp), one per argument in order.
-  /// Types are checked where known, shapes where the argument carries one.
+  /// Types are checked where known, shapes where the argument carries one. Any alignment of the
+  /// element type works; buffers on a cache line (aligned_vector) run at the tuned speed.
   template <class... A>
   void operator()(A&&... a) const {
     std::vector<BufferView> views{as_buffer_view(a)...};
