@@ -28,6 +28,7 @@
 #endif
 
 #include "loom/cpu.hpp"
+#include "loom/search/task_scheduler.hpp"
 #include "loom/search/tuner.hpp"
 
 #include <optional>
@@ -73,6 +74,22 @@ class TuneResult {
 
 /// Tunes `task` on this machine's CPU (see search/tuner.hpp for the loop and the options).
 TuneResult tune(const Task& task, const TuneOptions& options = {});
+
+using search::TaskSchedulerOptions;
+using search::WeightedTask;
+
+/// Tunes the tasks of a network together on this machine's CPU, a round of programs at a time
+/// to the task whose next round should cut Σ weight × best cost most (Ansor's gradient-based
+/// task scheduler; search/task_scheduler.hpp). Every task's measurements go to
+/// `options.tune.records`, so `tuned_kernel(task, records)` then returns each task's kernel.
+///
+/// ```cpp
+/// std::vector<WeightedTask> net = {{Task(conv1), 3}, {Task(conv2), 4}, {Task(dense), 1}};
+/// TaskSchedulerOptions opts; opts.trials = 2000; opts.tune.records = "net.jsonl";
+/// search::TaskSchedulerReport r = tune_tasks(net, opts);
+/// ```
+search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>& tasks,
+                                       const TaskSchedulerOptions& options);
 
 /// The fastest correct record of the task's workload and target in the log, replayed on the
 /// task's DAG; nothing when the log has none (a missing file has none). Records measured on this

@@ -28,46 +28,13 @@
 #include <unistd.h>
 
 #include "support/random_schedule.hpp"
+#include "support/synthetic_measurer.hpp"
 
 using namespace loom;
+using loom_test::synthetic_cost;
+using loom_test::SyntheticMeasurer;
 
 namespace {
-
-/// A cost that depends on the program only: the analytic roofline of its features (FLOPs
-/// against bytes moved, per store), as seconds at 1 GFLOP/s.
-double synthetic_cost(const sched::State& state, const Target& target) {
-  const cost::ProgramFeatures f = cost::extract_features(state, target);
-  double total = 0;
-  for (int r = 0; r < f.num_rows; ++r) {
-    const float* row = cost::feature_row(f, r);
-    total += std::max(cost::row_float_ops(row), 4.0 * cost::row_bytes(row)) + 1.0;
-  }
-  return total * 1e-9;
-}
-
-class SyntheticMeasurer final : public search::Measurer {
- public:
-  std::vector<search::MeasureResult> measure(const Task& task,
-                                             const std::vector<sched::State>& states) override {
-    std::vector<search::MeasureResult> out(states.size());
-    for (size_t i = 0; i < states.size(); ++i) {
-      try {
-        out[i].costs = {synthetic_cost(states[i], task.target)};
-      } catch (const loom::error& e) {
-        out[i].error = search::MeasureError::instantiation;
-        out[i].error_message = e.what();
-      }
-    }
-    measured += static_cast<int>(states.size());
-    return out;
-  }
-  std::string name() const override { return "synthetic"; }
-  int threads() const override { return threads_reported; }
-  std::string device() const override { return device_reported; }
-  int measured = 0;
-  int threads_reported = 0;
-  std::string device_reported;
-};
 
 /// Tells the synthetic results one at a time and kills its own process (SIGKILL, as `kill -9`
 /// would) before telling result number `kill_after`.

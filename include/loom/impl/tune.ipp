@@ -41,6 +41,19 @@ LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
   return TuneResult(task, search::tune_with(task, options, measurer), options.constant_inputs);
 }
 
+LOOM_DECL search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>& tasks,
+                                                 const TaskSchedulerOptions& options) {
+  for (const WeightedTask& t : tasks)
+    LOOM_USER_CHECK(t.task.target.is_cpu(), "loom.search.E852")
+        << "tune_tasks(): a task targets " << t.task.target.to_string()
+        << " but loom/tune.hpp tunes for the CPU; tune GPU tasks with loom::cuda::tune "
+           "(loom/cuda.hpp, target loom::cuda)";
+  cpu_jit::LocalMeasurerOptions local;
+  local.constant_inputs = options.tune.constant_inputs;
+  cpu_jit::LocalMeasurer measurer(options.tune.measure, local);
+  return search::tune_tasks_with(tasks, options, measurer);
+}
+
 LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
                                                              const std::string& records) {
   const std::string device = cpu_jit::Engine::global().cpu_name();

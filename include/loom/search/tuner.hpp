@@ -73,6 +73,10 @@ struct TuneOptions {
   /// best single measurement wins, as in Ansor.
   int rerank_top = 8;
   int rerank_measures = 5;
+  /// Rank again also when this run measures no new program (`trials` = 0): the fastest
+  /// programs of the resumed records are measured until each has `rerank_measures`
+  /// measurements. The task scheduler (search/task_scheduler.hpp) ends each task this way.
+  bool rerank_resumed = false;
   /// Seed of every random choice of the search (measurement noise aside, a seed gives the same
   /// programs).
   uint64_t seed = 0;

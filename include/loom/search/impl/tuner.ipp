@@ -233,7 +233,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   };
 
   auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<cost::CostModel> model = samples.fit(options, 0);
+  std::unique_ptr<cost::CostModel> model;
+  if (options.trials > 0) model = samples.fit(options, 0);
   report.train_seconds += seconds_since(start);
 
   report.stop_reason = "trials";
@@ -314,7 +315,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   // In passes that measure each due program once, so that a slow phase of the machine falls on
   // all of them. A program that a pass pushes down leaves the top and the next one comes in;
   // the passes are bounded in case the top keeps changing.
-  if (options.rerank_top > 0 && options.rerank_measures > 1 && report.trials > 0) {
+  if (options.rerank_top > 0 && options.rerank_measures > 1 &&
+      (report.trials > 0 || options.rerank_resumed)) {
     const auto rerank_start = std::chrono::steady_clock::now();
     for (int pass = 0; pass < 3 * options.rerank_measures; ++pass) {
       const auto order = by_median();
