@@ -95,8 +95,7 @@ struct TuneOptions {
   /// (std::cerr when null), unless `quiet`.
   bool quiet = false;
   std::ostream* log = nullptr;
-  /// A name for progress lines (default: the DAG's output tensor name and the workload key's
-  /// first characters).
+  /// A name for progress lines (default: task_name()).
   std::string name;
 };
 
@@ -149,6 +148,10 @@ struct TuneReport {
   /// measurement failed.
   const sched::State& best_or_throw(const std::string& workload_key) const;
 };
+
+/// The name progress lines give a task by default: its DAG's first output and the workload
+/// key's first characters ("D@wk-1a2b").
+std::string task_name(const Task& task);
 
 /// Tunes `task`: rounds of search and measurement until `options.trials` programs are measured
 /// (or another stop). Throws loom::user_error for bad options (`[loom.search.E840]`); failed

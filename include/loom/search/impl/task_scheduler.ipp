@@ -169,9 +169,8 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
     weights.push_back(t.weight);
     flops.push_back(t.task.dag->flop_count());
     const auto& outputs = t.task.dag->outputs();
-    const std::string output = outputs.empty() ? std::string("task") : outputs.front().name();
-    tags.push_back(t.tag.empty() ? output : t.tag);
-    names.push_back(output + "@" + t.task.workload_key().substr(0, 8));
+    tags.push_back(!t.tag.empty() || outputs.empty() ? t.tag : outputs.front().name());
+    names.push_back(task_name(t.task));
   }
   TaskAllocator allocator(weights, flops, tags, options);
 
@@ -217,7 +216,7 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
     for (size_t e = 0; e < total.failures_by_error.size() && e < r.failures_by_error.size(); ++e)
       total.failures_by_error[e] += r.failures_by_error[e];
     total.flops = r.flops;
-    total.resumed = total.rounds == 1 ? r.resumed : total.resumed;
+    if (total.rounds == 1) total.resumed = r.resumed;
     if (r.best && r.best_cost < total.best_cost) {
       total.best = r.best;
       total.best_cost = r.best_cost;

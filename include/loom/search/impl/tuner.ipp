@@ -21,12 +21,6 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-inline std::string default_name(const Task& task) {
-  const auto& outs = task.dag->outputs();
-  std::string name = outs.empty() ? std::string("task") : outs.front().name();
-  return name + "@" + task.workload_key().substr(0, 8);
-}
-
 inline std::string format_seconds(double s) {
   char buf[32];
   if (s < 120)
@@ -67,6 +61,12 @@ struct Samples {
 
 }  // namespace detail_tuner
 
+LOOM_DECL std::string task_name(const Task& task) {
+  const auto& outs = task.dag->outputs();
+  std::string name = outs.empty() ? std::string("task") : outs.front().name();
+  return name + "@" + task.workload_key().substr(0, 8);
+}
+
 LOOM_DECL const sched::State& TuneReport::best_or_throw(const std::string& workload_key) const {
   LOOM_USER_CHECK(best.has_value(), "loom.search.E850")
       << "tuning found no correct program for workload " << workload_key << " (" << trials
@@ -89,7 +89,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       << " (≥ 0), rerank_measures " << options.rerank_measures << " (≥ 0)";
   const auto wall_start = std::chrono::steady_clock::now();
   std::ostream& log = options.log ? *options.log : std::cerr;
-  const std::string name = options.name.empty() ? detail_tuner::default_name(task) : options.name;
+  const std::string name = options.name.empty() ? task_name(task) : options.name;
   const std::string& workload = task.workload_key();
   const std::string target = task.target.to_string();
 
@@ -290,8 +290,11 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     start = std::chrono::steady_clock::now();
     samples.add(cost::extract_features(batch, task.target), results);
     report.search_seconds += seconds_since(start);
+    // The model is for the next round; the last round needs none (nor does a task scheduler
+    // that runs one round per call).
     start = std::chrono::steady_clock::now();
-    model = samples.fit(options, static_cast<uint64_t>(report.rounds) + 1);
+    if (report.trials < options.trials)
+      model = samples.fit(options, static_cast<uint64_t>(report.rounds) + 1);
     report.train_seconds += seconds_since(start);
     ++report.rounds;
 
