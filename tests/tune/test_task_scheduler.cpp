@@ -8,29 +8,17 @@
 #include <loom/tune.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "support/random_schedule.hpp"
 #include "support/synthetic_measurer.hpp"
+#include "support/temp_log.hpp"
 
 using namespace loom;
 
 namespace {
-
-struct TempRecords {
-  std::string path;
-  explicit TempRecords(const std::string& name)
-      : path((std::filesystem::temp_directory_path() /
-              ("loom_test_" + name + "_" + std::to_string(::getpid()) + ".jsonl"))
-                 .string()) {
-    std::filesystem::remove(path);
-  }
-  ~TempRecords() { std::filesystem::remove(path); }
-};
 
 TaskSchedulerOptions greedy_options() {
   TaskSchedulerOptions o;
@@ -132,7 +120,7 @@ TEST_CASE("tune_tasks_with: rounds over three tasks, no program measured twice, 
   const auto other = loom_test::matmul(48, 16, 32);
   std::vector<WeightedTask> tasks = {
       {Task(big.dag), 4, ""}, {Task(small.dag), 1, ""}, {Task(other.dag), 2, ""}};
-  TempRecords log("task_scheduler_synthetic");
+  loom_test::TempLog log("task_scheduler_synthetic");
   loom_test::SyntheticMeasurer measurer;
   TaskSchedulerOptions o;
   o.trials = 10 * 16;
@@ -220,7 +208,7 @@ TEST_CASE("tune_tasks: two real tasks on the CPU; each task's logged best is cor
   const auto a = loom_test::matmul(24, 20, 16);
   const auto b = loom_test::matmul(16, 24, 32);
   std::vector<WeightedTask> tasks = {{Task(a.dag), 2, ""}, {Task(b.dag), 1, ""}};
-  TempRecords log("task_scheduler_cpu");
+  loom_test::TempLog log("task_scheduler_cpu");
   TaskSchedulerOptions o;
   o.trials = 32;
   o.tune.measures_per_round = 8;

@@ -29,10 +29,12 @@
 
 #include "support/random_schedule.hpp"
 #include "support/synthetic_measurer.hpp"
+#include "support/temp_log.hpp"
 
 using namespace loom;
 using loom_test::synthetic_cost;
 using loom_test::SyntheticMeasurer;
+using loom_test::TempLog;
 
 namespace {
 
@@ -83,18 +85,6 @@ class LuckyFirstMeasurer final : public search::Measurer {
 
  private:
   SyntheticMeasurer synthetic_;
-};
-
-/// A records file in the temp directory, removed at the end of the test.
-struct TempLog {
-  std::string path;
-  explicit TempLog(const std::string& name) {
-    path = (std::filesystem::temp_directory_path() /
-            ("loom_test_" + name + "_" + std::to_string(::getpid()) + ".jsonl"))
-               .string();
-    std::filesystem::remove(path);
-  }
-  ~TempLog() { std::filesystem::remove(path); }
 };
 
 void jit_runner(const ir::LoweredFunc& f, std::vector<void*>& ptrs) {

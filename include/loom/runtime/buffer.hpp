@@ -20,11 +20,11 @@
 LOOM_BEGIN_NAMESPACE
 
 /// Where a kernel's buffers should start: one cache line, one AVX-512 register. The CPU tuner
-/// times programs on page-aligned buffers, and a tuned program may read an input in place with
-/// whole-vector loads; from a buffer 16 bytes off a line (what glibc's malloc returns for blocks
-/// of 128 KiB or more, so any large std::vector) every such load spans two lines. On a Zen 4
-/// that cost a tuned batch_matmul program 18-32 % and a depthwise conv 4-14 % (GEMM 1024^3,
-/// which packs B, nothing); oneDNN and Eigen ask for the same alignment.
+/// times programs on page-aligned inputs and outputs on this alignment, and a tuned program may
+/// read an input in place with whole-vector loads; from a buffer 16 bytes off a line (what glibc's
+/// malloc returns for blocks of 128 KiB or more, so any large std::vector) every such load spans
+/// two lines. On a Zen 4 that cost a tuned batch_matmul program 18-32 % and a depthwise conv 4-14 %
+/// (GEMM 1024^3, which packs B, nothing); oneDNN and Eigen ask for the same alignment.
 inline constexpr std::size_t kernel_buffer_alignment = 64;
 
 /// std::allocator with blocks aligned to kernel_buffer_alignment (aligned operator new).

@@ -21,6 +21,17 @@ inline constexpr int rounds_without_any_correct_program = 3;
 
 inline bool has_cost(double cost) { return cost < kFailedCost; }
 
+/// Σ weight × cost, or kFailedCost when some task has no cost.
+inline double weighted_latency(const std::vector<double>& weights,
+                               const std::vector<double>& costs) {
+  double sum = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!has_cost(costs[i])) return kFailedCost;
+    sum += weights[i] * costs[i];
+  }
+  return sum;
+}
+
 }  // namespace detail_task_scheduler
 
 LOOM_DECL TaskAllocator::TaskAllocator(std::vector<double> weights, std::vector<double> flops,
@@ -42,12 +53,9 @@ LOOM_DECL TaskAllocator::TaskAllocator(std::vector<double> weights, std::vector<
 }
 
 LOOM_DECL double TaskAllocator::objective() const {
-  double sum = 0;
-  for (size_t i = 0; i < weights_.size(); ++i) {
-    if (!detail_task_scheduler::has_cost(best_cost(i))) return kFailedCost;
-    sum += weights_[i] * best_cost(i);
-  }
-  return sum;
+  std::vector<double> costs(weights_.size());
+  for (size_t i = 0; i < costs.size(); ++i) costs[i] = best_cost(i);
+  return detail_task_scheduler::weighted_latency(weights_, costs);
 }
 
 LOOM_DECL double TaskAllocator::gradient(int task) const {
@@ -262,13 +270,9 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
       total.best_cost = r.best_cost;
     }
   }
-  report.latency = 0;
-  for (size_t k = 0; k < tasks.size(); ++k) {
-    const double cost = report.tasks[k].best_cost;
-    report.latency = cost < kFailedCost && report.latency < kFailedCost
-                         ? report.latency + tasks[k].weight * cost
-                         : kFailedCost;
-  }
+  std::vector<double> final_costs;
+  for (const TuneReport& t : report.tasks) final_costs.push_back(t.best_cost);
+  report.latency = detail_task_scheduler::weighted_latency(weights, final_costs);
   report.wall_seconds = elapsed();
   if (!options.quiet) {
     log << "[loom] tasks: done (" << report.stop_reason << "): " << report.trials

@@ -4,6 +4,7 @@
 #include "loom/backend/llvm/codegen.hpp"
 #include "loom/dag/evaluate.hpp"
 #include "loom/lower/lower.hpp"
+#include "loom/runtime/buffer.hpp"
 #include "loom/runtime/parallel.hpp"
 #include "loom/sched/default_schedule.hpp"
 #include "loom/search/measure_data.hpp"
@@ -427,10 +428,12 @@ inline int poll_ms(double seconds) {
 
 // --- inputs, outputs and comparison ----------------------------------------------------------
 
-/// 64-byte aligned scratch memory of the child (never freed: the child ends with _exit).
+/// Scratch memory of the child on kernel_buffer_alignment, as applications are told to hold
+/// kernel buffers (never freed: the child ends with _exit).
 inline void* child_alloc(size_t bytes) {
-  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
+  constexpr size_t align = kernel_buffer_alignment;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
   if (!p) throw std::bad_alloc();
   return p;
 }
