@@ -18,6 +18,10 @@ namespace ir {
 /// matched by order of first appearance (alpha-equivalence). Tensors must be the same tensor.
 bool structural_equal(const Expr& a, const Expr& b, bool map_free_vars = false);
 
+/// The inverse of reduce_combine (ir/expr.hpp): when `e` is `reduce_combine(op, acc, value)` for
+/// some op and value (`acc` compared structurally), sets `op` and `value` and returns true.
+bool as_reduce_combine(const Expr& e, const Expr& acc, ReduceOp& op, Expr& value);
+
 /// A hash consistent with structural_equal in both modes: variables (free or bound) are numbered
 /// by first appearance and names are ignored. The hash is stable across runs and machines.
 class StructuralHasher {

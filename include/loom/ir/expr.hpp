@@ -237,6 +237,14 @@ struct Broadcast final : ExprNode {
 /// The neutral element of a reduction: 0 for sum, 1 for prod, the type's max for min, ...
 Expr reduce_identity(ReduceOp op, DType t);
 
+/// One step of a reduction: `acc` combined with `value`. A float min/max is
+/// `select(value < acc, value, acc)` (or `>`): an accumulator that starts at its identity (+-inf)
+/// only takes values that compare less/greater, so it never holds NaN, and the select is
+/// fmin/fmax's NaN-ignoring result in one vector instruction.
+Expr reduce_combine(ReduceOp op, const Expr& acc, const Expr& value);
+
+/// Its inverse, as_reduce_combine, is a structural match: ir/equal_hash.hpp.
+
 /// Whether a tensor is an input (placeholder) or computed from other tensors.
 enum class OpKind : uint8_t { Placeholder, Compute };
 

@@ -76,7 +76,8 @@
   X(Allocate)                 \
   X(Block)                    \
   X(IfThenElse)               \
-  X(Barrier)
+  X(Barrier)                  \
+  X(AllReduce)
 
 LOOM_BEGIN_NAMESPACE
 namespace ir {

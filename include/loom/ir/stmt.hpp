@@ -100,6 +100,20 @@ struct Barrier final : StmtNode {
   static Stmt make();
 };
 
+/// GPU kernels only (lower/gpu.hpp): a reduction across the threads of a block. Every thread
+/// holds one value in `buffer[0]`, an array of its own; afterwards each holds the combination
+/// (`op`) of the values of all the block's threads that share its threadIdx.y and threadIdx.z
+/// (CUDA prints warp shuffles and, past one warp, a shared-memory step). Like a Barrier it must
+/// be reached by all threads of a block or by none. The loop-nest interpreter refuses it:
+/// `lower::emulation_func` expands it into shared memory and barriers.
+struct AllReduce final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::AllReduce;
+  ReduceOp op;
+  Buffer buffer;
+  AllReduce(ReduceOp o, Buffer b) : StmtNode(node_kind), op(o), buffer(std::move(b)) {}
+  static Stmt make(ReduceOp op, Buffer buffer);
+};
+
 /// A lowered kernel: its arguments (buffers with arg_index 0..n-1, in the ComputeDAG's argument
 /// order: inputs then outputs) and its body. The unit that backends compile.
 struct LoweredFunc {

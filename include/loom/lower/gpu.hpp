@@ -23,20 +23,30 @@
 ///     memory another thread wrote (or write what another may still read) since the last one,
 ///     including across iterations of the loops around them; a barrier is only placed where all
 ///     threads of the block run the same control flow.
+///  5. A reduction across threads: a threadIdx.x loop around the update `b[i] = b[i] (op) v`
+///     of an element that does not depend on it (a reduction loop bound to threadIdx.x;
+///     `lower()` puts that loop outside the stage's other reduction loops, each iteration
+///     accumulating in registers of its own). Each thread combines its iterations' values in a
+///     partial of its own, an `ir::AllReduce` (warp shuffles, and shared memory past a warp)
+///     gives every thread the whole combination, and `b[i]` takes it: a thread's own copy of b
+///     in every thread, a global one from thread 0.
 ///
 /// Programs whose GPU meaning could differ from their sequential one, or that the device cannot
 /// run, are rejected with loom::user_error (the search drops them before measuring):
 ///  - `[loom.lower.E420]` a stage writes global or shared memory outside the threadIdx loops of
 ///    its kernel (every thread would write it), or a thread-bound loop does not enclose the
 ///    writes it should distribute (a store that ignores the thread index but reads what it
-///    writes: a reduction across threads without a cross-thread reduction);
+///    writes, other than a reduction across threadIdx.x of point 5), or a reduction across
+///    threads runs across threadIdx.y or z, into shared memory, into an element that depends on
+///    a loop inside the thread loop, or two into one thread loop;
 ///  - `[loom.lower.E421]` a thread's private (local) buffer is written inside a threadIdx loop
 ///    that does not enclose its allocation (the threads would each fill only their part);
 ///  - `[loom.lower.E422]` a threadIdx loop inside another of the same dimension uses the outer
 ///    one's variable (both are the same hardware index);
 ///  - `[loom.lower.E423]` a loop bound to blockIdx is not among the outermost loops of its root
 ///    stage, a GPU-bound loop has a non-constant extent, or a loop is marked parallel;
-///  - `[loom.lower.E424]` a barrier would be needed where the threads of a block diverge;
+///  - `[loom.lower.E424]` a barrier, or a reduction across threads, would be needed where the
+///    threads of a block diverge;
 ///  - `[loom.lower.E425]` more threads per block, shared memory per block, or local memory per
 ///    thread than the target allows, or a grid dimension beyond CUDA's limits.
 #ifndef LOOM_LOWER_GPU_HPP
@@ -72,10 +82,18 @@ struct GpuKernel {
   ir::Stmt body;
 
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
+  /// The shared arrays' bytes and those the kernel's AllReduces use.
   int64_t shared_bytes() const;
   /// The entries of `params` that the body stores to (the others it only reads).
   std::vector<ir::Buffer> written_params() const;
 };
+
+/// How many elements of shared memory an AllReduce (ir/stmt.hpp) uses in a block of `block`
+/// threads: none when each row of threadIdx.x is a power of two no longer than a warp (warp
+/// shuffles alone), one per warp and row when rows are whole warps (shuffles, then the warps'
+/// results through shared memory), else one per thread (every thread's value through shared
+/// memory).
+int64_t all_reduce_scratch_elements(const std::array<int64_t, 3>& block);
 
 /// A schedule as GPU kernels, launched in order on one stream.
 struct GpuProgram {

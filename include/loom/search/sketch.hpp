@@ -54,6 +54,10 @@
 /// |                             | consumer                                   | (stage stays)     |
 /// | AlwaysInlineGpu             | computed, not an output, no reduction,     | ApplyAndSkipRest  |
 /// |                             | inlineable (not only strictly)             |                   |
+/// | CrossThreadReduction        | untouched reduction, more terms than a     | Apply             |
+/// |                             | warp (or few outputs when tiled)           |                   |
+/// | UntiledRowConsumerGpu       | element-wise, needs multi-level tiling,    | Apply (stage      |
+/// |                             | walks the rows of such a reduction         | stays untiled)    |
 /// | AddCacheWriteGpu            | as AddCacheWrite                           | ApplyAndSkipRest  |
 /// | MultiLevelTilingWithFusionGpu| as the CPU rule, consumer follows level 3 | ApplyAndSkipRest  |
 /// |                             | (the thread level)                         |                   |
@@ -66,10 +70,19 @@
 /// `gpu_tiling_structure` ("SSSRRSRS"): random annotation binds the first three spatial levels to
 /// blockIdx.x, vthread and threadIdx.x.
 ///
-/// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops) and, for
-/// now, CrossThreadReduction (a reduction split over the threads of a block needs a cross-thread
-/// combine that lower/gpu.hpp does not emit yet): reductions that are not multi-level tiled run
-/// one per thread.
+/// CrossThreadReduction (after AlwaysInlineGpu; Apply) takes a reduction that is not
+/// multi-level tiled and has more terms than a warp, or a multi-level-tiled one with fewer
+/// outputs than a block has threads and fewer outputs than terms (GEMV, the last dense layer):
+/// its reduction loops are fused and split, the inner part on threadIdx.x (lower/gpu.hpp
+/// combines the threads' partials with an AllReduce). When a consumer walks the same rows (a
+/// softmax's division, a layer norm's result, the second reduction of the same rows computed
+/// inside it), the consumer's innermost loop is split for the same threads and the reduction is
+/// computed at its row loop: the whole row in one kernel. UntiledRowConsumerGpu keeps such a
+/// consumer untiled in one more sketch when multi-level tiling would take it (a layer norm's
+/// result, which reuses gamma and beta). ThreadBind draws the thread count
+/// (gpu_thread_candidates up to the row's length) and binds the rows to blockIdx.x.
+///
+/// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops).
 ///
 /// How to add a sketch rule:
 ///  1. Write its condition as a function of the context, the state and the working stage; keep
@@ -179,6 +192,10 @@ SketchRule rule_add_cache_read_shared();
 SketchRule rule_always_inline_gpu();
 /// The built-in GPU rules in Ansor's order (see the table at the top).
 const std::vector<SketchRule>& gpu_sketch_rules();
+/// Whether CrossThreadReduction split `stage` for threads: `step` is then the split step whose
+/// inner part the next step binds to threadIdx.x (the one its reductions follow, and the one
+/// ThreadBind draws the thread count of).
+bool cross_thread_split(const sched::State& state, const std::string& stage, int& step);
 
 /// All sketches of `task`: `custom_rules` are tried before the built-in rules for every state.
 /// The rules are the CPU or the GPU ones by the task's target. Throws loom::user_error

@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -125,12 +126,26 @@ std::vector<gpu_workload> operator_library() {
   return w;
 }
 
+// The sums (or maxima) of the 4 rows of X[4, 1000], a block per row, the row split over
+// `threads` threads of it.
+lower::GpuProgram row_reduction(bool maximum, int64_t threads, const std::string& name) {
+  auto x = placeholder<float>("X", {4, 1000});
+  const RVar k = reduce_axis(1000, "k");
+  auto r = compute("R", {4}, [&](Var i) { return maximum ? max(x(i, k), k) : sum(x(i, k), k); });
+  sched::State s(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{x},
+                                                    std::vector<ir::Tensor>{r}));
+  s.split("R", 1, {threads});
+  s.annotate("R", 0, sched::Annotation::BlockIdxX);
+  s.annotate("R", 2, sched::Annotation::ThreadIdxX);
+  return lower::lower_gpu(s, Target::cuda(), name);
+}
+
 }  // namespace
 
 TEST_SUITE("cuda") {
   TEST_CASE("sampled GPU programs of every op of the operator library compile to PTX for sm_90") {
     constexpr int per_op = 200, optimized_per_op = 2, batch = 50;
-    int total = 0, kernels = 0;
+    int total = 0, kernels = 0, across = 0;
     for (const gpu_workload& w : operator_library()) {
       INFO(w.name);
       const Task task(w.dag, Target::cuda("sm_90"));
@@ -153,6 +168,7 @@ TEST_SUITE("cuda") {
         kernels += static_cast<int>(g.kernels.size());
         const std::string one = cuda::to_cuda_source(g);
         CHECK(one.find("__global__") != std::string::npos);
+        across += one.find("across threadIdx.x") != std::string::npos;
         if (static_cast<int>(i) < optimized_per_op) {
           source = one;
           compile({});
@@ -164,7 +180,54 @@ TEST_SUITE("cuda") {
       total += static_cast<int>(programs.size());
       MESSAGE(w.name << ": " << programs.size() << " sampled programs compiled to PTX");
     }
-    MESSAGE(total << " programs (" << kernels << " kernels) of 17 workloads compiled for sm_90");
+    MESSAGE(total << " programs (" << kernels << " kernels, " << across
+                  << " of them reducing across threads) of 17 workloads compiled for sm_90");
+    CHECK(across > 0);
+  }
+
+  TEST_CASE("a reduction across threads prints warp shuffles, and shared memory past a warp") {
+    // Row sums of 1000 columns, a block per row, k split over each thread count.
+    struct expectation {
+      int64_t threads;
+      int shuffles;         // xor steps within a warp (or within a row shorter than one)
+      bool shared_scratch;  // the warps' (or every thread's) values through shared memory
+    };
+    for (const expectation& e : {expectation{8, 3, false}, expectation{32, 5, false},
+                                 expectation{256, 5, true}, expectation{96, 5, true},
+                                 expectation{48, 0, true}}) {
+      CAPTURE(e.threads);
+      const lower::GpuProgram g = row_reduction(false, e.threads, "row_sum");
+      const std::string src = cuda::to_cuda_source(g);
+      INFO(src);
+      size_t shuffles = 0;
+      for (size_t at = src.find("__shfl_xor_sync"); at != std::string::npos;
+           at = src.find("__shfl_xor_sync", at + 1))
+        ++shuffles;
+      CHECK(shuffles == static_cast<size_t>(e.shuffles));
+      CHECK((src.find("loom_red_buf") != std::string::npos) == e.shared_scratch);
+      CHECK(g.kernels[0].shared_bytes() ==
+            4 * lower::all_reduce_scratch_elements(g.kernels[0].block));
+      // Only thread 0 writes the row's sum.
+      CHECK(src.find("if ((((int)threadIdx.x) == 0))") != std::string::npos);
+      CHECK(cuda::compile_to_ptx(src).find(".entry row_sum_kernel0(") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("every lane shuffles: a max across threads shuffles once per step, outside its select") {
+    // Found on an H100: `v = shfl(v, o) > v ? shfl(v, o) : v` ran the second shuffle in only
+    // the lanes whose condition held, and softmax's row maxima came out wrong or hung.
+    const std::string src = cuda::to_cuda_source(row_reduction(true, 32, "row_max"));
+    INFO(src);
+    int shuffles = 0;
+    std::istringstream lines(src);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("__shfl_xor_sync") != std::string::npos) {
+        ++shuffles;
+        CHECK(line.find("{ const float loom_o = __shfl_xor_sync(") != std::string::npos);
+        CHECK(line.find('?') > line.find("__shfl_xor_sync"));  // the select after it
+      }
+    CHECK(shuffles == 5);
+    CHECK(cuda::compile_to_ptx(src).find(".entry row_max_kernel0(") != std::string::npos);
   }
 
   TEST_CASE("a generated kernel names its buffers, launch bounds, shared memory and barriers") {

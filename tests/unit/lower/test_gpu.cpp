@@ -17,15 +17,17 @@ using loom_test::workload;
 
 namespace {
 
-/// Emulates the GPU program of `s` on the reference inputs and compares with the DAG
-/// interpreter; returns the failure message, empty when every output matches.
-std::string emulate_and_compare(const workload& w, const State& s) {
+/// Emulates GPU program `p` (by default, the one of `s`) on the reference inputs and compares
+/// with the DAG interpreter; returns the failure message, empty when every output matches.
+std::string emulate_and_compare(const workload& w, const State& s, const lower::GpuProgram& p) {
   const loom_test::reference ref = loom_test::make_reference(w, 7);
-  const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
   return loom_test::run_and_compare(
              w, ref, s,
              [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(p, ptrs); })
       .message;
+}
+std::string emulate_and_compare(const workload& w, const State& s) {
+  return emulate_and_compare(w, s, lower::lower_gpu(s, Target::cuda()));
 }
 
 std::string text(const lower::GpuProgram& p) {
@@ -59,6 +61,31 @@ State tiled_matmul(const workload& w, bool shared) {
     s.split(a, 0, {32});  // 16 elements over 32 threads: a guard keeps 16 of them
     s.annotate(a, 1, Annotation::ThreadIdxX);
   }
+  return s;
+}
+
+/// R[i] = sum_k X[i, k] with a block per row and k split over `threads` threads of it.
+State row_sum_across(const workload& w, int64_t threads) {
+  State s(w.dag);
+  s.split("R", 1, {threads});  // i k.0 k.1
+  s.annotate("R", 0, Annotation::BlockIdxX);
+  s.annotate("R", 2, Annotation::ThreadIdxX);
+  return s;
+}
+
+/// Softmax in one kernel: a block per row, the row maximum and sum reduced across its threads
+/// (computed at the row loop of the result), the result's columns spread over the same threads.
+State softmax_one_kernel(const workload& w, int64_t threads) {
+  State s(w.dag);
+  s.compute_inline("exp");
+  s.split("softmax", 1, {threads});  // i j.0 j.1
+  for (const char* r : {"rsum", "rmax"}) {  // rmax's readers must be inside first
+    s.compute_at(r, "softmax", 0);
+    s.split(r, 1, {threads});  // i k.0 k.1
+    s.annotate(r, 2, Annotation::ThreadIdxX);
+  }
+  s.annotate("softmax", 0, Annotation::BlockIdxX);
+  s.annotate("softmax", 2, Annotation::ThreadIdxX);
   return s;
 }
 
@@ -105,10 +132,7 @@ TEST_SUITE("lower") {
       }
     };
     p.kernels[0].body = strip().mutate(p.kernels[0].body);
-    const loom_test::reference ref = loom_test::make_reference(w, 7);
-    auto r = loom_test::run_and_compare(
-        w, ref, s, [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(p, ptrs); });
-    CHECK_FALSE(r.ok);
+    CHECK(emulate_and_compare(w, s, p) != "");
   }
 
   TEST_CASE("a root intermediate becomes a workspace and a second kernel") {
@@ -128,6 +152,61 @@ TEST_SUITE("lower") {
     CHECK(p.workspaces.size() == p.kernels.size() - 1);
     CHECK(p.kernels[0].grid[0] == 3);  // 192 elements / 64 threads
     CHECK(emulate_and_compare(w, s) == "");
+  }
+
+  TEST_CASE("a reduction across the threads of a block: a partial per thread, one AllReduce") {
+    // 100 columns: every thread count leaves a tail that the reduction guard skips.
+    const workload w = loom_test::row_sum(6, 100);
+    for (int64_t threads : {8, 32, 48, 64, 128}) {
+      CAPTURE(threads);
+      const State s = row_sum_across(w, threads);
+      const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+      REQUIRE(p.kernels.size() == 1);
+      const lower::GpuKernel& k = p.kernels[0];
+      CHECK(k.grid == std::array<int64_t, 3>{6, 1, 1});
+      // A thread loop longer than the row shrinks to it.
+      CHECK(k.block == std::array<int64_t, 3>{std::min<int64_t>(threads, 100), 1, 1});
+      INFO(text(p));
+      // The thread loop went outside k.0: one AllReduce per row, not one per k.0 step.
+      CHECK(count(text(p), "all_reduce_sum") == 1);
+      CHECK(k.shared_bytes() == 4 * lower::all_reduce_scratch_elements(k.block));
+      CHECK(emulate_and_compare(w, s) == "");
+      // The loop nest with the thread loop moved outside means the same run serially.
+      const loom_test::reference ref = loom_test::make_reference(w, 7);
+      CHECK(loom_test::run_and_compare(w, ref, s).message == "");
+    }
+    CHECK(lower::all_reduce_scratch_elements({32, 1, 1}) == 0);
+    CHECK(lower::all_reduce_scratch_elements({8, 4, 1}) == 0);
+    CHECK(lower::all_reduce_scratch_elements({128, 2, 1}) == 8);
+    CHECK(lower::all_reduce_scratch_elements({48, 1, 1}) == 48);
+  }
+
+  TEST_CASE("softmax in one kernel: two reductions across threads, then the row") {
+    for (int64_t threads : {16, 32, 64}) {
+      CAPTURE(threads);
+      const workload w = loom_test::softmax(5, 70);
+      const State s = softmax_one_kernel(w, threads);
+      const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+      REQUIRE(p.kernels.size() == 1);
+      INFO(text(p));
+      CHECK(count(text(p), "all_reduce_max") == 1);
+      CHECK(count(text(p), "all_reduce_sum") == 1);
+      CHECK(emulate_and_compare(w, s) == "");
+    }
+  }
+
+  TEST_CASE("the emulation of a reduction across threads sees every thread's partial") {
+    // A kernel whose AllReduce were a no-op would leave each thread its own partial sum.
+    const workload w = loom_test::row_sum(3, 64);
+    const State s = row_sum_across(w, 32);
+    lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+    struct drop : ir::StmtMutator {
+      ir::Stmt visit_AllReduce(const ir::AllReduce*, const ir::Stmt&) override {
+        return ir::Block::make({});
+      }
+    };
+    p.kernels[0].body = drop().mutate(p.kernels[0].body);
+    CHECK(emulate_and_compare(w, s, p) != "");
   }
 
   TEST_CASE("programs whose GPU meaning differs are refused") {
@@ -150,6 +229,33 @@ TEST_SUITE("lower") {
       s.annotate("C", 1, Annotation::ThreadIdxX);  // k over threads: a race on C[i, j]
       CHECK_THROWS_WITH_AS(lower::lower_gpu(s, Target::cuda()),
                            doctest::Contains("loom.lower.E420"), user_error);
+    }
+    SUBCASE("a reduction across threadIdx.y") {
+      const workload rs = loom_test::row_sum(4, 64);
+      State s(rs.dag);
+      s.split("R", 1, {32});
+      s.annotate("R", 0, Annotation::BlockIdxX);
+      s.annotate("R", 2, Annotation::ThreadIdxY);
+      CHECK_THROWS_WITH_AS(lower::lower_gpu(s, Target::cuda()),
+                           doctest::Contains("runs across threadIdx.x only"), user_error);
+    }
+    SUBCASE("a reduction across threads where only some threads run") {
+      // softmax's row sum inside the result's thread loop, which half of the block runs: the
+      // other half would never meet them.
+      const workload sm = loom_test::softmax(4, 64);
+      State s(sm.dag);
+      s.compute_inline("exp");
+      s.split("softmax", 1, {16});  // i j.0 j.1: 16 of the block's 32 threads
+      s.compute_at("rsum", "softmax", 2);
+      s.split("rsum", 1, {32});
+      s.annotate("rsum", 2, Annotation::ThreadIdxX);
+      s.compute_at("rmax", "softmax", 0);
+      s.split("rmax", 1, {32});
+      s.annotate("rmax", 2, Annotation::ThreadIdxX);
+      s.annotate("softmax", 0, Annotation::BlockIdxX);
+      s.annotate("softmax", 2, Annotation::ThreadIdxX);
+      CHECK_THROWS_WITH_AS(lower::lower_gpu(s, Target::cuda()),
+                           doctest::Contains("loom.lower.E424"), user_error);
     }
     SUBCASE("a parallel loop") {
       State s(w.dag);

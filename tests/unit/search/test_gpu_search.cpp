@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "support/op_workloads.hpp"
+#include <sstream>
+
 #include "support/random_schedule.hpp"
 
 using namespace loom;
@@ -38,10 +40,25 @@ loom_test::workload gpu_conv2d() {
   return make("conv2d+bias+relu 8->16 10x10 pad 1", {x, w, bias}, {y}, 72);
 }
 
+// Rows longer than a warp, of a rank-3 tensor: CrossThreadReduction's sketches, with the
+// statistics computed per (batch, position) row inside the result.
+loom_test::workload gpu_layer_norm_rows() {
+  auto x = placeholder<float>("X", {2, 3, 70});
+  auto g = placeholder<float>("gamma", {70});
+  auto b = placeholder<float>("beta", {70});
+  return make("layer_norm 2x3x70", {x, g, b}, {ops::layer_norm(x, g, b)}, 70);
+}
+
+loom_test::workload gpu_softmax_rows() {
+  auto x = placeholder<float>("X", {3, 200});
+  return make("softmax 3x200", {x}, {ops::softmax(x)}, 200);
+}
+
 std::vector<loom_test::workload> gpu_property_workloads() {
   return {gpu_matmul(),  gpu_conv2d(),      op_matmul(),       op_matmul_relu(),
           op_conv2d(),   op_depthwise(),    op_softmax(),      op_softmax_long(),
-          op_batch_matmul(), op_layer_norm(), op_matvec()};
+          op_batch_matmul(), op_layer_norm(), op_matvec(), gpu_layer_norm_rows(),
+          gpu_softmax_rows()};
 }
 
 const sched::Stage* find_stage(const sched::State& s, const std::string& name) {
@@ -154,6 +171,31 @@ TEST_SUITE("search") {
     }
     MESSAGE("GPU emulation: " << total << " programs, " << wrong << " wrong");
     CHECK(wrong == 0);
+  }
+
+  TEST_CASE("CrossThreadReduction: softmax and layer norm rows in one kernel, on a block's threads") {
+    for (const loom_test::workload& w : {gpu_softmax_rows(), gpu_layer_norm_rows()}) {
+      INFO(w.name);
+      const Task task(w.dag, Target::cuda());
+      const auto sketches = search::generate_sketches(task);
+      // Each of the two reductions across threads or not; the first fused into the result
+      // or on its own when the second is not. Layer norm's result reuses gamma and beta, so
+      // it is also multi-level tiled, with both reductions then on their own.
+      CHECK(sketches.size() == (w.name.find("softmax") == 0 ? 4 : 8));
+      int one_kernel = 0, drawn_threads = 0;
+      std::mt19937_64 rng(11);
+      for (const sched::State& p : search::sample_programs(sketches, task, {}, rng, 40)) {
+        const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+        std::ostringstream os;
+        os << g;
+        if (g.kernels.size() == 1 && os.str().find("all_reduce") != std::string::npos) {
+          ++one_kernel;
+          drawn_threads += g.kernels[0].block[0] != 32;
+        }
+      }
+      CHECK(one_kernel > 0);
+      CHECK(drawn_threads > 0);  // the sketch's warp is only a stand-in
+    }
   }
 
   TEST_CASE("the evolutionary search picks only programs the GPU lowering accepts") {

@@ -25,7 +25,8 @@ namespace cuda {
 
 /// The CUDA C source of every kernel of `program`, named as in `program.kernels[i].name`, with
 /// its parameters in the order of `program.kernels[i].params`. Throws loom::backend_error
-/// `[loom.cuda.E950]` for IR the printer cannot express (vector expressions).
+/// `[loom.cuda.E950]` for IR the printer cannot express (vector expressions), `[loom.cuda.E951]`
+/// for a reduction across threads of 8- or 16-bit values.
 std::string to_cuda_source(const lower::GpuProgram& program);
 
 }  // namespace cuda

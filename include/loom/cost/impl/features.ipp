@@ -383,6 +383,7 @@ class extractor final : public ir::StmtVisitor {
       case ir::StmtKind::Allocate:
         return instances(s.as<ir::Allocate>()->body);
       case ir::StmtKind::Barrier:
+      case ir::StmtKind::AllReduce:
         return 0;
     }
     return 0;

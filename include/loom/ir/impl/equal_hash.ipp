@@ -175,5 +175,30 @@ LOOM_DECL uint64_t StructuralHasher::hash(const Expr& e) {
 
 LOOM_DECL uint64_t structural_hash(const Expr& e) { return StructuralHasher{}.hash(e); }
 
+LOOM_DECL bool as_reduce_combine(const Expr& e, const Expr& acc, ReduceOp& op, Expr& value) {
+  auto is_acc = [&](const Expr& x) { return structural_equal(x, acc); };
+  auto binary = [&](auto* node, ReduceOp o) {
+    if (!node || !is_acc(node->a)) return false;
+    op = o;
+    value = node->b;
+    return true;
+  };
+  if (binary(e.as<Add>(), ReduceOp::Sum) || binary(e.as<Mul>(), ReduceOp::Prod) ||
+      binary(e.as<Min>(), ReduceOp::Min) || binary(e.as<Max>(), ReduceOp::Max))
+    return true;
+  auto* s = e.as<Select>();
+  if (!s || !is_acc(s->false_value)) return false;
+  auto compares = [&](auto* c) { return c && structural_equal(c->a, s->true_value) && is_acc(c->b); };
+  if (compares(s->condition.as<LT>())) {
+    op = ReduceOp::Min;
+  } else if (compares(s->condition.as<GT>())) {
+    op = ReduceOp::Max;
+  } else {
+    return false;
+  }
+  value = s->true_value;
+  return true;
+}
+
 }  // namespace ir
 LOOM_END_NAMESPACE

@@ -217,6 +217,17 @@ LOOM_DECL Expr reduce_identity(ReduceOp op, DType t) {
   return {};
 }
 
+LOOM_DECL Expr reduce_combine(ReduceOp op, const Expr& acc, const Expr& value) {
+  const bool fp = acc.dtype().is_float();
+  switch (op) {
+    case ReduceOp::Sum: return Add::make(acc, value);
+    case ReduceOp::Prod: return Mul::make(acc, value);
+    case ReduceOp::Min: return fp ? Select::make(LT::make(value, acc), value, acc) : Min::make(acc, value);
+    case ReduceOp::Max: return fp ? Select::make(GT::make(value, acc), value, acc) : Max::make(acc, value);
+  }
+  return {};
+}
+
 LOOM_DECL Expr Reduce::make(ReduceOp op, Expr source, std::vector<IterVar> axes, Expr condition) {
   LOOM_USER_CHECK(source.defined(), "loom.ir.E022") << "reduction of an undefined expression";
   LOOM_USER_CHECK(!axes.empty(), "loom.ir.E023")

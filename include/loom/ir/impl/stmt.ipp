@@ -50,6 +50,13 @@ LOOM_DECL Stmt IfThenElse::make(Expr condition, Stmt then_case, Stmt else_case) 
 
 LOOM_DECL Stmt Barrier::make() { return new Barrier(); }
 
+LOOM_DECL Stmt AllReduce::make(ReduceOp op, Buffer buffer) {
+  LOOM_INTERNAL_CHECK(buffer && buffer->dtype.lanes == 1 &&
+                      buffer->scope == MemoryScope::Local)
+      << "AllReduce over something other than a thread's own scalar array";
+  return new AllReduce(op, std::move(buffer));
+}
+
 LOOM_DECL void StmtVisitor::visit(const Stmt& s) {
   if (!s.defined()) return;
   switch (s.kind()) {
@@ -78,6 +85,7 @@ LOOM_DECL void StmtVisitor::visit_IfThenElse(const IfThenElse* op) {
   visit(op->else_case);
 }
 LOOM_DECL void StmtVisitor::visit_Barrier(const Barrier*) {}
+LOOM_DECL void StmtVisitor::visit_AllReduce(const AllReduce*) {}
 
 LOOM_DECL Stmt StmtMutator::mutate(const Stmt& s) {
   if (!s.defined()) return s;
@@ -121,6 +129,7 @@ LOOM_DECL Stmt StmtMutator::visit_IfThenElse(const IfThenElse* op, const Stmt& s
   return IfThenElse::make(c, t, e);
 }
 LOOM_DECL Stmt StmtMutator::visit_Barrier(const Barrier*, const Stmt& self) { return self; }
+LOOM_DECL Stmt StmtMutator::visit_AllReduce(const AllReduce*, const Stmt& self) { return self; }
 
 namespace detail_ir {
 
@@ -176,6 +185,12 @@ inline void print_stmt(std::ostream& os, const Stmt& s, int indent) {
     case StmtKind::Barrier:
       os << pad << "barrier\n";
       return;
+    case StmtKind::AllReduce: {
+      auto* r = s.as<AllReduce>();
+      os << pad << r->buffer->name << "[0] = all_reduce_" << reduce_op_name(r->op)
+         << "(threadIdx.x)\n";
+      return;
+    }
   }
 }
 

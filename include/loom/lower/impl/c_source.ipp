@@ -183,6 +183,12 @@ class printer {
       case StmtKind::Barrier:
         os << pad << "/* barrier: all threads of the GPU block wait here */\n";
         return;
+      case StmtKind::AllReduce: {
+        auto* r = s.as<AllReduce>();
+        os << pad << "/* " << r->buffer->name << "[0]: " << reduce_op_name(r->op)
+           << " over the threadIdx.x of the GPU block */\n";
+        return;
+      }
     }
   }
 };

@@ -1,10 +1,13 @@
 // Bodies of loom/lower/gpu.hpp: kernels, thread binding, barriers, and the CPU emulation.
 #include "loom/lower/gpu.hpp"
 
+#include "loom/ir/equal_hash.hpp"
 #include "loom/ir/printer.hpp"
 #include "loom/lower/interpret.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <ostream>
 #include <unordered_map>
 #include <unordered_set>
@@ -92,6 +95,26 @@ inline bool has_barrier(const Stmt& s) {
   return f.found;
 }
 
+// A store that combines across the iterations of thread loop `t`: `b[i] = reduce_combine(op,
+// b[i], v)` where i does not depend on t and v does not read b. Each thread keeps a partial
+// and the binder combines them with an AllReduce.
+struct cross_thread_combine {
+  const Store* store = nullptr;
+  ReduceOp op = ReduceOp::Sum;
+  Expr value;
+};
+
+inline bool as_cross_thread_combine(const Store* st, const Variable* t, cross_thread_combine& out) {
+  if (uses_var(st->index, t)) return false;
+  ReduceOp op;
+  Expr value;
+  if (!as_reduce_combine(st->value, Load::make(st->buffer, st->index), op, value) ||
+      reads_buffer(value, st->buffer.get()))
+    return false;
+  out = {st, op, value};
+  return true;
+}
+
 // Checks that the kernel body (block loops already replaced, thread loops still loops) means on
 // the GPU what it means run serially; see the errors listed in gpu.hpp.
 class checker : public StmtVisitor {
@@ -135,10 +158,35 @@ class checker : public StmtVisitor {
 
   void visit_Store(const Store* op) override {
     const BufferNode* b = op->buffer.get();
+    // The thread loops this store reduces across (lowered as an AllReduce by the binder).
+    // (A thread's own array allocated inside a thread loop is one per iteration of it.)
     auto it = private_.find(b);
+    std::vector<const For*> across;
+    for (const For* t : threads_) {
+      cross_thread_combine c;
+      const bool inside = it != private_.end() &&
+                          std::find(it->second.begin(), it->second.end(), t) != it->second.end();
+      if (!inside && !is_const_int(t->extent, 1) && as_cross_thread_combine(op, t->variable(), c))
+        across.push_back(t);
+    }
+    if (!across.empty()) {
+      const For* t = across.front();
+      LOOM_USER_CHECK(across.size() == 1 && t->for_kind == ForKind::ThreadIdxX, "loom.lower.E420")
+          << "GPU kernel '" << kernel_ << "': the update of '" << b->name << "' reduces across "
+          << "the threads of loop '" << t->variable()->name << "' (" << for_kind_name(t->for_kind)
+          << (across.size() > 1 ? ") and of another thread loop" : ")")
+          << "; a reduction runs across threadIdx.x only: bind one reduction loop to threadIdx.x";
+      LOOM_USER_CHECK(b->scope != MemoryScope::Shared, "loom.lower.E420")
+          << "GPU kernel '" << kernel_ << "': '" << b->name << "' is reduced across threads "
+          << "into shared memory; keep the reduction's result in registers or global memory";
+    }
+    auto reduced_across = [&](const For* t) {
+      return std::find(across.begin(), across.end(), t) != across.end();
+    };
     if (it != private_.end()) {
       for (const For* t : threads_)
-        LOOM_USER_CHECK(std::find(it->second.begin(), it->second.end(), t) != it->second.end(),
+        LOOM_USER_CHECK(reduced_across(t) ||
+                            std::find(it->second.begin(), it->second.end(), t) != it->second.end(),
                         "loom.lower.E421")
             << "GPU kernel '" << kernel_ << "': '" << b->name << "' is a thread's own array, "
             << "allocated outside loop '" << t->variable()->name << "' (bound to "
@@ -164,11 +212,11 @@ class checker : public StmtVisitor {
             << "GPU kernel '" << kernel_ << "': the " << what << " loop '" << v->name
             << "' runs its iterations at once, but the write to '" << b->name
             << "' inside it does not depend on it while its value does (or it updates what "
-            << "it reads): the " << what << "s would race. Reductions across threads need "
-            << "a cross-thread reduction";
+            << "it reads): the " << what << "s would race. A reduction across threads "
+            << "combines into an element that does not depend on the thread loop";
       };
       for (const For* t : threads_)
-        if (!is_const_int(t->extent, 1)) distributes(t->variable(), "thread");
+        if (!is_const_int(t->extent, 1) && !reduced_across(t)) distributes(t->variable(), "thread");
       if (b->scope == MemoryScope::Global)
         for (auto& [v, extent] : block_vars_)
           if (extent > 1) distributes(v, "block");
@@ -185,22 +233,20 @@ class checker : public StmtVisitor {
 };
 
 // Replaces thread-bound loops by the thread index, hoists shared allocations out of the body,
-// and turns vthread loops into serial ones (vectorized ones into unrolled ones).
+// turns vthread loops into serial ones (vectorized ones into unrolled ones), and reductions
+// across a threadIdx.x loop into a partial per thread and an AllReduce.
 class binder : public StmtMutator {
  public:
-  binder(const std::array<Expr, 3>& tidx, const std::array<int64_t, 3>& block)
-      : tidx_(tidx), block_(block) {}
+  binder(const std::string& kernel, const std::array<Expr, 3>& tidx,
+         const std::array<int64_t, 3>& block)
+      : kernel_(kernel), tidx_(tidx), block_(block) {}
   std::vector<Buffer> shared;
 
  protected:
   Stmt visit_For(const For* op, const Stmt& self) override {
     if (is_thread_loop(op->for_kind)) {
-      const int d = gpu_dim(op->for_kind);
-      Expr idx = is_const_int(op->min, 0) ? tidx_[d] : op->min + tidx_[d];
-      Stmt body = mutate(substitute(op->body, {{op->variable(), idx}}));
-      const int64_t extent = *as_const_int(op->extent);
-      if (extent < block_[d]) body = IfThenElse::make(tidx_[d] < Expr(extent), body);
-      return body;
+      if (auto c = find_combine(op)) return reduce_across(op, *c);
+      return bind(op, op->body);
     }
     ForKind k = op->for_kind;
     if (k == ForKind::VThread) k = ForKind::Serial;
@@ -209,7 +255,15 @@ class binder : public StmtMutator {
     if (k == op->for_kind && body.same_as(op->body)) return self;
     return For::make(op->var, op->min, op->extent, k, body);
   }
+  Stmt visit_IfThenElse(const IfThenElse* op, const Stmt& self) override {
+    const bool diverges = !uniform(op->condition);
+    divergent_ += diverges;
+    Stmt out = StmtMutator::visit_IfThenElse(op, self);
+    divergent_ -= diverges;
+    return out;
+  }
   Stmt visit_Allocate(const Allocate* op, const Stmt& self) override {
+    if (op->buffer->scope != MemoryScope::Shared) own_.insert(op->buffer.get());
     Stmt body = mutate(op->body);
     if (op->buffer->scope == MemoryScope::Shared) {
       if (seen_.insert(op->buffer.get()).second) shared.push_back(op->buffer);
@@ -219,9 +273,140 @@ class binder : public StmtMutator {
   }
 
  private:
+  bool uniform(const Expr& e) const {
+    for (const Expr& t : tidx_)
+      if (uses_var(e, t.as<Variable>())) return false;
+    return true;
+  }
+
+  Stmt bind(const For* op, const Stmt& loop_body) {
+    const int d = gpu_dim(op->for_kind);
+    Expr idx = is_const_int(op->min, 0) ? tidx_[d] : op->min + tidx_[d];
+    const int64_t extent = *as_const_int(op->extent);
+    const bool guard = extent < block_[d];
+    divergent_ += guard;
+    Stmt body = mutate(substitute(loop_body, {{op->variable(), idx}}));
+    divergent_ -= guard;
+    if (guard) body = IfThenElse::make(tidx_[d] < Expr(extent), body);
+    return body;
+  }
+
+  struct found_combine {
+    cross_thread_combine c;
+    std::vector<Expr> conditions;  // of the ifs around it that do not depend on the thread loop
+  };
+
+  // The store of `loop`'s body that combines across its iterations (see the checker), with
+  // the conditions it runs under; none when the loop distributes its iterations.
+  std::optional<found_combine> find_combine(const For* loop) const {
+    if (is_const_int(loop->extent, 1)) return std::nullopt;
+    std::optional<found_combine> found;
+    std::vector<const Variable*> inner;  // loops inside `loop` around the current statement
+    std::vector<Expr> conditions;
+    std::unordered_set<const BufferNode*> allocated;  // inside `loop`: one per iteration
+    std::function<void(const Stmt&)> walk = [&](const Stmt& st) {
+      if (!st.defined()) return;
+      if (auto* b = st.as<Block>()) {
+        for (const Stmt& x : b->stmts) walk(x);
+      } else if (auto* a = st.as<Allocate>()) {
+        allocated.insert(a->buffer.get());
+        walk(a->body);
+      } else if (auto* f = st.as<For>()) {
+        inner.push_back(f->variable());
+        walk(f->body);
+        inner.pop_back();
+      } else if (auto* i = st.as<IfThenElse>()) {
+        conditions.push_back(i->condition);
+        walk(i->then_case);
+        conditions.back() = Not::make(i->condition);
+        walk(i->else_case);
+        conditions.pop_back();
+      } else if (auto* store = st.as<Store>()) {
+        cross_thread_combine c;
+        if (allocated.count(store->buffer.get()) ||
+            !as_cross_thread_combine(store, loop->variable(), c))
+          return;
+        for (const Variable* v : inner)
+          LOOM_USER_CHECK(!uses_var(store->index, v), "loom.lower.E420")
+              << "GPU kernel '" << kernel_ << "': '" << store->buffer->name << "' is reduced "
+              << "across the threads of loop '" << loop->variable()->name << "' at an element "
+              << "that depends on loop '" << v->name << "' inside it; reduce across threads "
+              << "only with loops that walk the reduction inside the thread loop";
+        LOOM_USER_CHECK(!found, "loom.lower.E420")
+            << "GPU kernel '" << kernel_ << "': two reductions across the threads of loop '"
+            << loop->variable()->name << "' (into '" << found->c.store->buffer->name << "' and '"
+            << store->buffer->name << "'); one thread loop reduces one element";
+        found_combine fc{c, {}};
+        // Conditions on the loops inside hold per iteration; those of the element do not
+        // depend on them and guard the final combine.
+        for (const Expr& whole : conditions)
+          for (const Expr& cond : split_and(whole)) {
+            bool inside = uses_var(cond, loop->variable());
+            for (const Variable* v : inner) inside = inside || uses_var(cond, v);
+            if (!inside) fc.conditions.push_back(cond);
+          }
+        found = std::move(fc);
+      }
+    };
+    walk(loop->body);
+    return found;
+  }
+
+  static std::vector<Expr> split_and(const Expr& e) {
+    if (!e.defined()) return {};
+    if (auto* a = e.as<And>()) {
+      std::vector<Expr> l = split_and(a->a), r = split_and(a->b);
+      l.insert(l.end(), r.begin(), r.end());
+      return l;
+    }
+    return {e};
+  }
+
+  // for t (threadIdx.x): ... b[i] = b[i] (op) v ...   becomes
+  //   red = identity; if (t < extent) { ... red = red (op) v ... }; AllReduce(op, red);
+  //   if (conditions of b[i], and thread 0 where b is global) b[i] = b[i] (op) red
+  Stmt reduce_across(const For* loop, const found_combine& f) {
+    const Store* st = f.c.store;
+    LOOM_USER_CHECK(divergent_ == 0, "loom.lower.E424")
+        << "GPU kernel '" << kernel_ << "': the reduction of '" << st->buffer->name
+        << "' across the threads of loop '" << loop->variable()->name << "' sits in code that "
+        << "only some threads run (a thread loop shorter than the block, or a thread-dependent "
+        << "condition), where the threads cannot meet";
+    const DType t = st->buffer->dtype;
+    Buffer red = make_buffer(st->buffer->name + ".red", t, {1}, MemoryScope::Local);
+    const Expr zero(int64_t{0});
+    struct replacer : StmtMutator {
+      const Store* target;
+      Stmt with;
+      Stmt visit_Store(const Store* op, const Stmt& self) override {
+        return op == target ? with : self;
+      }
+    } r;
+    r.target = st;
+    r.with = Store::make(red, zero, reduce_combine(f.c.op, Load::make(red, zero), f.c.value));
+    Stmt partials = bind(loop, r.mutate(loop->body));
+    Expr cond;
+    for (const Expr& c : f.conditions) cond = cond.defined() ? (cond && c) : c;
+    if (!own_.count(st->buffer.get())) {
+      // Every thread ends with the whole result: one writes it to global memory; a thread's
+      // own copy each thread writes.
+      Expr first = EQ::make(tidx_[0], Expr(int64_t{0}));
+      cond = cond.defined() ? (first && cond) : first;
+    }
+    Stmt combine = Store::make(st->buffer, st->index,
+                               reduce_combine(f.c.op, Load::make(st->buffer, st->index),
+                                              Load::make(red, zero)));
+    if (cond.defined()) combine = IfThenElse::make(cond, combine);
+    return Allocate::make(red, Block::make({Store::make(red, zero, reduce_identity(f.c.op, t)),
+                                            partials, AllReduce::make(f.c.op, red), combine}));
+  }
+
+  const std::string& kernel_;
   std::array<Expr, 3> tidx_;
   std::array<int64_t, 3> block_;
   std::unordered_set<const BufferNode*> seen_;
+  std::unordered_set<const BufferNode*> own_;  // the threads' own arrays, allocated in the kernel
+  int divergent_ = 0;
 };
 
 // Inserts barriers into a thread's program (see gpu.hpp, point 4). `pending` holds the shared
@@ -392,7 +577,7 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
   s = substitute(s, block_sub);
   k.block = block_shape(name, s);
   checker(name, k.block, block_vars).visit(s);
-  binder b(k.thread_index, k.block);
+  binder b(name, k.thread_index, k.block);
   Stmt body = b.mutate(s);
   k.shared = std::move(b.shared);
   k.body = sync_planner(name, k.thread_index).run(body);
@@ -429,8 +614,9 @@ class emulation_builder {
   explicit emulation_builder(const GpuKernel& k) : k_(k) {}
 
   Stmt build() {
-    Stmt body = rewrite(k_.body);
+    Stmt body = rewrite(expand_all_reduce(k_.body));
     for (auto it = k_.shared.rbegin(); it != k_.shared.rend(); ++it) body = Allocate::make(*it, body);
+    for (auto it = staging_.rbegin(); it != staging_.rend(); ++it) body = Allocate::make(*it, body);
     for (int d = 0; d < 3; ++d)
       body = For::make(k_.block_index[d], Expr(int64_t{0}), Expr(k_.grid[d]), ForKind::Serial, body);
     return body;
@@ -475,6 +661,34 @@ class emulation_builder {
     return all_threads(s);
   }
 
+  // The reference meaning of AllReduce, in shared memory and barriers: each thread stores its
+  // value, and after a barrier each combines the values of its row of threadIdx.x in order.
+  Stmt expand_all_reduce(const Stmt& s) {
+    struct expander : StmtMutator {
+      emulation_builder* self;
+      Stmt visit_AllReduce(const AllReduce* op, const Stmt&) override {
+        const GpuKernel& k = self->k_;
+        Buffer stage = make_buffer(op->buffer->name + ".staging", op->buffer->dtype,
+                                   {k.threads_per_block()}, MemoryScope::Shared);
+        self->staging_.push_back(stage);
+        const Expr zero(int64_t{0});
+        const std::array<Expr, 3>& t = k.thread_index;
+        Expr row = Expr(k.block[0]) * (t[1] + Expr(k.block[1]) * t[2]);
+        Expr lane = Variable::make(op->buffer->name + ".lane");
+        Stmt fold = For::make(lane, zero, Expr(k.block[0]), ForKind::Serial,
+                              Store::make(op->buffer, zero,
+                                          reduce_combine(op->op, Load::make(op->buffer, zero),
+                                                         Load::make(stage, row + lane))));
+        return Block::make({Store::make(stage, row + t[0], Load::make(op->buffer, zero)),
+                            Barrier::make(),
+                            Store::make(op->buffer, zero, reduce_identity(op->op, op->buffer->dtype)),
+                            fold, Barrier::make()});
+      }
+    } e;
+    e.self = this;
+    return e.mutate(s);
+  }
+
   // A thread's array that lives across a barrier: one copy per thread, side by side.
   Stmt per_thread(const Allocate* a) {
     const int64_t n = a->buffer->num_elements();
@@ -509,14 +723,38 @@ class emulation_builder {
   }
 
   const GpuKernel& k_;
+  std::vector<Buffer> staging_;
 };
 
+// Shared memory the kernel's AllReduces use, for the widest type reduced.
+inline int64_t all_reduce_scratch_bytes(const GpuKernel& k) {
+  int bytes = 0;
+  struct finder : StmtVisitor {
+    int* bytes;
+    using StmtVisitor::visit;
+    void visit(const Expr&) override {}
+    void visit_AllReduce(const AllReduce* op) override {
+      *bytes = std::max(*bytes, op->buffer->dtype.bytes());
+    }
+  } f;
+  f.bytes = &bytes;
+  f.visit(k.body);
+  return bytes * all_reduce_scratch_elements(k.block);
+}
+
 }  // namespace detail_gpu
+
+LOOM_DECL int64_t all_reduce_scratch_elements(const std::array<int64_t, 3>& block) {
+  const int64_t x = block[0], rows = block[1] * block[2];
+  if (x <= 32 && (x & (x - 1)) == 0) return 0;
+  if (x % 32 == 0) return x / 32 * rows;
+  return x * rows;
+}
 
 LOOM_DECL int64_t GpuKernel::shared_bytes() const {
   int64_t bytes = 0;
   for (const ir::Buffer& b : shared) bytes += b->num_elements() * b->dtype.bytes();
-  return bytes;
+  return bytes + detail_gpu::all_reduce_scratch_bytes(*this);
 }
 
 LOOM_DECL std::vector<ir::Buffer> GpuKernel::written_params() const {

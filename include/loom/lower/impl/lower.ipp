@@ -455,6 +455,25 @@ class lowering {
     return IfThenElse::make(c, s);
   }
 
+  // The position of the loop of a reduction that runs across GPU threads, when the stage can
+  // be lowered in the cross-thread form (one thread-bound reduction loop, nothing but reduction
+  // loops from the first on, no stage computed inside them); -1 otherwise, when the reduction
+  // is lowered as it reads (lower/gpu.hpp reduces across threads once per iteration then).
+  static int cross_thread_leaf(const Stage& s, int first_reduce,
+                               const std::vector<std::vector<Stmt>>& attached) {
+    int found = -1;
+    for (int p = first_reduce; p < static_cast<int>(s.leaves.size()); ++p) {
+      const sched::Iterator& it = s.leaf(p);
+      if (it.kind != sched::IterKind::Reduce || !attached[p].empty()) return -1;
+      const ForKind k = for_kind(it.annotation);
+      if (k == ForKind::ThreadIdxX || k == ForKind::ThreadIdxY || k == ForKind::ThreadIdxZ) {
+        if (found >= 0) return -1;
+        found = p;
+      }
+    }
+    return found;
+  }
+
   Stmt emit_stage(int si) {
     const Stage& s = st_.stages()[si];
     stage_info& in = info_[si];
@@ -507,27 +526,9 @@ class lowering {
     } else {
       Expr src = bl.mutate(substitute(red->source, axes));
       Expr cur = Load::make(in.buffer, offset);
-      // A float min/max accumulator starts at its identity (+-inf) and takes only values that
-      // compare less/greater, so it never holds NaN: then `select(src > acc, src, acc)` is
-      // fmax's NaN-ignoring result, in one vmaxps instead of maxnum's max, NaN test and blend,
-      // which made softmax's row maxima a latency chain three times as long.
-      const bool fp = op.dtype().is_float();
-      Expr combined;
-      switch (red->op) {
-        case ReduceOp::Sum: combined = Add::make(cur, src); break;
-        case ReduceOp::Prod: combined = Mul::make(cur, src); break;
-        case ReduceOp::Min:
-          combined = fp ? Select::make(LT::make(src, cur), src, cur) : Min::make(cur, src);
-          break;
-        case ReduceOp::Max:
-          combined = fp ? Select::make(GT::make(src, cur), src, cur) : Max::make(cur, src);
-          break;
-      }
       std::vector<Expr> g = loops.guards;
       g.insert(g.end(), loops.reduce_guards.begin(), loops.reduce_guards.end());
       if (red->condition.defined()) g.push_back(bl.mutate(substitute(red->condition, axes)));
-      Stmt update = guarded(g, Store::make(in.buffer, offset, combined));
-      for (int p = n; p-- > first_reduce;) update = wrap_loop(p, update, true);
       Stmt init = guarded(loops.guards, Store::make(in.buffer, offset, reduce_identity(red->op, op.dtype())));
       for (int p = n; p-- > first_reduce;) {
         int id = s.leaves[p];
@@ -537,7 +538,36 @@ class lowering {
         init = For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
                          for_kind(s.iters[id].annotation), init);
       }
-      nest = Block::make({init, update});
+      const int across = cross_thread_leaf(s, first_reduce, attached);
+      if (across < 0) {
+        Stmt update = guarded(g, Store::make(in.buffer, offset, reduce_combine(red->op, cur, src)));
+        for (int p = n; p-- > first_reduce;) update = wrap_loop(p, update, true);
+        nest = Block::make({init, update});
+      } else {
+        // A reduction across threads (lower/gpu.hpp): the thread loop goes outside the other
+        // reduction loops, each of its iterations sums into an accumulator of its own, and the
+        // accumulators meet in one combine into the output, which the GPU lowering turns into
+        // one AllReduce per output element instead of one per iteration of the outer loops.
+        const int id = s.leaves[across];
+        Buffer acc = make_buffer(s.name + ".acc", op.dtype(), {1}, MemoryScope::Local);
+        Expr acc0 = Load::make(acc, Expr(int64_t{0}));
+        Stmt partial = guarded(g, Store::make(acc, Expr(int64_t{0}), reduce_combine(red->op, acc0, src)));
+        for (int p = n; p-- > first_reduce;)
+          if (p != across) partial = wrap_loop(p, partial, false);
+        Stmt update = Allocate::make(
+            acc, Block::make({Store::make(acc, Expr(int64_t{0}), reduce_identity(red->op, op.dtype())),
+                              partial,
+                              guarded(loops.guards, Store::make(in.buffer, offset,
+                                                                reduce_combine(red->op, cur, acc0)))}));
+        update = For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
+                           for_kind(s.iters[id].annotation), update);
+        // The output of a kernel's root stage lives in global memory: one thread starts it
+        // (a thread loop of one iteration), as one thread will finish it.
+        if (s.location == ComputeLocation::Root || s.scope == MemoryScope::Shared)
+          init = For::make(Variable::make(s.iters[id].name + ".init"), Expr(int64_t{0}),
+                           Expr(int64_t{1}), for_kind(s.iters[id].annotation), init);
+        nest = Block::make({init, update});
+      }
       for (int p = first_reduce; p-- > 0;) nest = wrap_loop(p, nest, true);
     }
     if (s.auto_unroll_max_step > 0) nest = auto_unroll(nest, s.auto_unroll_max_step);

@@ -45,12 +45,41 @@ inline std::vector<int> gpu_spatial_split_steps(const sched::State& st, const st
   return out;
 }
 
+// Draws the thread count of every split that CrossThreadReduction made (the sketch holds a
+// warp as a stand-in): one of gpu_thread_candidates up to the loop's extent.
+inline void draw_threads_across(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng) {
+  const Target& target = ctx.task().target;
+  std::vector<sched::Step> steps = state.steps();
+  bool drawn = false;
+  for (size_t k = 0; k + 1 < steps.size(); ++k) {
+    int split = -1;
+    auto* sp = std::get_if<sched::SplitStep>(&steps[k]);
+    if (!sp || sp->extent <= 0 || !cross_thread_split(state, sp->stage, split) ||
+        split != static_cast<int>(k))
+      continue;
+    std::vector<int64_t> cands;
+    for (int c : ctx.options().gpu_thread_candidates)
+      if (c <= target.max_threads_per_block && (cands.empty() || c <= sp->extent)) cands.push_back(c);
+    if (cands.empty()) continue;
+    sp->lengths[0] = cands[detail::draw(rng, cands.size())];
+    drawn = true;
+  }
+  if (drawn) state = sched::replay(state.dag_ptr(), steps);
+}
+
+inline bool has_thread_loop(const sched::Stage& s) {
+  for (int id : s.leaves)
+    if (s.iters[id].annotation == sched::Annotation::ThreadIdxX) return true;
+  return false;
+}
+
 }  // namespace detail_search
 
 LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng) {
   const Target& target = ctx.task().target;
   const SearchOptions& o = ctx.options();
   const int64_t warp = target.warp_size;
+  detail_search::draw_threads_across(ctx, state, rng);
   const int spatial_levels = static_cast<int>(
       std::count(o.gpu_tiling_structure.begin(), o.gpu_tiling_structure.end(), 'S'));
   for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
@@ -93,10 +122,17 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state, st
         if (!state.attached_at(name, s.leaves[p]).empty()) break;
       }
       if (count == 0) continue;
+      const bool threads_inside = detail_search::has_thread_loop(s);
       if (count > 1) {
         std::vector<int> all(count);
         std::iota(all.begin(), all.end(), 0);
         state.fuse(name, all);
+      }
+      if (threads_inside) {
+        // A reduction across threads, or the stage that computes such reductions per row:
+        // a block per output (row).
+        state.annotate(name, 0, sched::Annotation::BlockIdxX);
+        continue;
       }
       if (extent <= warp) {
         state.annotate(name, 0, sched::Annotation::ThreadIdxX);

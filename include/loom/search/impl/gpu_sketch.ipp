@@ -6,6 +6,20 @@
 LOOM_BEGIN_NAMESPACE
 namespace search {
 
+LOOM_DECL bool cross_thread_split(const sched::State& st, const std::string& stage, int& step) {
+  const auto& steps = st.steps();
+  for (size_t k = 0; k + 1 < steps.size(); ++k) {
+    auto* sp = std::get_if<sched::SplitStep>(&steps[k]);
+    auto* an = std::get_if<sched::AnnotationStep>(&steps[k + 1]);
+    if (sp && an && sp->stage == stage && an->stage == stage && sp->lengths.size() == 1 &&
+        an->iter == sp->iter + 1 && an->annotation == sched::Annotation::ThreadIdxX) {
+      step = static_cast<int>(k);
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace detail_search {
 
 // Whether stage `consumer` reads stage `producer` itself, not through inlined stages.
@@ -79,6 +93,84 @@ LOOM_DECL SketchRule rule_always_inline_gpu() {
 
 namespace detail_search {
 
+// Whether the stage's loops are its axes or CrossThreadReduction's split of them.
+inline bool is_untiled(const sched::Stage& s) {
+  return s.location == sched::ComputeLocation::Root && s.fuses.empty() && s.splits.size() <= 1;
+}
+
+// Ansor's CrossThreadReduction: a reduction with more terms than threads it could spread its
+// outputs over runs each output on a block's threads (the fused reduction loop split, its inner
+// part on threadIdx.x), computed inside the consumer that walks the same rows when there is one
+// (the consumer's innermost loop then takes the same threads).
+inline SketchRule rule_cross_thread_reduction() {
+  return {"CrossThreadReduction",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const sched::Stage& s = st.stages()[i];
+            if (!has_reduce(s) || !is_untouched(s)) return RuleCondition::Skip;
+            const StageOrigin o = ctx.origin(st, i);
+            if (o.op < 0 || o.cache_write_copy || o.cache_write_local) return RuleCondition::Skip;
+            int64_t space = 1, reduce = 1;
+            for (const sched::Iterator& it : s.iters)
+              (it.kind == sched::IterKind::Reduce ? reduce : space) *= std::max<int64_t>(it.extent, 1);
+            const Target& t = ctx.task().target;
+            if (needs_multi_level_tiling(ctx, st, i))
+              // Enough outputs to fill blocks of threads: tiling them reuses more.
+              return space <= t.max_threads_per_block && space < reduce ? RuleCondition::Apply
+                                                                         : RuleCondition::Skip;
+            return reduce > t.warp_size ? RuleCondition::Apply : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            sched::State s = st;
+            const std::string name = st.stages()[i].name;
+            const int r = fuse_reduce_loops(s, name);
+            const int64_t warp = ctx.task().target.warp_size;
+            // The thread count is a stand-in: ThreadBind draws it (threads_across_steps).
+            const int c = row_consumer(s, i, true);
+            if (c >= 0 && !has_reduce(s.stages()[c]) && is_untiled(s.stages()[c])) {
+              const std::string consumer = s.stages()[c].name;
+              const int rank = s.stages()[i].num_spatial_axes;
+              int split = -1;
+              if (!cross_thread_split(s, consumer, split)) {
+                s.split(consumer, static_cast<int>(s.stage(consumer).leaves.size()) - 1, {warp});
+                split = static_cast<int>(s.steps().size()) - 1;
+                s.annotate(consumer, static_cast<int>(s.stage(consumer).leaves.size()) - 1,
+                           sched::Annotation::ThreadIdxX);
+              }
+              s.follow_split(name, r, split, 1);
+              s.annotate(name, r + 1, sched::Annotation::ThreadIdxX);
+              s.compute_at(name, consumer, rank - 1);
+            } else {
+              s.split(name, r, {warp});
+              s.annotate(name, r + 1, sched::Annotation::ThreadIdxX);
+            }
+            return Successors{{std::move(s), i - 1}};
+          }};
+}
+
+// An element-wise stage that multi-level tiling would take (it reuses some reads, as a layer
+// norm's result reuses gamma and beta across rows) but that walks the rows of a reduction
+// CrossThreadReduction can take: also left untiled, so that the reduction can be computed
+// inside its rows.
+inline SketchRule rule_untiled_row_consumer_gpu() {
+  return {"UntiledRowConsumerGpu",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const sched::Stage& s = st.stages()[i];
+            if (has_reduce(s) || !is_untouched(s) || !needs_multi_level_tiling(ctx, st, i) ||
+                ctx.origin(st, i).cache_write_local)
+              return RuleCondition::Skip;
+            for (int p : st.producers(i)) {
+              const RuleCondition c = rule_cross_thread_reduction().condition(ctx, st, p);
+              if (c != RuleCondition::Skip && !needs_multi_level_tiling(ctx, st, p) &&
+                  row_consumer(st, p, true) == i)
+                return RuleCondition::Apply;
+            }
+            return RuleCondition::Skip;
+          },
+          [](const SketchContext&, const sched::State& st, int i) {
+            return Successors{{st, i - 1}};
+          }};
+}
+
 inline SketchRule rule_add_cache_write_gpu() {
   SketchRule r = rule_add_cache_write();
   r.name = "AddCacheWriteGpu";
@@ -132,6 +224,8 @@ LOOM_DECL const std::vector<SketchRule>& gpu_sketch_rules() {
   static const std::vector<SketchRule> rules = {
       rule_add_cache_read_shared(),
       rule_always_inline_gpu(),
+      detail_search::rule_cross_thread_reduction(),
+      detail_search::rule_untiled_row_consumer_gpu(),
       detail_search::rule_add_cache_write_gpu(),
       detail_search::rule_multi_level_tiling_with_fusion_gpu(),
       detail_search::rule_multi_level_tiling_gpu(),

@@ -280,10 +280,11 @@ inline void move_innermost(sched::State& s, const std::string& stage, int from) 
 }
 
 // The consumer stage whose first `rank` loops walk the rows of `stage`, or -1. That stage R is
-// untouched, and every consumer of `stage` (R, and others computed inside R at its row loop,
-// e.g. a second reduction of the same rows) reads it at [axis 0, ..., axis rank-1] of its own
-// axes, directly or through inlined stages.
-inline int row_consumer(const sched::State& st, int stage) {
+// untouched (with `rows_untouched`, its first `rank` loops are: the GPU rule splits the rest),
+// and every consumer of `stage` (R, and others computed inside R at its row loop, e.g. a second
+// reduction of the same rows) reads it at [axis 0, ..., axis rank-1] of its own axes, directly
+// or through inlined stages.
+inline int row_consumer(const sched::State& st, int stage, bool rows_untouched = false) {
   const auto cons = st.consumers(stage);
   const int rank = st.stages()[stage].num_spatial_axes;
   int row = -1;
@@ -294,7 +295,15 @@ inline int row_consumer(const sched::State& st, int stage) {
     }
   if (row < 0 || rank < 1) return -1;
   const sched::Stage& rs = st.stages()[row];
-  if (!is_untouched(rs) || rs.num_spatial_axes < rank) return -1;
+  if (rs.num_spatial_axes < rank) return -1;
+  if (rows_untouched) {
+    for (int d = 0; d < rank; ++d)
+      if (rs.leaves.size() <= static_cast<size_t>(d) || rs.leaves[d] != d ||
+          rs.iters[d].annotation != sched::Annotation::None)
+        return -1;
+  } else if (!is_untouched(rs)) {
+    return -1;
+  }
   for (int c : cons) {
     const sched::Stage& cs = st.stages()[c];
     if (c != row && (cs.location != sched::ComputeLocation::At || cs.attach_stage != rs.name ||

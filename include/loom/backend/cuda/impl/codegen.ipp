@@ -227,7 +227,71 @@ class printer {
       case StmtKind::Barrier:
         os_ << pad << "__syncthreads();\n";
         return;
+      case StmtKind::AllReduce:
+        all_reduce(s.as<AllReduce>(), pad);
+        return;
     }
+  }
+
+  // Warp shuffles where each row of threadIdx.x is a power of two up to a warp, or whole warps
+  // (then each warp's result goes through shared memory); otherwise every value goes through
+  // shared memory. Sizes as lower::all_reduce_scratch_elements says.
+  void all_reduce(const AllReduce* r, const std::string& pad) {
+    const DType t = r->buffer->dtype;
+    LOOM_USER_CHECK(t.is_float() || t.bits == 32 || t.bits == 64, "loom.cuda.E951")
+        << "kernel '" << k_.name << "': a reduction across threads of " << to_string(t)
+        << " values; reduce 32- or 64-bit values";
+    const std::string ty = type(t), v = name(r->buffer.get(), r->buffer->name) + "[0]";
+    auto combine = [&](const std::string& a, const std::string& b) -> std::string {
+      switch (r->op) {
+        case ReduceOp::Sum: return a + " + " + b;
+        case ReduceOp::Prod: return a + " * " + b;
+        case ReduceOp::Min: return "(" + b + " < " + a + " ? " + b + " : " + a + ")";
+        case ReduceOp::Max: return "(" + b + " > " + a + " ? " + b + " : " + a + ")";
+      }
+      return a;
+    };
+    const int64_t x = k_.block[0], rows = k_.block[1] * k_.block[2], total = x * rows;
+    const int64_t scratch = lower::all_reduce_scratch_elements(k_.block);
+    const std::string in = pad + "  ";
+    os_ << pad << "{  // " << reduce_op_name(r->op) << " across threadIdx.x\n";
+    os_ << in << "const int loom_lane = threadIdx.x + " << x << " * (threadIdx.y + " << k_.block[1]
+        << " * threadIdx.z);\n";
+    os_ << in << "const int loom_row = threadIdx.y + " << k_.block[1] << " * threadIdx.z;\n";
+    os_ << in << ty << " loom_v = " << v << ";\n";
+    const std::string buf = name(r, "loom_red_buf");
+    if (scratch == total) {
+      os_ << in << "__shared__ " << ty << ' ' << buf << '[' << scratch << "];\n";
+      os_ << in << buf << "[loom_lane] = loom_v;\n" << in << "__syncthreads();\n";
+      os_ << in << "loom_v = " << buf << "[loom_row * " << x << "];\n";
+      os_ << in << "for (int loom_i = 1; loom_i < " << x << "; ++loom_i) loom_v = "
+          << combine("loom_v", buf + "[loom_row * " + std::to_string(x) + " + loom_i]") << ";\n";
+      os_ << in << "__syncthreads();\n";
+    } else {
+      // A warp of a block whose size is not a multiple of 32 has fewer lanes.
+      std::string mask = "0xffffffffu";
+      if (total % 32 != 0)
+        mask = "(loom_lane / 32 == " + std::to_string(total / 32) + " ? (1u << " +
+               std::to_string(total % 32) + ") - 1u : 0xffffffffu)";
+      os_ << in << "const unsigned loom_mask = " << mask << ";\n";
+      // Every lane of the mask shuffles, unconditionally: a shuffle inside the combine's
+      // select would run in only some lanes.
+      for (int64_t o = std::min<int64_t>(x, 32) / 2; o > 0; o /= 2)
+        os_ << in << "{ const " << ty << " loom_o = __shfl_xor_sync(loom_mask, loom_v, " << o
+            << "); loom_v = " << combine("loom_v", "loom_o") << "; }\n";
+      if (scratch > 0) {
+        const int64_t warps = x / 32;
+        os_ << in << "__shared__ " << ty << ' ' << buf << '[' << scratch << "];\n";
+        os_ << in << "if ((threadIdx.x & 31) == 0) " << buf << "[loom_row * " << warps
+            << " + threadIdx.x / 32] = loom_v;\n";
+        os_ << in << "__syncthreads();\n";
+        os_ << in << "loom_v = " << buf << "[loom_row * " << warps << "];\n";
+        os_ << in << "for (int loom_i = 1; loom_i < " << warps << "; ++loom_i) loom_v = "
+            << combine("loom_v", buf + "[loom_row * " + std::to_string(warps) + " + loom_i]") << ";\n";
+        os_ << in << "__syncthreads();\n";
+      }
+    }
+    os_ << in << v << " = loom_v;\n" << pad << "}\n";
   }
 
   const lower::GpuKernel& k_;

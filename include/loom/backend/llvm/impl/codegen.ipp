@@ -483,9 +483,11 @@ class codegen {
         return;
       }
       case StmtKind::Barrier:
+      case StmtKind::AllReduce:
         LOOM_BACKEND_FAIL("loom.llvm.E530")
-            << "the kernel contains a GPU barrier; the CPU backend compiles "
-            << "loop nests from lower::lower(), not GPU kernels from lower::lower_gpu()";
+            << "the kernel contains a GPU " << (s.kind() == StmtKind::Barrier ? "barrier" : "AllReduce")
+            << "; the CPU backend compiles loop nests from lower::lower(), not GPU kernels from "
+            << "lower::lower_gpu()";
         return;
     }
   }
