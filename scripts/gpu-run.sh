@@ -3,14 +3,20 @@
 # and CMake but none of loom's Debian packages (no LLVM, no nlohmann-json, no Google Benchmark):
 #
 #   scripts/gpu-run.sh pack              # on a Debian machine with the packages: copies the
-#                                        # header-only dependencies into .deps/include
+#                                        # header-only dependencies into .deps/include and
+#                                        # Google Benchmark (headers, library, CMake package)
+#                                        # into .deps/benchmark
 #   scripts/gpu-run.sh [build-dir]       # on the GPU machine (with .deps/ carried along)
 #
 # The second form configures loom without LLVM, builds the CUDA tests and gpu_check, runs every
-# test labelled cuda or gpu, then gpu_check (sampled GPU programs of 8 ops against the DAG
-# interpreter). When Google Benchmark is installed it also builds bench_gpu and runs the tuned
-# GEMM 4096^3 and conv2d against cuBLAS and cuDNN (LOOM_GPU_TRIALS programs per workload,
-# default 800, records in LOOM_GPU_RECORDS, default <build-dir>/gpu_tuned.jsonl).
+# test labelled cuda or gpu, then gpu_check (sampled GPU programs of 11 ops against the DAG
+# interpreter, LOOM_GPU_CHECK_PER_OP per op, default 50). With Google Benchmark (installed, or
+# packed) it also builds bench_gpu, tunes each workload for LOOM_GPU_TRIALS programs (default 800;
+# 0 skips tuning; records in LOOM_GPU_RECORDS, default <build-dir>/gpu_tuned.jsonl) and times
+# the tuned kernels against cuBLAS, cuDNN and the DRAM's bandwidth. LOOM_GPU_WORKLOADS (comma-
+# separated name prefixes, e.g. softmax,layer_norm) restricts bench_gpu's workloads, and
+# LOOM_GPU_STEPS (default "ctest check bench") the steps, LOOM_GPU_CTEST_LABELS (default
+# "cuda|gpu"; "gpu" for the real-device tests alone) the tests.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -20,25 +26,50 @@ if [[ ${1:-} == pack ]]; then
     cp -r "/usr/include/$d" "$root/.deps/include/"
   done
   echo "header-only dependencies copied to $root/.deps/include"
+  # Debian's Google Benchmark as an install tree (its CMake package finds the library relative
+  # to itself).
+  lib=/usr/lib/x86_64-linux-gnu
+  if [[ -d $lib/cmake/benchmark ]]; then
+    bench=$root/.deps/benchmark
+    mkdir -p "$bench/include" "$bench/lib/x86_64-linux-gnu/cmake"
+    cp -r /usr/include/benchmark "$bench/include/"
+    cp -a "$lib"/libbenchmark.so* "$lib"/libbenchmark_main.a "$bench/lib/x86_64-linux-gnu/"
+    cp -r "$lib/cmake/benchmark" "$bench/lib/x86_64-linux-gnu/cmake/"
+    echo "Google Benchmark copied to $bench"
+  fi
   exit 0
 fi
 
 build=${1:-$root/build-gpu}
+bench_pkg=()
+packed=$root/.deps/benchmark/lib/x86_64-linux-gnu
+if [[ -d $packed/cmake/benchmark ]]; then
+  bench_pkg=(-Dbenchmark_DIR="$packed/cmake/benchmark")
+  export LD_LIBRARY_PATH=$packed${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOM_ENABLE_LLVM=OFF \
-  -DLOOM_ENABLE_EIGEN=OFF -DLOOM_BUILD_EXAMPLES=OFF -DLOOM_HEADERS_DIR="$root/.deps/include"
+  -DLOOM_ENABLE_EIGEN=OFF -DLOOM_BUILD_EXAMPLES=OFF -DLOOM_HEADERS_DIR="$root/.deps/include" \
+  "${bench_pkg[@]}"
 targets=(loom_tests_cuda_nvrtc loom_tests_cuda_device loom_tests_cuda_measure loom_fake_libcuda
          gpu_check)
-if grep -q "^benchmark_DIR:PATH=.*benchmark" "$build/CMakeCache.txt" 2>/dev/null &&
-   ! grep -q "^benchmark_DIR:PATH=benchmark_DIR-NOTFOUND" "$build/CMakeCache.txt"; then
+if cmake --build "$build" --target help 2>/dev/null | grep -q "bench_gpu"; then
   targets+=(bench_gpu)
 fi
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 # Every step runs even when an earlier one failed; the exit status says whether any did.
 status=0
-ctest --test-dir "$build" -L 'cuda|gpu' --output-on-failure || status=1
-"$build/benchmarks/gpu_check" 50 || status=1
-if [[ -x $build/benchmarks/bench_gpu ]]; then
+steps=${LOOM_GPU_STEPS:-ctest check bench}
+if [[ $steps == *ctest* ]]; then
+  ctest --test-dir "$build" -L "${LOOM_GPU_CTEST_LABELS:-cuda|gpu}" --output-on-failure || status=1
+fi
+if [[ $steps == *check* ]]; then
+  "$build/benchmarks/gpu_check" "${LOOM_GPU_CHECK_PER_OP:-50}" || status=1
+fi
+if [[ $steps == *bench* && -x $build/benchmarks/bench_gpu ]]; then
   "$build/benchmarks/bench_gpu" --trials="${LOOM_GPU_TRIALS:-800}" \
-    --records="${LOOM_GPU_RECORDS:-$build/gpu_tuned.jsonl}" || status=1
+    --records="${LOOM_GPU_RECORDS:-$build/gpu_tuned.jsonl}" \
+    ${LOOM_GPU_WORKLOADS:+--workloads="$LOOM_GPU_WORKLOADS"} \
+    --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
+    --benchmark_report_aggregates_only=true || status=1
 fi
 exit $status

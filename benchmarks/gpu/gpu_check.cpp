@@ -3,7 +3,7 @@
 // (the CPU half, tests/unit/search/test_gpu_search.cpp, runs the same kernels on the CPU
 // emulation of lower/gpu.hpp).
 //
-//   gpu_check [programs per op = 50] [seed = 1]
+//   gpu_check [programs per op = 50] [seed = 1]     (GPU_CHECK_ONLY=softmax: those workloads only)
 //
 // Prints, per workload, the programs run, the wrong ones and those that failed (compile, load,
 // launch), and exits with 1 when any program is wrong or failed, 77 when there is no GPU.
@@ -83,6 +83,23 @@ std::vector<workload> workloads() {
     auto x = placeholder<float>("X", {1, 16, 28, 28});
     w.push_back(make("max_pool2d 3x3/2", {x}, {ops::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})}));
   }
+  {
+    // Rows longer than any block: the reductions across threads loop over them.
+    auto x = placeholder<float>("X", {8, 1500});
+    w.push_back(make("softmax 8x1500", {x}, {ops::softmax(x)}));
+  }
+  {
+    auto x = placeholder<float>("X", {2, 4, 300});
+    auto g = placeholder<float>("gamma", {300});
+    auto b = placeholder<float>("beta", {300});
+    w.push_back(make("layer_norm 2x4x300", {x, g, b}, {ops::layer_norm(x, g, b)}));
+  }
+  {
+    // Few outputs, long reductions: CrossThreadReduction on a multi-level-tiled op.
+    auto a = placeholder<float>("A", {4, 2000});
+    auto b = placeholder<float>("B", {2000, 3});
+    w.push_back(make("matmul 4x3x2000", {a, b}, {ops::matmul(a, b)}));
+  }
   return w;
 }
 
@@ -121,6 +138,8 @@ std::vector<std::vector<float>> run_on_device(const cuda::CompiledProgram& c,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line: a run cut short by a time limit still shows how far it got.
+  std::cout.setf(std::ios::unitbuf);
   const int per_op = argc > 1 ? std::atoi(argv[1]) : 50;
   const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
   std::string why;
@@ -132,8 +151,10 @@ int main(int argc, char** argv) {
   const Target target = cuda::device_target(0);
   std::cout << "gpu_check on " << info.name << " (" << info.arch() << ", NVRTC target "
             << target.arch << "), " << per_op << " programs per workload\n";
-  int total = 0, total_wrong = 0, total_failed = 0;
+  const char* only = std::getenv("GPU_CHECK_ONLY");  // a substring of the workloads to run
+  int total = 0, total_wrong = 0, total_failed = 0, total_across = 0;
   for (const workload& w : workloads()) {
+    if (only && w.name.find(only) == std::string::npos) continue;
     std::mt19937 data_rng(static_cast<uint32_t>(seed));
     std::vector<std::vector<float>> inputs, expected;
     std::vector<void*> ptrs;
@@ -170,10 +191,11 @@ int main(int argc, char** argv) {
         }
       });
     for (std::thread& t : builders) t.join();
-    int wrong = 0, failed = 0;
+    int wrong = 0, failed = 0, across = 0;
     for (size_t i = 0; i < programs.size(); ++i) {
       try {
         if (!build_error[i].empty()) throw std::runtime_error(build_error[i]);
+        across += compiled[i]->source.find("across threadIdx.x") != std::string::npos;
         const auto got = run_on_device(*compiled[i], inputs, output_sizes);
         bool ok = true;
         for (size_t o = 0; o < got.size() && ok; ++o)
@@ -189,13 +211,15 @@ int main(int argc, char** argv) {
         if (cuda::Context::get().needs_reset()) cuda::Context::get().reset();
       }
     }
-    std::cout << w.name << ": " << programs.size() << " programs, " << wrong << " wrong, " << failed
-              << " failed\n";
+    std::cout << w.name << ": " << programs.size() << " programs (" << across
+              << " reducing across threads), " << wrong << " wrong, " << failed << " failed\n";
     total += static_cast<int>(programs.size());
+    total_across += across;
     total_wrong += wrong;
     total_failed += failed;
   }
-  std::cout << "gpu_check: " << total << " programs, " << total_wrong << " wrong, " << total_failed
+  std::cout << "gpu_check: " << total << " programs (" << total_across
+            << " reducing across threads), " << total_wrong << " wrong, " << total_failed
             << " failed\n";
   return total_wrong + total_failed > 0 ? 1 : 0;
 }

@@ -111,6 +111,10 @@ int device_attribute(int which) {
       return 65536;  // MAX_REGISTERS_PER_BLOCK
     case 16:
       return 132;  // MULTIPROCESSOR_COUNT
+    case 36:
+      return 2619000;  // MEMORY_CLOCK_RATE (kHz; HBM3)
+    case 37:
+      return 5120;  // GLOBAL_MEMORY_BUS_WIDTH (bits)
     case 38:
       return 50 * 1024 * 1024;  // L2_CACHE_SIZE
     case 39:

@@ -108,11 +108,18 @@ struct DeviceInfo {
   int max_registers_per_block = 0;           ///< 32-bit registers
   int max_registers_per_multiprocessor = 0;  ///< 32-bit registers
   int l2_cache_bytes = 0;
+  int memory_clock_khz = 0;  ///< the DRAM's clock (2,619 MHz for the H100's HBM3)
+  int memory_bus_bits = 0;   ///< the DRAM's bus width (5,120 on the H100)
 
   /// Compute capability times ten: 90 for 9.0.
   int compute_capability() const { return compute_major * 10 + compute_minor; }
   /// The architecture name NVRTC takes: "sm_90".
   std::string arch() const { return "sm_" + std::to_string(compute_capability()); }
+  /// The DRAM's peak bandwidth in bytes per second (two transfers per clock): 3.35e12 on the
+  /// H100 SXM. Memory-bound kernels are measured against it.
+  double dram_bytes_per_second() const {
+    return 2.0 * memory_clock_khz * 1e3 * (memory_bus_bits / 8.0);
+  }
 };
 
 /// Properties of device `device` (no context is created). Throws `[loom.cuda.E910]` without a
