@@ -36,7 +36,8 @@ LOOM_BEGIN_NAMESPACE
 namespace cuda {
 
 /// The target of device `device`: the newest architecture NVRTC compiles for at or below the
-/// device's (nvrtc_arch_for), with the device's thread and shared-memory limits. Throws what
+/// device's (nvrtc_arch_for), with the device's thread limit and its opt-in shared-memory
+/// limit (227 KiB on an H100: kernels past 48 KiB take dynamic shared memory). Throws what
 /// device_info and nvrtc_arch_for throw (no device, no NVRTC).
 Target device_target(int device = 0);
 

@@ -19,7 +19,9 @@ struct Target {
   int num_cores = 1;         ///< CPU cores kernels may use
   int vector_bits = 128;     ///< widest SIMD register (CPU)
   int max_threads_per_block = 1024;  ///< CUDA
-  int max_shared_memory_per_block = 48 * 1024;  ///< CUDA, bytes
+  /// CUDA, bytes: what a block may use, static and dynamic (cuda::device_target sets the
+  /// device's opt-in limit; Target::cuda keeps the 48 KiB every CUDA GPU allows).
+  int max_shared_memory_per_block = 48 * 1024;
   int warp_size = 32;        ///< CUDA
 
   bool is_cpu() const { return kind == Kind::CPU; }

@@ -3,6 +3,8 @@
 
 #include "loom/search/records.hpp"
 
+#include <algorithm>
+
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
 
@@ -10,7 +12,10 @@ LOOM_DECL Target device_target(int device) {
   const DeviceInfo info = device_info(device);
   Target target = Target::cuda(nvrtc_arch_for(info.compute_major, info.compute_minor));
   target.max_threads_per_block = info.max_threads_per_block;
-  target.max_shared_memory_per_block = info.max_shared_memory_per_block;
+  // Kernels past the 48 KiB of static shared memory take dynamic shared memory, which a kernel
+  // may be allowed up to the opt-in limit (227 KiB on an H100).
+  target.max_shared_memory_per_block =
+      std::max(info.max_shared_memory_per_block, info.max_shared_memory_per_block_optin);
   target.warp_size = info.warp_size;
   return target;
 }

@@ -3,6 +3,8 @@
 // recovering from a kernel that crashes. main.cpp skips the executable without a device.
 #include <loom/backend/cuda/driver.hpp>
 #include <loom/backend/cuda/nvrtc.hpp>
+#include <loom/cuda.hpp>
+#include <loom/ops.hpp>
 
 #include <doctest/doctest.h>
 
@@ -257,6 +259,49 @@ TEST_SUITE("cuda.device") {
     int wrong = 0;
     for (int i = 0; i < n; ++i)
       if (y[n - 1 - i] != x[i]) ++wrong;
+    CHECK(wrong == 0);
+  }
+
+  TEST_CASE("a loom program whose shared arrays pass 48 KiB runs on dynamic shared memory") {
+    // C[64, 64] = A[64, 256] B[256, 64], one block of 64 threads per 8 rows; the whole of B
+    // (64 KiB) copied into shared memory once per block.
+    auto a = placeholder<float>("A", {64, 256});
+    auto b = placeholder<float>("B", {256, 64});
+    auto c = ops::matmul(a, b);
+    const auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                        std::vector<ir::Tensor>{c});
+    sched::State s(dag);
+    s.split(c.name(), 0, {8});  // i.0 i.1 j k
+    s.annotate(c.name(), 0, sched::Annotation::BlockIdxX);
+    s.annotate(c.name(), 2, sched::Annotation::ThreadIdxX);
+    const std::string bs = s.cache_read("B", ir::MemoryScope::Shared, {c.name()});
+    s.compute_at(bs, c.name(), 0);
+    s.fuse(bs, {0, 1});
+    s.split(bs, 0, {64});
+    s.annotate(bs, 1, sched::Annotation::ThreadIdxX);
+    const Target target = cuda::device_target(0);
+    REQUIRE(target.max_shared_memory_per_block >= 64 * 1024);
+    const lower::GpuProgram g = lower::lower_gpu(s, target, "big_shared");
+    REQUIRE(g.kernels[0].shared_bytes() == 64 * 1024);
+    const cuda::CompiledProgram compiled =
+        cuda::compile_program(g, target.arch, {}, cuda::ImageKind::ptx);
+    CHECK(contains(compiled.source, "extern __shared__"));
+    CHECK(compiled.plan.kernels[0].dynamic_shared_bytes == 64 * 1024);
+    // Without the attribute Program sets, the driver (or the fake) refuses the launch.
+    cuda::Program program(compiled.image, compiled.plan);
+    const std::vector<float> x = random_floats(64 * 256, 5), y = random_floats(256 * 64, 6);
+    cuda::DeviceBuffer da(x.size() * 4), db(y.size() * 4), dc(64 * 64 * 4);
+    da.upload(x.data(), x.size() * 4);
+    db.upload(y.data(), y.size() * 4);
+    program.launch({da.ptr(), db.ptr(), dc.ptr()});
+    cuda::Context::get().synchronize();
+    if (contains(cuda::Context::get().info().name, "fake")) return;  // it runs no kernel
+    std::vector<float> got(64 * 64), want(64 * 64);
+    dc.download(got.data(), got.size() * 4);
+    evaluate(*dag, {const_cast<float*>(x.data()), const_cast<float*>(y.data()), want.data()});
+    int wrong = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::abs(got[i] - want[i]) > 1e-3f + 1e-3f * std::abs(want[i])) ++wrong;
     CHECK(wrong == 0);
   }
 

@@ -29,6 +29,17 @@ namespace cuda {
 /// for a reduction across threads of 8- or 16-bit values.
 std::string to_cuda_source(const lower::GpuProgram& program);
 
+/// The most shared memory a kernel may declare statically (`__shared__` arrays): past it, the
+/// CUDA form takes the kernel's shared arrays from dynamic shared memory, which a launch asks for
+/// and a kernel must be allowed first (`Function::set_max_dynamic_shared_memory`, up to
+/// `DeviceInfo::max_shared_memory_per_block_optin`: 227 KiB on an H100).
+inline constexpr int64_t static_shared_memory_limit = 48 * 1024;
+
+/// The bytes of dynamic shared memory kernel `k` launches with: 0 when its shared arrays and
+/// AllReduce scratch fit `static_shared_memory_limit`, else its shared arrays', each at a
+/// 16-byte boundary (AllReduce scratch stays static).
+int64_t dynamic_shared_bytes(const lower::GpuKernel& k);
+
 }  // namespace cuda
 LOOM_END_NAMESPACE
 

@@ -34,6 +34,9 @@ struct KernelLaunch {
   /// Per kernel parameter, the buffer it receives: i < number of program arguments is argument
   /// i, otherwise workspace i - number of arguments.
   std::vector<int> buffers;
+  /// Dynamic shared memory per block (`cuda::dynamic_shared_bytes`): 0 for a kernel whose shared
+  /// arrays are static; Program allows the kernel this much when it loads it.
+  unsigned dynamic_shared_bytes = 0;
 };
 
 /// How to launch a program: its buffers and its kernels in order.

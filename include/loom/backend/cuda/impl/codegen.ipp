@@ -18,6 +18,11 @@ namespace detail_cuda {
 
 using namespace ir;
 
+// A shared array's bytes, rounded up to the 16-byte boundary the next one starts at.
+inline int64_t shared_array_bytes(const Buffer& b) {
+  return (b->num_elements() * b->dtype.bytes() + 15) / 16 * 16;
+}
+
 class printer {
  public:
   printer(const lower::GpuKernel& k, bool wide_index) : k_(k), wide_(wide_index) {
@@ -43,9 +48,21 @@ class printer {
            << "* __restrict__ " << name(b.get(), b->name);
     }
     head << ") {\n";
-    for (const Buffer& b : k_.shared)
-      os_ << "  __shared__ __align__(16) " << type(b->dtype) << ' ' << name(b.get(), b->name) << '['
-          << b->num_elements() << "];\n";
+    if (dynamic_shared_bytes(k_) > 0) {
+      // Past the static limit: the arrays are carved out of the launch's dynamic shared memory.
+      os_ << "  extern __shared__ __align__(16) unsigned char loom_dynamic_shared[];\n";
+      int64_t offset = 0;
+      for (const Buffer& b : k_.shared) {
+        const std::string t = type(b->dtype);
+        os_ << "  " << t << "* __restrict__ " << name(b.get(), b->name) << " = reinterpret_cast<"
+            << t << "*>(loom_dynamic_shared + " << offset << ");\n";
+        offset += shared_array_bytes(b);
+      }
+    } else {
+      for (const Buffer& b : k_.shared)
+        os_ << "  __shared__ __align__(16) " << type(b->dtype) << ' ' << name(b.get(), b->name)
+            << '[' << b->num_elements() << "];\n";
+    }
     stmt(k_.body, 1);
     return head.str() + os_.str() + "}\n";
   }
@@ -317,6 +334,13 @@ inline bool needs_wide_index(const lower::GpuProgram& p) {
 }
 
 }  // namespace detail_cuda
+
+LOOM_DECL int64_t dynamic_shared_bytes(const lower::GpuKernel& k) {
+  if (k.shared_bytes() <= static_shared_memory_limit) return 0;
+  int64_t bytes = 0;
+  for (const ir::Buffer& b : k.shared) bytes += detail_cuda::shared_array_bytes(b);
+  return bytes;
+}
 
 LOOM_DECL std::string to_cuda_source(const lower::GpuProgram& program) {
   const bool wide = detail_cuda::needs_wide_index(program);

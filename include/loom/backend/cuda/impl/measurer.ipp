@@ -67,6 +67,7 @@ class Writer {
       for (unsigned b : k.block) i64(b);
       i64(static_cast<int64_t>(k.buffers.size()));
       for (int s : k.buffers) i64(s);
+      i64(k.dynamic_shared_bytes);
     }
   }
   const std::string& bytes() const { return buf_; }
@@ -116,6 +117,7 @@ class Reader {
       for (unsigned& b : k.block) b = static_cast<unsigned>(i64());
       k.buffers.resize(count());
       for (int& s : k.buffers) s = static_cast<int>(i64());
+      k.dynamic_shared_bytes = static_cast<unsigned>(i64());
     }
     return p;
   }

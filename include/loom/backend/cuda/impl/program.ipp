@@ -42,6 +42,7 @@ LOOM_DECL LaunchPlan make_launch_plan(const lower::GpuProgram& program) {
           << ", which is neither an argument nor a workspace of the program";
       launch.buffers.push_back(slot);
     }
+    launch.dynamic_shared_bytes = static_cast<unsigned>(dynamic_shared_bytes(k));
     plan.kernels.push_back(std::move(launch));
   }
   return plan;
@@ -62,7 +63,11 @@ LOOM_DECL CompiledProgram compile_program(const lower::GpuProgram& program, cons
 
 LOOM_DECL Program::Program(const std::string& image, LaunchPlan plan, Context& context)
     : plan_(std::move(plan)), module_(image, context) {
-  for (const KernelLaunch& k : plan_.kernels) functions_.push_back(module_.function(k.name));
+  for (const KernelLaunch& k : plan_.kernels) {
+    functions_.push_back(module_.function(k.name));
+    if (k.dynamic_shared_bytes > 0)
+      functions_.back().set_max_dynamic_shared_memory(static_cast<int>(k.dynamic_shared_bytes));
+  }
   for (std::size_t bytes : plan_.workspace_bytes) workspaces_.emplace_back(bytes, context);
 }
 
@@ -81,7 +86,8 @@ LOOM_DECL void Program::launch(const std::vector<CUdeviceptr>& args) {
                            : workspaces_[static_cast<std::size_t>(slot) - args.size()].ptr());
     params.clear();
     for (CUdeviceptr& v : values) params.push_back(&v);
-    cuda::launch(functions_[k], launch_k.grid, launch_k.block, 0, params);
+    cuda::launch(functions_[k], launch_k.grid, launch_k.block, launch_k.dynamic_shared_bytes,
+                 params);
   }
 }
 
