@@ -1,0 +1,85 @@
+/// \file
+/// Networks on the CPU (link `loom::llvm`): compile a `net::Network` (loom/net/network.hpp)
+/// into one JIT-compiled kernel per task, run it, and tune its tasks together.
+///
+/// ```cpp
+/// net::Network n({x}, {net::constant(w, weights)}, {y});
+/// TaskSchedulerOptions t; t.trials = 2000; t.tune.records = "net.jsonl";
+/// tune(n, t);                                    // optional: the task scheduler over its tasks
+/// CompiledNetwork c = compile(n, {.records = "net.jsonl"});
+/// c.run({BufferView(x_data, {1, 3, 32, 32}), BufferView(y_data, {1, 16, 32, 32})});
+/// ```
+///
+/// Compiling builds, per task, the best record of `records` (the rule of `build_best`) or the
+/// default schedule, with one warning on stderr naming the tasks that had no record. Running
+/// checks every buffer's type and shape against the network's inputs and outputs, then runs the
+/// groups in order: constants from their bound data, intermediates in one arena laid out by the
+/// network's memory plan, each kernel parallel inside. `run` may be called from several threads;
+/// the calls share the arena and run one at a time.
+#ifndef LOOM_NETWORK_HPP
+#define LOOM_NETWORK_HPP
+
+#include "loom/cpu.hpp"
+
+#if !LOOM_WITH_LLVM
+#error "loom/network.hpp needs the LLVM backend: link the CMake target loom::llvm (apt install llvm-19-dev)"
+#endif
+
+#include "loom/net/network.hpp"
+#include "loom/runtime/buffer.hpp"
+#include "loom/tune.hpp"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+
+struct NetworkOptions {
+  /// Tuning records to build each task's best program from; empty: default schedules.
+  std::string records;
+};
+
+/// A network compiled for this CPU. Copies share the kernels and the arena.
+class CompiledNetwork {
+ public:
+  /// Runs the network: views of its inputs (in the network's order), then of its outputs.
+  /// Throws loom::user_error `[loom.net.E1005]` for a wrong number of buffers, `[loom.net.E1006]`
+  /// for a buffer of another type or shape, before running anything.
+  void run(const std::vector<BufferView>& inputs_then_outputs) const;
+
+  const net::Network& network() const { return *state_->network; }
+  /// The tasks built from a record of `NetworkOptions::records`, and those that took the
+  /// default schedule, by the task's output name.
+  const std::vector<std::string>& tuned_tasks() const { return state_->tuned; }
+  const std::vector<std::string>& untuned_tasks() const { return state_->untuned; }
+
+ private:
+  friend CompiledNetwork compile(std::shared_ptr<const net::Network>, const NetworkOptions&);
+  struct state {
+    std::shared_ptr<const net::Network> network;
+    std::vector<Kernel> kernels;       // per task
+    std::vector<int> task_of_group;    // per group
+    std::vector<std::string> tuned, untuned;
+    aligned_vector<unsigned char> arena;
+    std::mutex running;
+  };
+  std::shared_ptr<state> state_;
+};
+
+/// Compiles `network` for this CPU (see the top of this file).
+CompiledNetwork compile(std::shared_ptr<const net::Network> network, const NetworkOptions& options = {});
+
+/// Tunes the network's tasks together with the task scheduler (tune_tasks; each task weighted
+/// by how often it runs per inference). `options.tune.records` is where the records go, and
+/// what `compile` then reads.
+search::TaskSchedulerReport tune(const net::Network& network, const TaskSchedulerOptions& options);
+
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/impl/network.ipp"
+#endif
+
+#endif  // LOOM_NETWORK_HPP
