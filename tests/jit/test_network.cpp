@@ -6,6 +6,7 @@
 #include <loom/network.hpp>
 #include <loom/ops.hpp>
 
+#include "support/quick_scheduler.hpp"
 #include "support/temp_log.hpp"
 
 #include <algorithm>
@@ -138,15 +139,8 @@ TEST_SUITE("network") {
   TEST_CASE("tuning a network's tasks together, then compiling from the records") {
     const auto n = small_cnn();
     loom_test::TempLog log("network_tune");
-    TaskSchedulerOptions o;
-    o.trials = 8 * static_cast<int>(n->tasks().size());
-    o.tune.measures_per_round = 8;
-    o.tune.records = log.path;
-    o.tune.evolution.population = 64;
-    o.tune.evolution.generations = 1;
-    o.tune.rerank_top = 1;
-    o.tune.rerank_measures = 1;
-    o.quiet = true;
+    const TaskSchedulerOptions o =
+        loom_test::quick_scheduler(log.path, 8 * static_cast<int>(n->tasks().size()));
     const search::TaskSchedulerReport r = tune(*n, o);
     CHECK(r.trials == o.trials);
     const CompiledNetwork c = compile(n, {.records = log.path});

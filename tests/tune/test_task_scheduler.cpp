@@ -14,6 +14,7 @@
 
 #include "support/random_schedule.hpp"
 #include "support/synthetic_measurer.hpp"
+#include "support/quick_scheduler.hpp"
 #include "support/temp_log.hpp"
 
 using namespace loom;
@@ -209,15 +210,7 @@ TEST_CASE("tune_tasks: two real tasks on the CPU; each task's logged best is cor
   const auto b = loom_test::matmul(16, 24, 32);
   std::vector<WeightedTask> tasks = {{Task(a.dag), 2, ""}, {Task(b.dag), 1, ""}};
   loom_test::TempLog log("task_scheduler_cpu");
-  TaskSchedulerOptions o;
-  o.trials = 32;
-  o.tune.measures_per_round = 8;
-  o.tune.records = log.path;
-  o.tune.evolution.population = 128;
-  o.tune.evolution.generations = 1;
-  o.tune.rerank_top = 2;
-  o.tune.rerank_measures = 2;
-  o.quiet = true;
+  const TaskSchedulerOptions o = loom_test::quick_scheduler(log.path, 32);
   const search::TaskSchedulerReport r = tune_tasks(tasks, o);
   CHECK(r.trials == 32);
   REQUIRE(r.latency < search::kFailedCost);
