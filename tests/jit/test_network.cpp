@@ -142,7 +142,9 @@ TEST_SUITE("network") {
     const TaskSchedulerOptions o =
         loom_test::quick_scheduler(log.path, 8 * static_cast<int>(n->tasks().size()));
     const search::TaskSchedulerReport r = tune(*n, o);
-    CHECK(r.trials == o.trials);
+    // Every task gets a warm-up round; how the rest is shared depends on measured times.
+    CHECK(r.trials >= static_cast<int>(n->tasks().size()));
+    CHECK(r.trials <= o.trials);
     const CompiledNetwork c = compile(n, {.records = log.path});
     CHECK(c.tuned_tasks().size() == n->tasks().size());
     std::vector<float> x = random_values(3 * 12 * 12, 21), y(10, NAN);
