@@ -26,6 +26,7 @@
 #include "loom/net/partition.hpp"
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,10 @@ class Network {
   std::vector<NetworkTask> tasks_;
   MemoryPlan memory_;
 };
+
+/// A readable summary: op, group and task counts, FLOPs, the memory plan, then a line per group
+/// (its pattern, ops, what it reads, its task) and per task (its weight and FLOPs).
+std::ostream& operator<<(std::ostream& os, const Network& network);
 
 }  // namespace net
 LOOM_END_NAMESPACE

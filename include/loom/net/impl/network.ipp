@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <ostream>
 
 LOOM_BEGIN_NAMESPACE
 namespace net {
@@ -96,6 +97,30 @@ LOOM_DECL Network::Network(std::vector<ir::Tensor> inputs, std::vector<Constant>
   groups_ = partition(*dag_);
   tasks_ = extract_tasks(groups_);
   memory_ = plan_memory(*dag_, groups_);
+}
+
+LOOM_DECL std::ostream& operator<<(std::ostream& os, const Network& n) {
+  int computes = 0;
+  for (int i = 0; i < n.dag().num_ops(); ++i) computes += !n.dag().info(i).is_placeholder;
+  os << "network: " << computes << " computes in " << n.groups().size() << " groups, "
+     << n.tasks().size() << " tasks, " << n.flop_count() * 1e-6 << " MFLOP per run; "
+     << "intermediates " << n.memory().peak_bytes << " bytes planned for "
+     << n.memory().total_bytes << '\n';
+  std::vector<int> task_of(n.groups().size(), -1);
+  for (size_t t = 0; t < n.tasks().size(); ++t)
+    for (int g : n.tasks()[t].groups) task_of[g] = static_cast<int>(t);
+  for (size_t g = 0; g < n.groups().size(); ++g) {
+    const FusedGroup& grp = n.groups()[g];
+    os << "  group " << g << " (" << pattern_name(grp.pattern) << ", task " << task_of[g] << "):";
+    for (int op : grp.ops) os << ' ' << n.dag().ops()[op].name();
+    os << "  <-";
+    for (const ir::Tensor& in : grp.inputs) os << ' ' << in.name();
+    os << '\n';
+  }
+  for (size_t t = 0; t < n.tasks().size(); ++t)
+    os << "  task " << t << ": " << n.tasks()[t].dag->outputs()[0].name() << ", weight "
+       << n.tasks()[t].weight() << ", " << n.tasks()[t].dag->flop_count() * 1e-6 << " MFLOP\n";
+  return os;
 }
 
 }  // namespace net
