@@ -11,7 +11,10 @@
 /// ```
 ///
 /// Compiling builds, per task, the best record of `records` (the rule of `build_best`) or the
-/// default schedule, with one warning on stderr naming the tasks that had no record. Running
+/// default schedule, with one warning on stderr naming the tasks that had no record. A tuned
+/// program that was measured with a weight in the layout its loop nest walks (`tune` names the
+/// network's constants to the measurer) gets that weight packed once here, per group, and reads
+/// the packed copy at every run (cpu.hpp, build_with_packed_input). Running
 /// checks every buffer's type and shape against the network's inputs and outputs, then runs the
 /// groups in order: constants from their bound data, intermediates in one arena laid out by the
 /// network's memory plan, each kernel parallel inside. `run` may be called from several threads;
@@ -54,14 +57,23 @@ class CompiledNetwork {
   /// default schedule, by the task's output name.
   const std::vector<std::string>& tuned_tasks() const { return state_->tuned; }
   const std::vector<std::string>& untuned_tasks() const { return state_->untuned; }
+  /// The tuned tasks whose program reads a weight packed at compile time.
+  const std::vector<std::string>& packed_tasks() const { return state_->packed; }
 
  private:
   friend CompiledNetwork compile(std::shared_ptr<const net::Network>, const NetworkOptions&);
+  struct packed_weight {
+    int argument = -1;  // which argument of the task's kernel reads it
+    std::vector<int64_t> shape;
+    std::vector<aligned_vector<unsigned char>> per_group;  // indexed like the task's groups
+  };
   struct state {
     std::shared_ptr<const net::Network> network;
     std::vector<Kernel> kernels;       // per task
+    std::vector<packed_weight> packed_weights;  // per task; argument -1: none
     std::vector<int> task_of_group;    // per group
-    std::vector<std::string> tuned, untuned;
+    std::vector<int> place_in_task;    // per group: its index among its task's groups
+    std::vector<std::string> tuned, untuned, packed;
     aligned_vector<unsigned char> arena;
     std::mutex running;
   };
@@ -72,8 +84,9 @@ class CompiledNetwork {
 CompiledNetwork compile(std::shared_ptr<const net::Network> network, const NetworkOptions& options = {});
 
 /// Tunes the network's tasks together with the task scheduler (tune_tasks; each task weighted
-/// by how often it runs per inference). `options.tune.records` is where the records go, and
-/// what `compile` then reads.
+/// by how often it runs per inference), with the network's constants named as constant inputs
+/// (TuneOptions::constant_inputs) so that programs are measured reading packed weights.
+/// `options.tune.records` is where the records go, and what `compile` then reads.
 search::TaskSchedulerReport tune(const net::Network& network, const TaskSchedulerOptions& options);
 
 LOOM_END_NAMESPACE

@@ -4,7 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <loom/network.hpp>
+#include <loom/backend/llvm/measurer.hpp>
 #include <loom/ops.hpp>
+#include <loom/runtime/parallel.hpp>
+#include <loom/search/annotate.hpp>
+#include <loom/search/records.hpp>
+#include <loom/search/sketch.hpp>
 
 #include "support/quick_scheduler.hpp"
 #include "support/temp_log.hpp"
@@ -12,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -136,6 +142,37 @@ TEST_SUITE("network") {
     CHECK(std::all_of(ys.begin(), ys.end(), [](float v) { return std::abs(v - 1.5f) < 1e-6f; }));
   }
 
+  TEST_CASE("a tuned program that reads its weight packed gets the weight packed at compile time") {
+    // A dense layer whose record is a multi-level-tiled program that the CPU measurer would
+    // time with the weight packed: compile packs the constant once, and the output stays right.
+    auto x = placeholder<float>("x", {8, 64});
+    auto w = placeholder<float>("w", {32, 64});
+    auto y = ops::dense(x, w);
+    const auto n = std::make_shared<const net::Network>(
+        std::vector<ir::Tensor>{x},
+        std::vector<net::Constant>{net::constant(w, random_values(32 * 64, 3))},
+        std::vector<ir::Tensor>{y});
+    REQUIRE(n->tasks().size() == 1);
+    const Task task(n->tasks()[0].dag, Target::host());
+    std::mt19937_64 rng(9);
+    std::optional<sched::State> packable;
+    for (const sched::State& p :
+         search::sample_programs(search::generate_sketches(task), task, {}, rng, 64))
+      if (!packable && !cpu_jit::LocalMeasurer::packed_inputs(p, {"w"}).empty()) packable = p;
+    REQUIRE(packable.has_value());
+    loom_test::TempLog log("network_packed");
+    search::MeasureResult measured;
+    measured.costs = {1e-4};
+    search::TuningRecord record = search::make_tuning_record(task, *packable, measured);
+    record.threads = runtime::num_threads();
+    search::append_records(log.path, {record});
+    const CompiledNetwork c = compile(n, {.records = log.path});
+    REQUIRE(c.packed_tasks().size() == 1);
+    std::vector<float> xs = random_values(8 * 64, 4), ys(8 * 32, NAN);
+    c.run({BufferView(xs.data(), {8, 64}), BufferView(ys.data(), {8, 32})});
+    CHECK(max_difference(ys, interpreted(*n, xs)) < 1e-5);
+  }
+
   TEST_CASE("tuning a network's tasks together, then compiling from the records") {
     const auto n = small_cnn();
     loom_test::TempLog log("network_tune");
@@ -147,6 +184,9 @@ TEST_SUITE("network") {
     CHECK(r.trials <= o.trials);
     const CompiledNetwork c = compile(n, {.records = log.path});
     CHECK(c.tuned_tasks().size() == n->tasks().size());
+    // Which tuned programs read a packed weight depends on what won; each is checked below.
+    MESSAGE(c.packed_tasks().size() << " of " << n->tasks().size()
+                                    << " tasks read a weight packed at compile time");
     std::vector<float> x = random_values(3 * 12 * 12, 21), y(10, NAN);
     c.run({BufferView(x.data(), {1, 3, 12, 12}), BufferView(y.data(), {1, 10})});
     CHECK(max_difference(y, interpreted(*n, x)) < 1e-5);

@@ -1,8 +1,13 @@
 // Bodies of loom/network.hpp: compiling a network's tasks, running its groups, tuning them.
 #include "loom/network.hpp"
 
+#include "loom/backend/llvm/measurer.hpp"
+
+#include <algorithm>
 #include <iostream>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 LOOM_BEGIN_NAMESPACE
 
@@ -16,6 +21,25 @@ inline std::string describe(const ir::Tensor& t) {
   return os.str();
 }
 
+// The placeholder names of the task DAGs that stand for the network's constants, without a
+// name that also stands for something else in some task (names are per group).
+inline std::vector<std::string> constant_names(const net::Network& n) {
+  std::unordered_set<const ir::TensorNode*> constants;
+  for (const net::Constant& c : n.constants()) constants.insert(c.tensor.get());
+  std::vector<std::string> names;
+  std::unordered_set<std::string> other;
+  for (const net::FusedGroup& g : n.groups())
+    for (size_t k = 0; k < g.inputs.size(); ++k) {
+      const std::string& name = g.dag->inputs()[k].name();
+      if (!constants.count(g.inputs[k].get()))
+        other.insert(name);
+      else if (std::find(names.begin(), names.end(), name) == names.end())
+        names.push_back(name);
+    }
+  std::erase_if(names, [&](const std::string& s) { return other.count(s) > 0; });
+  return names;
+}
+
 }  // namespace detail_network
 
 LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
@@ -26,13 +50,40 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
   CompiledNetwork::state& s = *c.state_;
   s.network = network;
   const Target host = Target::host();
+  const std::vector<std::string> constants = detail_network::constant_names(*network);
+  std::unordered_map<const ir::TensorNode*, const net::Constant*> constant_of;
+  for (const net::Constant& c : network->constants()) constant_of[c.tensor.get()] = &c;
   for (const net::NetworkTask& t : network->tasks()) {
     const Task task(t.dag, host);
     std::optional<sched::State> best;
     if (!options.records.empty()) best = best_recorded_schedule(task, options.records);
     const std::string& name = t.dag->outputs()[0].name();
     (best ? s.tuned : s.untuned).push_back(name);
-    s.kernels.push_back(best ? build(task, *best) : build(task));
+    CompiledNetwork::packed_weight packed;
+    const std::vector<std::string> packable =
+        best ? cpu_jit::LocalMeasurer::packed_inputs(*best, constants) : std::vector<std::string>{};
+    if (packable.empty()) {
+      s.kernels.push_back(best ? build(task, *best) : build(task));
+      s.packed_weights.push_back(std::move(packed));
+      continue;
+    }
+    // Measured reading the weight in its loop nest's layout: pack it once per group.
+    PackedKernel pk = build_with_packed_input(task, *best, packable.front());
+    packed.argument = pk.argument;
+    packed.shape = pk.packed_shape;
+    for (int g : t.groups) {
+      const ir::Tensor& weight = network->groups()[g].inputs[static_cast<size_t>(pk.argument)];
+      const net::Constant* c = constant_of.at(weight.get());
+      int64_t elements = 1;
+      for (int64_t e : pk.packed_shape) elements *= e;
+      aligned_vector<unsigned char> bytes(static_cast<size_t>(elements * weight.dtype().bytes()));
+      pk.pack.run({BufferView(const_cast<unsigned char*>(c->bytes->data()), weight.dtype(), weight.shape()),
+                   BufferView(bytes.data(), weight.dtype(), pk.packed_shape)});
+      packed.per_group.push_back(std::move(bytes));
+    }
+    s.packed.push_back(name);
+    s.kernels.push_back(std::move(pk.kernel));
+    s.packed_weights.push_back(std::move(packed));
   }
   if (!options.records.empty() && !s.untuned.empty()) {
     std::cerr << "loom: warning: " << options.records << " has no record of " << s.untuned.size()
@@ -42,8 +93,13 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
     std::cerr << '\n';
   }
   s.task_of_group.assign(network->groups().size(), -1);
+  s.place_in_task.assign(network->groups().size(), -1);
   for (size_t t = 0; t < network->tasks().size(); ++t)
-    for (int g : network->tasks()[t].groups) s.task_of_group[g] = static_cast<int>(t);
+    for (size_t k = 0; k < network->tasks()[t].groups.size(); ++k) {
+      const int g = network->tasks()[t].groups[k];
+      s.task_of_group[g] = static_cast<int>(t);
+      s.place_in_task[g] = static_cast<int>(k);
+    }
   s.arena.resize(static_cast<size_t>(network->memory().peak_bytes));
   return c;
 }
@@ -80,7 +136,15 @@ LOOM_DECL void CompiledNetwork::run(const std::vector<BufferView>& inputs_then_o
     for (const ir::Tensor& in : groups[g].inputs)
       views.emplace_back(where.at(in.get()), in.dtype(), in.shape());
     views.emplace_back(where.at(out.get()), out.dtype(), out.shape());
-    state_->kernels[static_cast<size_t>(state_->task_of_group[g])].run(views);
+    const size_t task = static_cast<size_t>(state_->task_of_group[g]);
+    const packed_weight& packed = state_->packed_weights[task];
+    if (packed.argument >= 0) {
+      BufferView& v = views[static_cast<size_t>(packed.argument)];
+      // The kernel only reads it.
+      auto& bytes = packed.per_group[static_cast<size_t>(state_->place_in_task[g])];
+      v = BufferView(const_cast<unsigned char*>(bytes.data()), v.dtype, packed.shape);
+    }
+    state_->kernels[task].run(views);
   }
 }
 
@@ -89,7 +153,12 @@ LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
   std::vector<WeightedTask> tasks;
   for (const net::NetworkTask& t : network.tasks())
     tasks.push_back({Task(t.dag, Target::host()), static_cast<double>(t.weight()), {}});
-  return tune_tasks(tasks, options);
+  TaskSchedulerOptions o = options;
+  for (const std::string& name : detail_network::constant_names(network))
+    if (std::find(o.tune.constant_inputs.begin(), o.tune.constant_inputs.end(), name) ==
+        o.tune.constant_inputs.end())
+      o.tune.constant_inputs.push_back(name);
+  return tune_tasks(tasks, o);
 }
 
 LOOM_END_NAMESPACE
