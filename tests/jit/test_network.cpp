@@ -173,6 +173,49 @@ TEST_SUITE("network") {
     CHECK(max_difference(ys, interpreted(*n, xs)) < 1e-5);
   }
 
+  TEST_CASE("a workload that reads a weight in one group and an activation in another is not packed") {
+    // dense(x, w) with w a weight, and dense(x, relu(v)) with the same shapes: one task.
+    auto x = placeholder<float>("x", {8, 64});
+    auto v = placeholder<float>("v", {32, 64});
+    auto w = placeholder<float>("w", {32, 64});
+    auto y1 = ops::dense(x, w, "dense_w");
+    auto y2 = ops::dense(x, ops::relu(v), "dense_v");
+    const auto n = std::make_shared<const net::Network>(
+        std::vector<ir::Tensor>{x, v},
+        std::vector<net::Constant>{net::constant(w, random_values(32 * 64, 5))},
+        std::vector<ir::Tensor>{y1, y2});
+    const net::NetworkTask* both = nullptr;
+    for (const net::NetworkTask& t : n->tasks())
+      if (t.weight() == 2) both = &t;
+    REQUIRE(both != nullptr);
+    const Task task(both->dag, Target::host());
+    std::mt19937_64 rng(9);
+    std::optional<sched::State> packable;
+    const std::string weight_name = both->dag->inputs()[1].name();
+    for (const sched::State& p :
+         search::sample_programs(search::generate_sketches(task), task, {}, rng, 64))
+      if (!packable && !cpu_jit::LocalMeasurer::packed_inputs(p, {weight_name}).empty()) packable = p;
+    REQUIRE(packable.has_value());
+    loom_test::TempLog log("network_mixed");
+    search::MeasureResult measured;
+    measured.costs = {1e-4};
+    search::TuningRecord record = search::make_tuning_record(task, *packable, measured);
+    record.threads = runtime::num_threads();
+    search::append_records(log.path, {record});
+    const CompiledNetwork c = compile(n, {.records = log.path});
+    CHECK(c.packed_tasks().empty());
+    std::vector<float> xs = random_values(8 * 64, 6), vs = random_values(32 * 64, 7);
+    std::vector<float> a(8 * 32, NAN), b(8 * 32, NAN), ea(8 * 32), eb(8 * 32);
+    c.run({BufferView(xs.data(), {8, 64}), BufferView(vs.data(), {32, 64}),
+           BufferView(a.data(), {8, 32}), BufferView(b.data(), {8, 32})});
+    std::vector<void*> ptrs = {xs.data(), vs.data(),
+                               const_cast<unsigned char*>(n->constants()[0].bytes->data()),
+                               ea.data(), eb.data()};
+    evaluate(n->dag(), ptrs);
+    CHECK(max_difference(a, ea) < 1e-5);
+    CHECK(max_difference(b, eb) < 1e-5);
+  }
+
   TEST_CASE("tuning a network's tasks together, then compiling from the records") {
     const auto n = small_cnn();
     loom_test::TempLog log("network_tune");

@@ -60,8 +60,18 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
     const std::string& name = t.dag->outputs()[0].name();
     (best ? s.tuned : s.untuned).push_back(name);
     CompiledNetwork::packed_weight packed;
-    const std::vector<std::string> packable =
+    std::vector<std::string> packable =
         best ? cpu_jit::LocalMeasurer::packed_inputs(*best, constants) : std::vector<std::string>{};
+    // The groups of one workload may differ in what they read there: a weight in one, another
+    // layer's output in another (an attention's two matmuls). Pack only a weight of every group.
+    if (!packable.empty()) {
+      const auto& args = t.dag->inputs();
+      const auto at = std::find_if(args.begin(), args.end(),
+                                   [&](const ir::Tensor& a) { return a.name() == packable.front(); });
+      const size_t k = static_cast<size_t>(at - args.begin());
+      for (int g : t.groups)
+        if (!constant_of.count(network->groups()[g].inputs[k].get())) packable.clear();
+    }
     if (packable.empty()) {
       s.kernels.push_back(best ? build(task, *best) : build(task));
       s.packed_weights.push_back(std::move(packed));
