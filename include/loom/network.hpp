@@ -35,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
@@ -73,6 +74,10 @@ class CompiledNetwork {
     std::vector<packed_weight> packed_weights;  // per task; argument -1: none
     std::vector<int> task_of_group;    // per group
     std::vector<int> place_in_task;    // per group: its index among its task's groups
+    // Per group, its kernel's arguments (inputs, then output), and which of them are the
+    // caller's buffers: (argument, index into run()'s buffers). run() fills those in.
+    std::vector<std::vector<BufferView>> views;
+    std::vector<std::vector<std::pair<size_t, size_t>>> caller_slots;
     std::vector<std::string> tuned, untuned, packed;
     aligned_vector<unsigned char> arena;
     std::mutex running;

@@ -111,6 +111,38 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
       s.place_in_task[g] = static_cast<int>(k);
     }
   s.arena.resize(static_cast<size_t>(network->memory().peak_bytes));
+
+  // Each group's arguments, once: constants (packed or not) and arena slices fixed here, the
+  // caller's buffers filled in by run().
+  const net::Network& n = *network;
+  std::unordered_map<const ir::TensorNode*, size_t> caller;
+  for (size_t i = 0; i < n.inputs().size(); ++i) caller[n.inputs()[i].get()] = i;
+  for (size_t o = 0; o < n.outputs().size(); ++o)
+    caller[n.outputs()[o].get()] = n.inputs().size() + o;
+  std::unordered_map<const ir::TensorNode*, unsigned char*> fixed;
+  for (const net::Constant& k : n.constants())
+    fixed[k.tensor.get()] = const_cast<unsigned char*>(k.bytes->data());  // kernels only read it
+  s.views.resize(n.groups().size());
+  s.caller_slots.resize(n.groups().size());
+  for (size_t g = 0; g < n.groups().size(); ++g) {
+    const net::FusedGroup& grp = n.groups()[g];
+    const ir::Tensor& out = n.dag().ops()[grp.output()];
+    if (n.memory().offset[g] >= 0) fixed[out.get()] = s.arena.data() + n.memory().offset[g];
+    std::vector<ir::Tensor> args = grp.inputs;
+    args.push_back(out);
+    for (size_t a = 0; a < args.size(); ++a) {
+      const ir::Tensor& t = args[a];
+      auto it = caller.find(t.get());
+      if (it != caller.end()) s.caller_slots[g].emplace_back(a, it->second);
+      s.views[g].emplace_back(it != caller.end() ? nullptr : fixed.at(t.get()), t.dtype(), t.shape());
+    }
+    const CompiledNetwork::packed_weight& packed = s.packed_weights[static_cast<size_t>(s.task_of_group[g])];
+    if (packed.argument >= 0) {
+      BufferView& v = s.views[g][static_cast<size_t>(packed.argument)];
+      auto& bytes = packed.per_group[static_cast<size_t>(s.place_in_task[g])];
+      v = BufferView(const_cast<unsigned char*>(bytes.data()), v.dtype, packed.shape);
+    }
+  }
   return c;
 }
 
@@ -131,30 +163,12 @@ LOOM_DECL void CompiledNetwork::run(const std::vector<BufferView>& inputs_then_o
         << (v.data ? "" : "a null pointer, ") << ir::to_string(v.dtype)
         << (v.has_shape() ? " of another shape" : "");
   }
-  // Where each tensor a group reads lives: the caller's buffers, the constants' data, the arena.
-  std::unordered_map<const ir::TensorNode*, void*> where;
-  for (size_t i = 0; i < ni; ++i) where[n.inputs()[i].get()] = inputs_then_outputs[i].data;
-  for (size_t o = 0; o < no; ++o) where[n.outputs()[o].get()] = inputs_then_outputs[ni + o].data;
-  for (const net::Constant& c : n.constants())
-    where[c.tensor.get()] = const_cast<unsigned char*>(c.bytes->data());
   std::lock_guard<std::mutex> lock(state_->running);
-  const auto& groups = n.groups();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const ir::Tensor& out = n.dag().ops()[groups[g].output()];
-    if (n.memory().offset[g] >= 0) where[out.get()] = state_->arena.data() + n.memory().offset[g];
-    std::vector<BufferView> views;
-    for (const ir::Tensor& in : groups[g].inputs)
-      views.emplace_back(where.at(in.get()), in.dtype(), in.shape());
-    views.emplace_back(where.at(out.get()), out.dtype(), out.shape());
-    const size_t task = static_cast<size_t>(state_->task_of_group[g]);
-    const packed_weight& packed = state_->packed_weights[task];
-    if (packed.argument >= 0) {
-      BufferView& v = views[static_cast<size_t>(packed.argument)];
-      // The kernel only reads it.
-      auto& bytes = packed.per_group[static_cast<size_t>(state_->place_in_task[g])];
-      v = BufferView(const_cast<unsigned char*>(bytes.data()), v.dtype, packed.shape);
-    }
-    state_->kernels[task].run(views);
+  for (size_t g = 0; g < state_->views.size(); ++g) {
+    std::vector<BufferView>& views = state_->views[g];
+    for (const auto& [slot, buffer] : state_->caller_slots[g])
+      views[slot].data = inputs_then_outputs[buffer].data;
+    state_->kernels[static_cast<size_t>(state_->task_of_group[g])].run(views);
   }
 }
 
