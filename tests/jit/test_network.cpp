@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <optional>
 #include <random>
 #include <vector>
 
@@ -75,6 +74,23 @@ double max_difference(const std::vector<float>& a, const std::vector<float>& b) 
     worst = std::max(worst, std::isnan(d) ? INFINITY : d);
   }
   return worst;
+}
+
+// Writes to `path` a record of the first sampled program of `task` that the CPU measurer would
+// time with input `weight` packed; false when none of 64 samples is one.
+bool record_packable_program(const Task& task, const std::string& weight, const std::string& path) {
+  std::mt19937_64 rng(9);
+  for (const sched::State& p :
+       search::sample_programs(search::generate_sketches(task), task, {}, rng, 64)) {
+    if (cpu_jit::LocalMeasurer::packed_inputs(p, {weight}).empty()) continue;
+    search::MeasureResult measured;
+    measured.costs = {1e-4};
+    search::TuningRecord record = search::make_tuning_record(task, p, measured);
+    record.threads = runtime::num_threads();
+    search::append_records(path, {record});
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -153,19 +169,8 @@ TEST_SUITE("network") {
         std::vector<net::Constant>{net::constant(w, random_values(32 * 64, 3))},
         std::vector<ir::Tensor>{y});
     REQUIRE(n->tasks().size() == 1);
-    const Task task(n->tasks()[0].dag, Target::host());
-    std::mt19937_64 rng(9);
-    std::optional<sched::State> packable;
-    for (const sched::State& p :
-         search::sample_programs(search::generate_sketches(task), task, {}, rng, 64))
-      if (!packable && !cpu_jit::LocalMeasurer::packed_inputs(p, {"w"}).empty()) packable = p;
-    REQUIRE(packable.has_value());
     loom_test::TempLog log("network_packed");
-    search::MeasureResult measured;
-    measured.costs = {1e-4};
-    search::TuningRecord record = search::make_tuning_record(task, *packable, measured);
-    record.threads = runtime::num_threads();
-    search::append_records(log.path, {record});
+    REQUIRE(record_packable_program(Task(n->tasks()[0].dag, Target::host()), "w", log.path));
     const CompiledNetwork c = compile(n, {.records = log.path});
     REQUIRE(c.packed_tasks().size() == 1);
     std::vector<float> xs = random_values(8 * 64, 4), ys(8 * 32, NAN);
@@ -188,20 +193,9 @@ TEST_SUITE("network") {
     for (const net::NetworkTask& t : n->tasks())
       if (t.weight() == 2) both = &t;
     REQUIRE(both != nullptr);
-    const Task task(both->dag, Target::host());
-    std::mt19937_64 rng(9);
-    std::optional<sched::State> packable;
-    const std::string weight_name = both->dag->inputs()[1].name();
-    for (const sched::State& p :
-         search::sample_programs(search::generate_sketches(task), task, {}, rng, 64))
-      if (!packable && !cpu_jit::LocalMeasurer::packed_inputs(p, {weight_name}).empty()) packable = p;
-    REQUIRE(packable.has_value());
     loom_test::TempLog log("network_mixed");
-    search::MeasureResult measured;
-    measured.costs = {1e-4};
-    search::TuningRecord record = search::make_tuning_record(task, *packable, measured);
-    record.threads = runtime::num_threads();
-    search::append_records(log.path, {record});
+    REQUIRE(record_packable_program(Task(both->dag, Target::host()), both->dag->inputs()[1].name(),
+                                    log.path));
     const CompiledNetwork c = compile(n, {.records = log.path});
     CHECK(c.packed_tasks().empty());
     std::vector<float> xs = random_values(8 * 64, 6), vs = random_values(32 * 64, 7);
