@@ -119,22 +119,25 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
   for (size_t i = 0; i < n.inputs().size(); ++i) caller[n.inputs()[i].get()] = i;
   for (size_t o = 0; o < n.outputs().size(); ++o)
     caller[n.outputs()[o].get()] = n.inputs().size() + o;
-  std::unordered_map<const ir::TensorNode*, unsigned char*> fixed;
-  for (const net::Constant& k : n.constants())
-    fixed[k.tensor.get()] = const_cast<unsigned char*>(k.bytes->data());  // kernels only read it
+  std::unordered_map<const ir::TensorNode*, unsigned char*> in_arena;
   s.views.resize(n.groups().size());
   s.caller_slots.resize(n.groups().size());
   for (size_t g = 0; g < n.groups().size(); ++g) {
     const net::FusedGroup& grp = n.groups()[g];
     const ir::Tensor& out = n.dag().ops()[grp.output()];
-    if (n.memory().offset[g] >= 0) fixed[out.get()] = s.arena.data() + n.memory().offset[g];
+    if (n.memory().offset[g] >= 0) in_arena[out.get()] = s.arena.data() + n.memory().offset[g];
     std::vector<ir::Tensor> args = grp.inputs;
     args.push_back(out);
     for (size_t a = 0; a < args.size(); ++a) {
       const ir::Tensor& t = args[a];
-      auto it = caller.find(t.get());
-      if (it != caller.end()) s.caller_slots[g].emplace_back(a, it->second);
-      s.views[g].emplace_back(it != caller.end() ? nullptr : fixed.at(t.get()), t.dtype(), t.shape());
+      void* data = nullptr;
+      if (auto it = caller.find(t.get()); it != caller.end())
+        s.caller_slots[g].emplace_back(a, it->second);
+      else if (auto k = constant_of.find(t.get()); k != constant_of.end())
+        data = const_cast<unsigned char*>(k->second->bytes->data());  // kernels only read it
+      else
+        data = in_arena.at(t.get());
+      s.views[g].emplace_back(data, t.dtype(), t.shape());
     }
     const CompiledNetwork::packed_weight& packed = s.packed_weights[static_cast<size_t>(s.task_of_group[g])];
     if (packed.argument >= 0) {
