@@ -20,6 +20,8 @@ endforeach()
 foreach(ipp IN LISTS _loom_ipps)
   if(ipp MATCHES "^loom/backend/llvm/impl/(jit|codegen)\\.ipp$")
     # compiled in loom::llvm, the one library that includes LLVM's headers
+  elseif(ipp MATCHES "^loom/onnx/")
+    # compiled in loom::onnx, the one library that includes ONNX's headers
   elseif(ipp MATCHES "^loom/backend/llvm/" OR ipp MATCHES "^loom/impl/(cpu|tune|network)\\.ipp$")
     string(APPEND _loom_llvm_front_ipps "#include \"${ipp}\"\n")
   elseif(ipp MATCHES "^loom/backend/cuda/")

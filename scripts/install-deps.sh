@@ -16,6 +16,9 @@ packages=(
   ocl-icd-opencl-dev      # oneDNN's CMake config looks for OpenCL (Debian builds its GPU runtime)
   libxgboost-dev          # benchmark baseline (cost model)
   zlib1g-dev              # cost-model data set (benchmarks)
+  libonnx-dev libprotobuf-dev  # loom::onnx, the ONNX importer
+  libonnx-testdata        # the ONNX node tests the importer is checked against
+  libcli11-dev            # loomc, the command-line driver
 )
 # Opt-in extras, for benchmarks that CI never builds:
 #   --halide   Halide 14 and its autoschedulers (configure with -DLOOM_BENCH_HALIDE=ON)

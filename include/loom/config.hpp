@@ -25,6 +25,10 @@
 #ifndef LOOM_WITH_EIGEN
 #define LOOM_WITH_EIGEN 0
 #endif
+/// Set by linking `loom::onnx`: the ONNX importer `loom/onnx.hpp` is available.
+#ifndef LOOM_WITH_ONNX
+#define LOOM_WITH_ONNX 0
+#endif
 
 /// With LOOM_SEPARATE_COMPILATION the non-template bodies (`impl/*.ipp`) are compiled once in the
 /// `loom::compiled` library instead of being inline in every translation unit.

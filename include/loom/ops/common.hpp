@@ -22,6 +22,9 @@
 /// | E314 | pad: negative padding                                                        |
 /// | E315 | tbg: query and key disagree on batch, heads or head size                     |
 /// | E316 | conv2d_transpose: output_padding not smaller than the stride                 |
+/// | E317 | reshape: the new shape has another element count (ops/untyped.hpp)           |
+/// | E318 | concat: the inputs' shapes or types disagree outside the axis               |
+/// | E319 | slice / take: an empty slice or an index out of range                       |
 #ifndef LOOM_OPS_COMMON_HPP
 #define LOOM_OPS_COMMON_HPP
 
