@@ -61,7 +61,8 @@ int info(const Common& c) {
   const auto& s = m.stats;
   std::cout << c.model << ": opset " << m.opset << ", " << s.nodes << " nodes; at import "
             << s.folded_constants << " folded to constants, " << s.folded_batch_norms
-            << " batch norms folded into convolutions, " << s.dropped << " Identity/Dropout dropped\n";
+            << " batch norms folded into convolutions, " << s.fused_layer_norms
+            << " layer norms fused, " << s.dropped << " Identity/Dropout dropped\n";
   int64_t weight_bytes = 0;
   for (const auto& k : m.network->constants()) weight_bytes += static_cast<int64_t>(k.bytes->size());
   std::cout << "weights: " << m.network->constants().size() << " tensors, " << weight_bytes / 1e6 << " MB\n";

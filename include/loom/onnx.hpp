@@ -17,7 +17,9 @@
 ///    nothing to run;
 ///  - a BatchNormalization that follows a Conv or ConvTranspose (its only reader) is folded
 ///    into the convolution's weight and bias; any other one becomes one scale and shift;
-///  - Identity and Dropout (inference) disappear.
+///  - Identity and Dropout (inference) disappear;
+///  - a layer norm that an exporter wrote out node by node (ReduceMean, Sub, Pow, ReduceMean,
+///    Add, Sqrt, Div, Mul, Add: opsets before 17) becomes one layer_norm again.
 ///
 /// Supported: the default domain (`ai.onnx`) at opsets 7 to 17, float32 data (int64 and int32
 /// for the shape arithmetic, float64 where an operator allows it). The operators, with the
@@ -72,6 +74,7 @@ struct OnnxImportStats {
   int folded_constants = 0;  ///< nodes evaluated at import (constant subgraphs)
   int folded_batch_norms = 0;
   int dropped = 0;           ///< Identity and Dropout nodes
+  int fused_layer_norms = 0; ///< layer norms written out as nine nodes, imported as one
 };
 
 /// An imported model: the network (inputs and outputs in the model's order) and their ONNX

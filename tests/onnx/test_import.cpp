@@ -178,6 +178,38 @@ TEST_CASE("constant subgraphs fold at import; Identity and Dropout disappear") {
   for (int i = 0; i < 24; ++i) CHECK(y[i] == std::max(x[i], 0.0f));
 }
 
+TEST_CASE("a layer norm written out node by node (opset 13 exports) imports as one layer_norm") {
+  model_builder m;
+  m.input("x", {2, 4}).output("y");
+  m.floats("gamma", {4}, {1.0f, 0.5f, -1.0f, 2.0f}).floats("beta", {4}, {0.0f, 0.1f, 0.2f, -0.3f});
+  m.floats("two", {}, {2.0f}).floats("eps", {}, {1e-5f});
+  model_builder::attr(m.node("ReduceMean", {"x"}, {"mean"}), "axes", {-1});
+  m.node("Sub", {"x", "mean"}, {"d"});
+  m.node("Pow", {"d", "two"}, {"d2"});
+  model_builder::attr(m.node("ReduceMean", {"d2"}, {"var"}), "axes", {-1});
+  m.node("Add", {"var", "eps"}, {"ve"});
+  m.node("Sqrt", {"ve"}, {"sd"});
+  m.node("Div", {"d", "sd"}, {"n"});
+  m.node("Mul", {"n", "gamma"}, {"g"});
+  m.node("Add", {"beta", "g"}, {"y"});
+  const loom::OnnxModel imported = m.import();
+  CHECK(imported.stats.fused_layer_norms == 1);
+  int tagged = 0;
+  for (const auto& op : imported.network->dag().ops()) tagged += op->tag == "layer_norm";
+  CHECK(tagged == 1);
+  CHECK(imported.network->groups().size() == 1);
+  const std::vector<float> x = {1, 2, 3, 4, -1, 0.5f, 2, 8};
+  const float gamma[] = {1.0f, 0.5f, -1.0f, 2.0f}, beta[] = {0.0f, 0.1f, 0.2f, -0.3f};
+  const auto y = evaluate(imported, x);
+  for (int r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 4; ++i) mean += x[r * 4 + i] / 4.0;
+    for (int i = 0; i < 4; ++i) var += (x[r * 4 + i] - mean) * (x[r * 4 + i] - mean) / 4.0;
+    for (int i = 0; i < 4; ++i)
+      CHECK(y[r * 4 + i] == doctest::Approx((x[r * 4 + i] - mean) / std::sqrt(var + 1e-5) * gamma[i] + beta[i]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("numpy broadcasting with extent-1 dimensions, and symbolic dimensions given by name") {
   model_builder m;
   auto* in = m.graph->add_input();

@@ -293,6 +293,7 @@ class Importer {
   std::vector<int64_t> window_pads(const Shape& in_spatial, const Shape& kernel, const Shape& stride,
                                    const Shape& dilation);
   std::vector<int> int_axes(const Shape& axes, int rank) const;
+  bool layer_norm_pattern(const ::onnx::NodeProto& add);
 
   const OnnxOptions& options_;
   std::string what_;
@@ -302,6 +303,7 @@ class Importer {
   std::unordered_map<const ir::TensorNode*, Bytes> constants_;
   std::unordered_set<std::string> names_;
   std::unordered_map<std::string, int> readers_;
+  std::unordered_map<std::string, const ::onnx::NodeProto*> producer_;
   std::unordered_map<std::string, const ::onnx::NodeProto*> bn_after_;  // conv output -> its BN
   std::unordered_set<const ::onnx::NodeProto*> folded_bn_;
   OnnxImportStats stats_;
@@ -545,6 +547,7 @@ inline void Importer::binary(const ::onnx::NodeProto& n) {
     emit(elementwise({a, bb}, [](const std::vector<ir::Expr>& v) { return ir::Call::make(ir::CallOp::pow, {v[0], v[1]}); }, "pow"), {a, b});
     return;
   }
+  if (op == "Add" && layer_norm_pattern(n)) return;
   static const std::map<std::string, ir::NodeKind> kinds = {
       {"Add", ir::NodeKind::Add}, {"Sub", ir::NodeKind::Sub}, {"Mul", ir::NodeKind::Mul},
       {"Div", ir::NodeKind::Div}};
@@ -857,6 +860,87 @@ inline void Importer::layer_norm(const ::onnx::NodeProto& n) {
     default: LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": data of rank " << x.rank() << " (loom imports ranks 1 to 4)";
   }
   emit(y, {x, gamma, beta});
+}
+
+// Exporters before opset 17 write a layer norm out as nine nodes:
+//   m = ReduceMean(x, [-1]); d = x - m; v = ReduceMean(d^2, [-1]); n = d / sqrt(v + eps);
+//   y = n * gamma + beta
+// Called at the last Add: when the nodes before it are that pattern, with constant gamma, beta
+// and eps and no other readers of the intermediates, y becomes one ops::layer_norm, the unit
+// the row-reduction sketch rules schedule as one kernel. (The nodes already translated stay
+// unread, so the network never contains them.)
+inline bool Importer::layer_norm_pattern(const ::onnx::NodeProto& add) {
+  auto made_by = [&](const std::string& value, const char* op) -> const ::onnx::NodeProto* {
+    auto it = producer_.find(value);
+    return it != producer_.end() && it->second->op_type() == op ? it->second : nullptr;
+  };
+  auto only_reader = [&](const std::string& value, int readers = 1) { return readers_[value] == readers; };
+  auto constant_value = [&](const std::string& name) -> const Value* {
+    auto it = values_.find(name);
+    return it != values_.end() && it->second.constant() ? &it->second : nullptr;
+  };
+  auto last_axis_mean = [&](const ::onnx::NodeProto* r, int rank) {
+    if (!r || r->input_size() != 1) return false;
+    Shape axes;
+    int64_t keep = 1;
+    for (const auto& a : r->attribute()) {
+      if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
+      else if (a.name() == "keepdims") keep = a.i();
+      else return false;
+    }
+    return keep == 1 && axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+  };
+  // y = t + beta (either order), t = n * gamma (either order).
+  for (int bi = 0; bi < 2; ++bi) {
+    const Value* beta = constant_value(add.input(bi));
+    const ::onnx::NodeProto* mul = made_by(add.input(1 - bi), "Mul");
+    if (!beta || !mul || !only_reader(add.input(1 - bi))) continue;
+    for (int gi = 0; gi < 2; ++gi) {
+      const Value* gamma = constant_value(mul->input(gi));
+      const ::onnx::NodeProto* div = made_by(mul->input(1 - gi), "Div");
+      if (!gamma || !div || !only_reader(mul->input(1 - gi))) continue;
+      const ::onnx::NodeProto* sub = made_by(div->input(0), "Sub");
+      const ::onnx::NodeProto* sqrt = made_by(div->input(1), "Sqrt");
+      if (!sub || !sqrt || !only_reader(div->input(0), 2) || !only_reader(div->input(1))) continue;
+      const ::onnx::NodeProto* plus = made_by(sqrt->input(0), "Add");
+      if (!plus || !only_reader(sqrt->input(0))) continue;
+      auto x_it = values_.find(sub->input(0));
+      if (x_it == values_.end() || x_it->second.constant()) continue;
+      const Value& x = x_it->second;
+      const int rank = x.rank();
+      const ::onnx::NodeProto* mean = made_by(sub->input(1), "ReduceMean");
+      if (!last_axis_mean(mean, rank) || mean->input(0) != sub->input(0) || !only_reader(sub->input(1))) continue;
+      for (int ei = 0; ei < 2; ++ei) {
+        const Value* eps = constant_value(plus->input(ei));
+        const ::onnx::NodeProto* var = made_by(plus->input(1 - ei), "ReduceMean");
+        if (!eps || eps->t.num_elements() != 1 || !last_axis_mean(var, rank) || !only_reader(plus->input(1 - ei))) continue;
+        const ::onnx::NodeProto* square = made_by(var->input(0), "Pow");
+        if (!square || square->input(0) != sub->output(0) || !only_reader(var->input(0))) continue;
+        const Value* two = constant_value(square->input(1));
+        if (!two || two->t.num_elements() != 1 || as_doubles(*two)[0] != 2.0) continue;
+        const int64_t d = x.shape().back();
+        if (x.t.dtype() != ir::DType::f32() || gamma->t.num_elements() != d || beta->t.num_elements() != d || rank > 4) continue;
+        const Value g = reshaped(*gamma, {d}, add.output(0) + "_gamma");
+        const Value b = reshaped(*beta, {d}, add.output(0) + "_beta");
+        const double epsilon = as_doubles(*eps)[0];
+        const std::string name = out_name();
+        ir::Tensor y;
+        auto build = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
+          y = ops::layer_norm(Tensor<float, R>(x.t), Tensor<float, 1>(g.t), Tensor<float, 1>(b.t), epsilon, name);
+        };
+        switch (rank) {
+          case 1: build(std::integral_constant<std::size_t, 1>{}); break;
+          case 2: build(std::integral_constant<std::size_t, 2>{}); break;
+          case 3: build(std::integral_constant<std::size_t, 3>{}); break;
+          default: build(std::integral_constant<std::size_t, 4>{}); break;
+        }
+        ++stats_.fused_layer_norms;
+        set_output(0, y);
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 inline void Importer::softmax(const ::onnx::NodeProto& n) {
@@ -1407,7 +1491,7 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
   LOOM_USER_CHECK(g.output_size() > 0, "loom.onnx.E1105") << what_ << ": the graph has no outputs";
 
   // Who reads what, to find the BatchNormalization nodes that fold into their convolution.
-  std::unordered_map<std::string, const ::onnx::NodeProto*> producer;
+  auto& producer = producer_;
   for (const auto& n : g.node()) {
     for (const auto& i : n.input()) ++readers_[i];
     for (const auto& o : n.output()) producer[o] = &n;
