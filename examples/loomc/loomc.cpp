@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -82,7 +83,8 @@ int info(const Common& c) {
   return 0;
 }
 
-int tune(const Common& c, const std::string& records, int trials, double minutes, int per_round) {
+int tune(const Common& c, const std::string& records, int trials, double minutes, int per_round,
+         double target_ms, bool separate_models, bool round_robin, const std::string& curve) {
   if (records.empty()) throw CLI::ValidationError("--records", "tune needs a records file to write (and resume from)");
   if (trials <= 0 && minutes <= 0) throw CLI::ValidationError("--trials", "give --trials N and/or --minutes M");
   const loom::OnnxModel m = import_model(c);
@@ -92,11 +94,22 @@ int tune(const Common& c, const std::string& records, int trials, double minutes
   t.time_limit_s = minutes * 60;
   t.tune.records = records;
   t.tune.measures_per_round = per_round;
+  t.latency_target_s = target_ms * 1e-3;
+  t.share_cost_model = !separate_models;
+  t.round_robin = round_robin;
   t.log = &std::cout;
   std::cout << "tuning " << m.network->tasks().size() << " tasks of " << c.model << " on "
             << loom::runtime::num_threads() << " threads; records: " << records << "\n";
   const auto report = loom::tune(*m.network, t);
   std::cout << "done: " << report.trials << " programs measured\n";
+  if (!curve.empty()) {
+    // The network's estimated latency after each round: the scheduler ablation's data.
+    std::ofstream out(curve);
+    out << "trials,seconds,latency_ms\n";
+    for (const auto& p : report.curve)
+      if (p.latency < loom::search::kFailedCost) out << p.trials << ',' << p.elapsed_seconds << ',' << p.latency * 1e3 << '\n';
+    std::cout << "wrote " << curve << "\n";
+  }
   return 0;
 }
 
@@ -183,6 +196,15 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--trials", trials, "programs to measure over all tasks")->check(CLI::NonNegativeNumber);
   tune_cmd->add_option("--minutes", minutes, "wall-clock budget")->check(CLI::NonNegativeNumber);
   tune_cmd->add_option("--per-round", per_round, "programs measured per round")->check(CLI::PositiveNumber);
+  double target_ms = 0;
+  bool separate_models = false;
+  tune_cmd->add_option("--latency-target-ms", target_ms, "stop once the estimated latency is this low")
+      ->check(CLI::NonNegativeNumber);
+  tune_cmd->add_flag("--separate-models", separate_models, "one cost model per task instead of one for the network");
+  bool round_robin = false;
+  std::string curve;
+  tune_cmd->add_flag("--round-robin", round_robin, "rounds to the tasks in turn, not by gradient (ablation)");
+  tune_cmd->add_option("--curve", curve, "write the estimated latency after each round (CSV)");
 
   std::vector<std::string> inputs;
   std::string output, check;
@@ -205,7 +227,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*info_cmd) return info(c);
-    if (*tune_cmd) return tune(c, records, trials, minutes, per_round);
+    if (*tune_cmd) return tune(c, records, trials, minutes, per_round, target_ms, separate_models, round_robin, curve);
     if (*run_cmd) return run(c, records, inputs, output, repeat, check, rtol, atol);
   } catch (const CLI::Error& e) {
     std::cerr << "loomc: " << e.what() << "\n";

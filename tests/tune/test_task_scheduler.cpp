@@ -100,6 +100,20 @@ TEST_CASE("allocator: exhausted, early-stopped and hopeless tasks get no more ro
   CHECK(a.next() == -1);
 }
 
+TEST_CASE("allocator: round-robin gives the live tasks their rounds in turn") {
+  TaskSchedulerOptions o = greedy_options();
+  o.round_robin = true;
+  search::TaskAllocator a({100, 1, 1}, {1e9, 1e9, 1e9}, {"a", "b", "c"}, o);
+  std::vector<int> order;
+  for (int r = 0; r < 7; ++r) {
+    const int t = a.next();
+    order.push_back(t);
+    a.finish_round(t, 1e-3 / (r + 1), 16, false);
+  }
+  CHECK(order == std::vector<int>{0, 1, 2, 0, 1, 2, 0});
+  CHECK(a.last_reason() == "round-robin");
+}
+
 TEST_CASE("allocator: with ε = 1 every pick after the warm-up is random, over live tasks only") {
   TaskSchedulerOptions o;
   o.eps_greedy = 1;
@@ -188,6 +202,69 @@ TEST_CASE("tune_tasks_with: rounds over three tasks, no program measured twice, 
     CHECK(sched::to_record(best->steps) == sched::to_record(r.tasks[k].best->steps()));
   }
   CHECK(sink.str().find("[loom] tasks: done (trials)") != std::string::npos);
+}
+
+TEST_CASE("tune_with: keep_samples returns the model's data, labelled against the task's best") {
+  const auto mm = loom_test::matmul(32, 32, 32);
+  loom_test::TempLog log("tuner_samples");
+  loom_test::SyntheticMeasurer measurer;
+  TuneOptions o;
+  o.trials = 32;
+  o.measures_per_round = 16;
+  o.records = log.path;
+  o.keep_samples = true;
+  o.quiet = true;
+  o.rerank_top = 0;
+  o.gbdt.warmup_samples = 8;
+  o.evolution.population = 128;
+  o.evolution.generations = 1;
+  const search::TuneReport first = search::tune_with(Task(mm.dag), o, measurer);
+  REQUIRE(first.samples);
+  CHECK(first.samples->features.size() == 32);
+  CHECK(first.samples->labels.size() == 32);
+  CHECK(*std::max_element(first.samples->labels.begin(), first.samples->labels.end()) == doctest::Approx(1.0));
+  for (double l : first.samples->labels) CHECK((l >= 0 && l <= 1));
+  // Another task's run learns from these as well (and is no longer warming up on its own):
+  // it runs, and its own samples stay its own.
+  const auto other = loom_test::matmul(16, 48, 32);
+  TuneOptions o2 = o;
+  o2.shared_samples = first.samples;
+  const search::TuneReport second = search::tune_with(Task(other.dag), o2, measurer);
+  REQUIRE(second.samples);
+  CHECK(second.samples->features.size() == 32);
+  CHECK(second.best.has_value());
+}
+
+TEST_CASE("tune_tasks_with: a shared cost model, and the latency target stops the run") {
+  const auto big = loom_test::matmul(64, 64, 64);
+  const auto small = loom_test::matmul(16, 32, 24);
+  std::vector<WeightedTask> tasks = {{Task(big.dag), 2, ""}, {Task(small.dag), 1, ""}};
+  loom_test::SyntheticMeasurer measurer;
+  TaskSchedulerOptions o;
+  o.trials = 8 * 16;
+  o.tune.measures_per_round = 16;
+  o.tune.seed = 3;
+  o.tune.gbdt.warmup_samples = 24;  // only the other task's samples warm a second-round model
+  o.tune.evolution.population = 128;
+  o.tune.evolution.generations = 1;
+  o.tune.rerank_top = 0;
+  std::ostringstream sink;
+  o.log = &sink;
+  loom_test::TempLog shared_log("task_scheduler_shared");
+  o.tune.records = shared_log.path;
+  REQUIRE(o.share_cost_model);
+  const search::TaskSchedulerReport shared = search::tune_tasks_with(tasks, o, measurer);
+  CHECK(shared.trials == 128);
+  for (const auto& t : shared.tasks) CHECK(t.best.has_value());
+
+  // A target the warm-up already meets: the run stops after the warm-up rounds.
+  loom_test::TempLog target_log("task_scheduler_target");
+  o.tune.records = target_log.path;
+  o.latency_target_s = 1e9;
+  const search::TaskSchedulerReport met = search::tune_tasks_with(tasks, o, measurer);
+  CHECK(met.stop_reason == "latency target met");
+  CHECK(met.allocation.size() == 2);
+  CHECK(sink.str().find("[loom] tasks: done (latency target met)") != std::string::npos);
 }
 
 TEST_CASE("tune_tasks_with: bad options are refused with what to do") {

@@ -26,9 +26,15 @@
 /// round to round. At the end each task's fastest programs are measured again, as tune_with()
 /// does (TuneOptions::rerank_top), and each task's best is the lowest median.
 ///
-/// What Ansor's scheduler does and this one does not (yet): a shared cost model across tasks
-/// (each task here learns from its own measurements only, as TVM's default XGBoost model with
-/// `num_warmup_sample` does not), and objectives other than the weighted sum.
+/// One cost model for the network, as in Ansor (`share_cost_model`, on by default): every
+/// round's model learns from the task's own measurements and from every other task's, each
+/// labelled against its own task's best (TuneOptions::shared_samples), so a task's first rounds
+/// are guided by what the network's other tasks taught, not by random scores until its own
+/// warm-up is over.
+///
+/// Objectives: the weighted sum (the network's latency), and the paper's latency requirement
+/// (`latency_target_s`): max(Σ weight × best, L) has no gradient once the network runs in L,
+/// so tuning stops there ("latency target met").
 #ifndef LOOM_SEARCH_TASK_SCHEDULER_HPP
 #define LOOM_SEARCH_TASK_SCHEDULER_HPP
 
@@ -74,6 +80,13 @@ struct TaskSchedulerOptions {
   TuneOptions tune;
   /// Stop after this many seconds of wall time, checked between rounds (0: no limit).
   double time_limit_s = 0;
+  /// Stop once Σ weight × best cost is at most this many seconds (0: no target).
+  double latency_target_s = 0;
+  /// Train each round's cost model on every task's measurements (see the file comment).
+  bool share_cost_model = true;
+  /// Give the rounds to the live tasks in turn instead of by gradient (the paper's ablation
+  /// baseline; TVM's `strategy="round-robin"`).
+  bool round_robin = false;
   /// A line per round (which task, why, the network's estimated latency) and a summary.
   bool quiet = false;
   std::ostream* log = nullptr;
@@ -135,7 +148,7 @@ struct TaskSchedulerReport {
   int trials = 0;
   double latency = kFailedCost;  ///< Σ weight × best cost at the end
   double wall_seconds = 0;
-  std::string stop_reason;  ///< "trials", "time limit" or "all tasks done"
+  std::string stop_reason;  ///< "trials", "time limit", "latency target met" or "all tasks done"
 };
 
 /// Tunes `tasks` together (see the file comment). Throws loom::user_error `[loom.search.E841]`

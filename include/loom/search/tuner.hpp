@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,14 @@ namespace search {
 enum class ModelKind {
   gbdt,    ///< the learned model (cost::GbdtCostModel), retrained every round
   random,  ///< random scores: with `evolution.generations = 0` this is random search
+};
+
+/// Measured programs as a cost model learns from them: each program's features and its label,
+/// the normalized throughput (its task's best cost over its own; 0 for a failure). Labels are
+/// normalized per task, so programs of several tasks train one model (Ansor's shared model).
+struct ModelSamples {
+  std::vector<cost::ProgramFeatures> features;
+  std::vector<double> labels;
 };
 
 /// Everything a tuning run can be told. Plain data.
@@ -97,6 +106,13 @@ struct TuneOptions {
   std::ostream* log = nullptr;
   /// A name for progress lines (default: task_name()).
   std::string name;
+  /// Other tasks' measurements for the cost model to learn from as well, appended to this
+  /// task's own at every fit; they also count towards the model's warm-up. The task scheduler
+  /// passes those of a network's other tasks (TaskSchedulerOptions::share_cost_model).
+  std::shared_ptr<const ModelSamples> shared_samples;
+  /// Return this task's own samples (features and labels at the end of the run, resumed
+  /// records included) in TuneReport::samples.
+  bool keep_samples = false;
 };
 
 /// One point of the best-so-far curve: after `trial` measured programs of this run, the best
@@ -142,6 +158,8 @@ struct TuneReport {
   std::vector<TuningRecord> records;
   /// Why tuning stopped: "trials", "early stopping", "time limit", "space exhausted".
   std::string stop_reason;
+  /// With TuneOptions::keep_samples: what the task's cost model learned from.
+  std::shared_ptr<const ModelSamples> samples;
 
   double best_gflops() const { return best && best_cost > 0 ? flops / best_cost * 1e-9 : 0; }
   /// `best`, or loom::user_error `[loom.search.E850]` (naming `workload_key`) when every

@@ -101,6 +101,13 @@ LOOM_DECL int TaskAllocator::next() {
       reason_ = "warm-up";
       return i;
     }
+  if (options_.round_robin) {
+    // The ablation baseline: the live task after the last one picked, in order.
+    int total = 0;
+    for (int r : rounds_) total += r;
+    reason_ = "round-robin";
+    return live[static_cast<size_t>(total) % live.size()];
+  }
   if (detail::chance(rng_, options_.eps_greedy)) {
     reason_ = "random";
     return live[detail::draw(rng_, live.size())];
@@ -158,7 +165,7 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
                       options.alpha <= 1 && options.backward_window >= 1 && options.beta > 0 &&
                       options.eps_greedy >= 0 && options.eps_greedy <= 1 &&
                       options.early_stopping_per_task >= 0 && options.time_limit_s >= 0 &&
-                      weights_ok,
+                      options.latency_target_s >= 0 && weights_ok,
                   "loom.search.E841")
       << "tune_tasks: bad input: " << tasks.size() << " tasks (≥ 1, each weight > 0"
       << (weights_ok ? "" : ", and some is not") << "), trials " << options.trials
@@ -168,7 +175,8 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
       << " (in [0, 1]), backward_window " << options.backward_window << " (≥ 1), beta "
       << options.beta << " (> 0), eps_greedy " << options.eps_greedy
       << " (in [0, 1]), early_stopping_per_task " << options.early_stopping_per_task
-      << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0)";
+      << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0), latency_target_s "
+      << options.latency_target_s << " (≥ 0)";
 
   std::ostream& log = options.log ? *options.log : std::cerr;
   std::vector<double> weights, flops;
@@ -185,10 +193,26 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
   TaskSchedulerReport report;
   report.tasks.resize(tasks.size());
   auto latency_ms = [](double s) { return s < kFailedCost ? s * 1e3 : 0.0; };
+  // Per task, what its model learned from (share_cost_model): the other tasks' go into each
+  // round's model.
+  std::vector<std::shared_ptr<const ModelSamples>> samples(tasks.size());
+  auto shared_except = [&](size_t k) -> std::shared_ptr<const ModelSamples> {
+    auto all = std::make_shared<ModelSamples>();
+    for (size_t j = 0; j < tasks.size(); ++j) {
+      if (j == k || !samples[j]) continue;
+      all->features.insert(all->features.end(), samples[j]->features.begin(), samples[j]->features.end());
+      all->labels.insert(all->labels.end(), samples[j]->labels.begin(), samples[j]->labels.end());
+    }
+    return all->features.empty() ? nullptr : all;
+  };
   report.stop_reason = "trials";
   while (report.trials < options.trials) {
     if (options.time_limit_s > 0 && elapsed() >= options.time_limit_s) {
       report.stop_reason = "time limit";
+      break;
+    }
+    if (options.latency_target_s > 0 && allocator.objective() <= options.latency_target_s) {
+      report.stop_reason = "latency target met";
       break;
     }
     const int i = allocator.next();
@@ -208,7 +232,12 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
     // Each round's search draws afresh (Ansor's rounds re-sample their initial population too).
     round.seed =
         options.tune.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(allocator.rounds(i));
-    const TuneReport r = tune_with(tasks[k].task, round, measurer);
+    if (options.share_cost_model) {
+      round.keep_samples = true;
+      round.shared_samples = shared_except(k);
+    }
+    TuneReport r = tune_with(tasks[k].task, round, measurer);
+    if (r.samples) samples[k] = std::move(r.samples);
 
     TuneReport& total = report.tasks[k];
     total.trials += r.trials;

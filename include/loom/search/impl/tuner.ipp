@@ -42,18 +42,29 @@ struct Samples {
       costs.push_back(results[i].ok() ? results[i].mean_cost() : kFailedCost);
     }
   }
+  std::vector<double> labels() const {
+    std::vector<double> l(costs.size());
+    if (costs.empty()) return l;
+    const double best = *std::min_element(costs.begin(), costs.end());
+    for (size_t i = 0; i < costs.size(); ++i) l[i] = costs[i] >= kFailedCost ? 0.0 : best / costs[i];
+    return l;
+  }
   std::unique_ptr<cost::CostModel> fit(const TuneOptions& options, uint64_t round) const {
     if (options.model == ModelKind::random)
       return std::make_unique<cost::RandomCostModel>(options.seed + round);
     cost::GbdtCostModelOptions gbdt = options.gbdt;
     gbdt.seed = options.gbdt.seed + round;
     auto model = std::make_unique<cost::GbdtCostModel>(gbdt);
-    if (!features.empty()) {
-      const double best = *std::min_element(costs.begin(), costs.end());
-      std::vector<double> labels(costs.size());
-      for (size_t i = 0; i < costs.size(); ++i)
-        labels[i] = costs[i] >= kFailedCost ? 0.0 : best / costs[i];
-      model->update(features, labels);
+    const ModelSamples* shared = options.shared_samples.get();
+    if (shared && !shared->features.empty()) {
+      // One update with both sets: the model trains once, on all of them.
+      std::vector<cost::ProgramFeatures> all(features);
+      all.insert(all.end(), shared->features.begin(), shared->features.end());
+      std::vector<double> all_labels = labels();
+      all_labels.insert(all_labels.end(), shared->labels.begin(), shared->labels.end());
+      model->update(all, all_labels);
+    } else if (!features.empty()) {
+      model->update(features, labels());
     }
     return model;
   }
@@ -335,6 +346,12 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     report.rerank_seconds = seconds_since(rerank_start);
   }
   take_best_by_median();
+  if (options.keep_samples) {
+    auto kept = std::make_shared<ModelSamples>();
+    kept->labels = samples.labels();
+    kept->features = std::move(samples.features);
+    report.samples = std::move(kept);
+  }
 
   report.wall_seconds = seconds_since(wall_start);
   if (!options.quiet) {
