@@ -303,14 +303,20 @@ Tensor<T, 4> depthwise_conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
 
 /// Transposed 2-D convolution (the gradient of conv2d_nchw with respect to its data): data
 /// [N, C, H, W] and weight [C, O, KH, KW] (IOHW, as in TVM and PyTorch) -> [N, O, OH, OW] with
-/// OH = (H - 1) stride - 2 padding + KH + output_padding.
+/// OH = (H - 1) stride - 2 padding + KH + output_padding, out[y] = Σ x[h] w[ky] over
+/// y = h stride - padding + ky.
 ///
-/// Written as TVM writes it: the data dilated by the stride (stride - 1 zeros between elements)
-/// and padded by KH - 1 - padding in front (plus output_padding behind), then a stride-1
-/// convolution with the spatially flipped kernel. Dilation and padding form one "pad" compute
-/// (`<name>_pad`); the convolution is tagged "conv2d_transpose_nchw". Throws loom::user_error if
-/// the weight's first dimension is not C (E306), for an invalid stride or padding (E308),
-/// output_padding >= stride (E316), or an empty output (E309).
+/// Without a stride it is TVM's form: the data padded by KH - 1 - padding in front (plus
+/// output_padding behind), then a convolution with the spatially flipped kernel. With a stride,
+/// TVM's form convolves the data dilated by stride - 1 zeros, so that all but one in stride²
+/// multiplications read a zero; here each output instead reads only the taps that reach it
+/// (the sub-pixel, or phase, form): for t = y + padding, the taps ky = t mod stride + stride·j
+/// and the rows h = ⌊t / stride⌋ − j, j < ⌈KH / stride⌉, i.e. KH·KW / stride² multiplications
+/// per output and input channel instead of KH·KW. Taps past the kernel (KH not a multiple of
+/// the stride) read zero. Either way the padding is one compute (`<name>_pad`, tagged "pad") and
+/// the convolution is tagged "conv2d_transpose_nchw". Throws loom::user_error if the weight's
+/// first dimension is not C (E306), for an invalid stride or padding (E308), output_padding >=
+/// stride (E316), or an empty output (E309).
 template <class T>
 Tensor<T, 4> conv2d_transpose_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
                                    const ConvTransposeParams<2>& p = {},
@@ -328,47 +334,62 @@ Tensor<T, 4> conv2d_transpose_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
   LOOM_USER_CHECK(ok, "loom.ops.E316")
       << op << ": output_padding " << detail::shape_str(p.output_padding)
       << " must be non-negative and smaller than the stride " << detail::shape_str(p.stride);
-  std::array<int64_t, 2> out{}, front{}, dilated{};
-  for (int d = 0; d < 2; ++d) {
+  std::array<int64_t, 2> out{};
+  for (int d = 0; d < 2; ++d)
     out[d] = (xs[2 + d] - 1) * p.stride[d] - 2 * p.padding[d] + ws[2 + d] + p.output_padding[d];
-    // Where the first input element lands in the padded, dilated data (negative when the
-    // padding crops more than the kernel overhang; the bounds test below handles both).
-    front[d] = ws[2 + d] - 1 - p.padding[d];
-    dilated[d] = (xs[2 + d] - 1) * p.stride[d] + 1;
-  }
   LOOM_USER_CHECK(out[0] > 0 && out[1] > 0, "loom.ops.E309")
       << op << ": padding " << detail::shape_str(p.padding) << " crops the whole output of "
       << detail::describe(x) << " (output would be " << detail::shape_str(out)
       << "); use less padding";
   const int64_t sh = p.stride[0], sw = p.stride[1];
-  const int64_t fh = front[0], fw = front[1];
+  const int64_t ph = p.padding[0], pw = p.padding[1];
   const int64_t kh = ws[2], kw = ws[3];
-  // The stride-1 convolution below reads out + kernel - 1 positions per dimension. Without a
-  // stride there is nothing to dilate, and the stage is an ordinary pad (or crop, where the
-  // front offset is negative; pad_dims's bounds test covers both).
-  const std::array<int64_t, 4> padded{xs[0], xs[1], out[0] + kh - 1, out[1] + kw - 1};
-  Tensor<T, 4> xd;
-  if (sh == 1 && sw == 1) {
-    const std::array<int64_t, 4> before{0, 0, fh, fw};
-    const std::array<int64_t, 4> after{0, 0, padded[2] - xs[2] - fh, padded[3] - xs[3] - fw};
-    xd = detail::pad_dims<2, 3>(x, before, after, T(0), name + "_pad");
-  } else {
-    xd = compute(
-        name + "_pad", padded,
-        [&](Var n, Var c, Var h, Var x_) {
-          auto inside = h >= fh && h < fh + dilated[0] && floormod(h - fh, sh) == 0 && x_ >= fw &&
-                        x_ < fw + dilated[1] && floormod(x_ - fw, sw) == 0;
-          return if_then_else(inside, x(n, c, floordiv(h - fh, sh), floordiv(x_ - fw, sw)), T(0));
-        },
-        "pad");
-  }
   const RVar rc = reduce_axis(ws[0], "rc");
-  const RVar ry = reduce_axis(kh, "ry");
-  const RVar rx = reduce_axis(kw, "rx");
+  if (sh == 1 && sw == 1) {
+    // The stride-1 convolution reads out + kernel - 1 positions per dimension, the data placed
+    // KH - 1 - padding in (a crop where that is negative; pad_dims's bounds test covers both).
+    const int64_t fh = kh - 1 - ph, fw = kw - 1 - pw;
+    const std::array<int64_t, 4> before{0, 0, fh, fw};
+    const std::array<int64_t, 4> after{0, 0, out[0] + kh - 1 - xs[2] - fh,
+                                       out[1] + kw - 1 - xs[3] - fw};
+    const Tensor<T, 4> xd = detail::pad_dims<2, 3>(x, before, after, T(0), name + "_pad");
+    const RVar ry = reduce_axis(kh, "ry");
+    const RVar rx = reduce_axis(kw, "rx");
+    return compute(
+        std::move(name), {xs[0], ws[1], out[0], out[1]},
+        [&](Var n, Var o, Var h, Var x_) {
+          return sum(xd(n, rc, h + ry, x_ + rx) * w(rc, o, kh - 1 - ry, kw - 1 - rx), {rc, ry, rx});
+        },
+        op);
+  }
+  // Taps per phase, and the input rows the phases read: ⌊(y + padding) / stride⌋ − j for
+  // y < OH, j < J, stored J − 1 rows in so that the lowest index is 0.
+  const int64_t jh = (kh + sh - 1) / sh, jw = (kw + sw - 1) / sw;
+  const int64_t rows = (out[0] - 1 + ph) / sh + jh, cols = (out[1] - 1 + pw) / sw + jw;
+  const std::array<int64_t, 4> before{0, 0, jh - 1, jw - 1};
+  const std::array<int64_t, 4> after{0, 0, rows - xs[2] - (jh - 1), cols - xs[3] - (jw - 1)};
+  const Tensor<T, 4> xp = detail::pad_dims<2, 3>(x, before, after, T(0), name + "_pad");
+  const RVar rj = reduce_axis(jh, "rj");
+  const RVar ri = reduce_axis(jw, "ri");
+  const std::array<int64_t, 4> shape{xs[0], ws[1], out[0], out[1]};
+  auto data = [&](const Var& n, const Var& h, const Var& x_) {
+    return xp(n, rc, floordiv(h + ph, sh) - rj + (jh - 1), floordiv(x_ + pw, sw) - ri + (jw - 1));
+  };
+  auto tap_h = [&](const Var& h) { return floormod(h + ph, sh) + rj * sh; };
+  auto tap_w = [&](const Var& x_) { return floormod(x_ + pw, sw) + ri * sw; };
+  if (kh % sh == 0 && kw % sw == 0)
+    return compute(
+        std::move(name), shape,
+        [&](Var n, Var o, Var h, Var x_) {
+          return sum(data(n, h, x_) * w(rc, o, tap_h(h), tap_w(x_)), {rc, rj, ri});
+        },
+        op);
   return compute(
-      std::move(name), {xs[0], ws[1], out[0], out[1]},
+      std::move(name), shape,
       [&](Var n, Var o, Var h, Var x_) {
-        return sum(xd(n, rc, h + ry, x_ + rx) * w(rc, o, kh - 1 - ry, kw - 1 - rx), {rc, ry, rx});
+        auto inside = tap_h(h) < kh && tap_w(x_) < kw;
+        return sum(if_then_else(inside, data(n, h, x_) * w(rc, o, tap_h(h), tap_w(x_)), T(0)),
+                   {rc, rj, ri});
       },
       op);
 }
