@@ -113,8 +113,29 @@ int tune(const Common& c, const std::string& records, int trials, double minutes
   return 0;
 }
 
+// Per group: its kernel's median time inside the network, share, throughput, and the task's.
+void print_profile(const loom::CompiledNetwork& compiled, const std::vector<loom::BufferView>& views, int repeat) {
+  const auto& net = compiled.network();
+  const std::vector<double> seconds = compiled.profile(views, std::max(repeat, 3));
+  double total = 0;
+  for (double s : seconds) total += s;
+  std::vector<int> task_of(net.groups().size(), -1);
+  for (size_t t = 0; t < net.tasks().size(); ++t)
+    for (int g : net.tasks()[t].groups) task_of[static_cast<size_t>(g)] = static_cast<int>(t);
+  std::printf("%-5s %-11s %-5s %9s %6s %9s  %s\n", "group", "pattern", "task", "ms", "share", "GFLOP/s", "output");
+  for (size_t g = 0; g < seconds.size(); ++g) {
+    const auto& group = net.groups()[g];
+    const double flops = group.dag->flop_count();
+    std::printf("%-5zu %-11s %-5d %9.4f %5.1f%% %9.1f  %s\n", g, loom::net::pattern_name(group.pattern), task_of[g],
+                seconds[g] * 1e3, 100 * seconds[g] / total, seconds[g] > 0 ? flops / seconds[g] * 1e-9 : 0.0,
+                net.dag().ops()[static_cast<size_t>(group.output())].name().c_str());
+  }
+  std::printf("sum of the groups' medians: %.3f ms\n", total * 1e3);
+}
+
 int run(const Common& c, const std::string& records, const std::vector<std::string>& inputs,
-        const std::string& output, int repeat, const std::string& check, double rtol, double atol) {
+        const std::string& output, int repeat, const std::string& check, double rtol, double atol,
+        bool profile) {
   const loom::OnnxModel m = import_model(c);
   if (c.threads > 0) loom::runtime::set_num_threads(c.threads);
   const auto& net = *m.network;
@@ -148,6 +169,7 @@ int run(const Common& c, const std::string& records, const std::vector<std::stri
     std::printf("latency over %d runs: median %.3f ms, p10 %.3f ms, p90 %.3f ms (%.1f GFLOP/s)\n", repeat,
                 median, percentile(ms, 0.1), percentile(ms, 0.9), net.flop_count() / (median * 1e6));
   }
+  if (profile) print_profile(compiled, views, repeat);
   if (!output.empty()) {
     loom::write_npy(output, out[0]);
     std::cout << "wrote " << output << "\n";
@@ -219,6 +241,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--check", check, "compare the first output with this .npy / .pb (exit code 3 when it differs)")->check(CLI::ExistingFile);
   run_cmd->add_option("--rtol", rtol, "relative tolerance of --check");
   run_cmd->add_option("--atol", atol, "absolute tolerance of --check");
+  bool profile = false;
+  run_cmd->add_flag("--profile", profile, "time each fused group inside the network (median over --repeat runs)");
 
   try {
     app.parse(argc, argv);
@@ -228,7 +252,7 @@ int main(int argc, char** argv) {
   try {
     if (*info_cmd) return info(c);
     if (*tune_cmd) return tune(c, records, trials, minutes, per_round, target_ms, separate_models, round_robin, curve);
-    if (*run_cmd) return run(c, records, inputs, output, repeat, check, rtol, atol);
+    if (*run_cmd) return run(c, records, inputs, output, repeat, check, rtol, atol, profile);
   } catch (const CLI::Error& e) {
     std::cerr << "loomc: " << e.what() << "\n";
     return 2;

@@ -53,6 +53,10 @@ class CompiledNetwork {
   /// for a buffer of another type or shape, before running anything.
   void run(const std::vector<BufferView>& inputs_then_outputs) const;
 
+  /// Where the time goes: per group (partition order), the median seconds of its kernel over
+  /// `repeat` runs of the whole network, each group timed in place between its neighbours (so
+  /// the caches hold what they hold in a real run). Checks and throws as run().
+  std::vector<double> profile(const std::vector<BufferView>& inputs_then_outputs, int repeat = 10) const;
   const net::Network& network() const { return *state_->network; }
   /// The tasks built from a record of `NetworkOptions::records`, and those that took the
   /// default schedule, by the task's output name.
@@ -63,6 +67,7 @@ class CompiledNetwork {
 
  private:
   friend CompiledNetwork compile(std::shared_ptr<const net::Network>, const NetworkOptions&);
+  void run_groups(const std::vector<BufferView>& inputs_then_outputs, std::vector<double>* seconds) const;
   struct packed_weight {
     int argument = -1;  // which argument of the task's kernel reads it
     std::vector<int64_t> shape;

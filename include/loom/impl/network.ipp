@@ -4,6 +4,7 @@
 #include "loom/backend/llvm/measurer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <sstream>
 #include <unordered_map>
@@ -167,12 +168,41 @@ LOOM_DECL void CompiledNetwork::run(const std::vector<BufferView>& inputs_then_o
         << (v.has_shape() ? " of another shape" : "");
   }
   std::lock_guard<std::mutex> lock(state_->running);
+  run_groups(inputs_then_outputs, nullptr);
+}
+
+LOOM_DECL void CompiledNetwork::run_groups(const std::vector<BufferView>& inputs_then_outputs,
+                                           std::vector<double>* seconds) const {
   for (size_t g = 0; g < state_->views.size(); ++g) {
     std::vector<BufferView>& views = state_->views[g];
     for (const auto& [slot, buffer] : state_->caller_slots[g])
       views[slot].data = inputs_then_outputs[buffer].data;
+    const auto start = std::chrono::steady_clock::now();
     state_->kernels[static_cast<size_t>(state_->task_of_group[g])].run(views);
+    if (seconds)
+      (*seconds)[g] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+}
+
+LOOM_DECL std::vector<double> CompiledNetwork::profile(
+    const std::vector<BufferView>& inputs_then_outputs, int repeat) const {
+  LOOM_USER_CHECK(repeat >= 1, "loom.net.E1005") << "CompiledNetwork::profile: repeat " << repeat << " (>= 1)";
+  run(inputs_then_outputs);  // the checks, and a warm-up
+  const size_t groups = state_->views.size();
+  std::vector<std::vector<double>> samples(groups, std::vector<double>(static_cast<size_t>(repeat)));
+  std::vector<double> one(groups);
+  std::lock_guard<std::mutex> lock(state_->running);
+  for (int r = 0; r < repeat; ++r) {
+    run_groups(inputs_then_outputs, &one);
+    for (size_t g = 0; g < groups; ++g) samples[g][static_cast<size_t>(r)] = one[g];
+  }
+  std::vector<double> median(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    auto& v = samples[g];
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    median[g] = v[v.size() / 2];
+  }
+  return median;
 }
 
 LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
