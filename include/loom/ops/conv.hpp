@@ -306,17 +306,21 @@ Tensor<T, 4> depthwise_conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
 /// OH = (H - 1) stride - 2 padding + KH + output_padding, out[y] = Σ x[h] w[ky] over
 /// y = h stride - padding + ky.
 ///
-/// Without a stride it is TVM's form: the data padded by KH - 1 - padding in front (plus
-/// output_padding behind), then a convolution with the spatially flipped kernel. With a stride,
-/// TVM's form convolves the data dilated by stride - 1 zeros, so that all but one in stride²
-/// multiplications read a zero; here each output instead reads only the taps that reach it
-/// (the sub-pixel, or phase, form): for t = y + padding, the taps ky = t mod stride + stride·j
-/// and the rows h = ⌊t / stride⌋ − j, j < ⌈KH / stride⌉, i.e. KH·KW / stride² multiplications
-/// per output and input channel instead of KH·KW. Taps past the kernel (KH not a multiple of
-/// the stride) read zero. Either way the padding is one compute (`<name>_pad`, tagged "pad") and
-/// the convolution is tagged "conv2d_transpose_nchw". Throws loom::user_error if the weight's
-/// first dimension is not C (E306), for an invalid stride or padding (E308), output_padding >=
-/// stride (E316), or an empty output (E309).
+/// Without a stride, and when the output is at most twice the data's size, it is TVM's form:
+/// the data padded by KH - 1 - padding in front (plus output_padding behind; one compute
+/// `<name>_pad`, tagged "pad"), then a convolution with the spatially flipped kernel. Otherwise
+/// that form multiplies mostly zeros: with a stride it convolves the data dilated by stride - 1
+/// zeros (all but one in stride² products read a zero), and on small data (DCGAN's 1x1 -> 4x4)
+/// mostly padding. There it is a product and a gather instead, as im2col-based libraries
+/// compute it (col2im):
+///  - `<name>_cols` [N, O, KH, KW, H, W] = Σ_c x[n, c, h, w] w[c, o, ky, kx], tagged
+///    "conv2d_transpose_cols": a matrix product [O·KH·KW, C] x [C, H·W] per image, every
+///    multiplication useful, which the tiling rules schedule like any GEMM;
+///  - `<name>` sums, for each output, the ⌈KH / stride⌉·⌈KW / stride⌉ columns that reach it:
+///    for t = y + padding, taps ky = t mod stride + stride·j from rows h = ⌊t / stride⌋ − j
+///    (those outside the kernel or the data read nothing). Tagged "conv2d_transpose_nchw".
+/// Throws loom::user_error if the weight's first dimension is not C (E306), for an invalid
+/// stride or padding (E308), output_padding >= stride (E316), or an empty output (E309).
 template <class T>
 Tensor<T, 4> conv2d_transpose_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
                                    const ConvTransposeParams<2>& p = {},
@@ -345,7 +349,9 @@ Tensor<T, 4> conv2d_transpose_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
   const int64_t ph = p.padding[0], pw = p.padding[1];
   const int64_t kh = ws[2], kw = ws[3];
   const RVar rc = reduce_axis(ws[0], "rc");
-  if (sh == 1 && sw == 1) {
+  // TVM's form multiplies OH·OW / (H·W) times more than there is work; on large data without a
+  // stride that is about 1 and it needs no scratch, so it stays where that holds.
+  if (sh == 1 && sw == 1 && out[0] * out[1] <= 2 * xs[2] * xs[3]) {
     // The stride-1 convolution reads out + kernel - 1 positions per dimension, the data placed
     // KH - 1 - padding in (a crop where that is negative; pad_dims's bounds test covers both).
     const int64_t fh = kh - 1 - ph, fw = kw - 1 - pw;
@@ -362,34 +368,23 @@ Tensor<T, 4> conv2d_transpose_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
         },
         op);
   }
-  // Taps per phase, and the input rows the phases read: ⌊(y + padding) / stride⌋ − j for
-  // y < OH, j < J, stored J − 1 rows in so that the lowest index is 0.
+  const Tensor<T, 6> cols = compute(
+      name + "_cols", {xs[0], ws[1], kh, kw, xs[2], xs[3]},
+      [&](Var n, Var o, Var ky, Var kx, Var h, Var x_) { return sum(x(n, rc, h, x_) * w(rc, o, ky, kx), rc); },
+      "conv2d_transpose_cols");
   const int64_t jh = (kh + sh - 1) / sh, jw = (kw + sw - 1) / sw;
-  const int64_t rows = (out[0] - 1 + ph) / sh + jh, cols = (out[1] - 1 + pw) / sw + jw;
-  const std::array<int64_t, 4> before{0, 0, jh - 1, jw - 1};
-  const std::array<int64_t, 4> after{0, 0, rows - xs[2] - (jh - 1), cols - xs[3] - (jw - 1)};
-  const Tensor<T, 4> xp = detail::pad_dims<2, 3>(x, before, after, T(0), name + "_pad");
   const RVar rj = reduce_axis(jh, "rj");
   const RVar ri = reduce_axis(jw, "ri");
-  const std::array<int64_t, 4> shape{xs[0], ws[1], out[0], out[1]};
-  auto data = [&](const Var& n, const Var& h, const Var& x_) {
-    return xp(n, rc, floordiv(h + ph, sh) - rj + (jh - 1), floordiv(x_ + pw, sw) - ri + (jw - 1));
-  };
-  auto tap_h = [&](const Var& h) { return floormod(h + ph, sh) + rj * sh; };
-  auto tap_w = [&](const Var& x_) { return floormod(x_ + pw, sw) + ri * sw; };
-  if (kh % sh == 0 && kw % sw == 0)
-    return compute(
-        std::move(name), shape,
-        [&](Var n, Var o, Var h, Var x_) {
-          return sum(data(n, h, x_) * w(rc, o, tap_h(h), tap_w(x_)), {rc, rj, ri});
-        },
-        op);
+  const int64_t in_h = xs[2], in_w = xs[3];
   return compute(
-      std::move(name), shape,
-      [&](Var n, Var o, Var h, Var x_) {
-        auto inside = tap_h(h) < kh && tap_w(x_) < kw;
-        return sum(if_then_else(inside, data(n, h, x_) * w(rc, o, tap_h(h), tap_w(x_)), T(0)),
-                   {rc, rj, ri});
+      std::move(name), {xs[0], ws[1], out[0], out[1]},
+      [&](Var n, Var o, Var y, Var x_) {
+        auto ky = floormod(y + ph, sh) + rj * sh;
+        auto kx = floormod(x_ + pw, sw) + ri * sw;
+        auto h = floordiv(y + ph, sh) - rj;
+        auto c = floordiv(x_ + pw, sw) - ri;
+        auto inside = ky < kh && kx < kw && h >= 0 && h < in_h && c >= 0 && c < in_w;
+        return sum(if_then_else(inside, cols(n, o, ky, kx, h, c), T(0)), {rj, ri});
       },
       op);
 }
