@@ -22,10 +22,13 @@ packages=(
 )
 # Opt-in extras, for benchmarks that CI never builds:
 #   --halide   Halide 14 and its autoschedulers (configure with -DLOOM_BENCH_HALIDE=ON)
+#   --torch    PyTorch, torchvision, onnx and numpy for Python (scripts/export-models.sh and
+#              benchmarks/net, never CI's tests)
 for arg in "$@"; do
   case "$arg" in
     --halide) packages+=(libhalide14-0-dev) ;;
-    *) echo "install-deps: unknown option $arg (known: --halide)" >&2; exit 2 ;;
+    --torch) packages+=(python3-torch python3-torchvision python3-onnx python3-numpy) ;;
+    *) echo "install-deps: unknown option $arg (known: --halide, --torch)" >&2; exit 2 ;;
   esac
 done
 

@@ -48,21 +48,22 @@ struct model_builder {
     graph->add_output()->set_name(name);
     return *this;
   }
-  model_builder& floats(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  // An initializer from raw little-endian bytes, as exporters write them.
+  template <class T>
+  model_builder& initializer(const std::string& name, int elem_type, const std::vector<int64_t>& shape,
+                             const std::vector<T>& v) {
     auto* t = graph->add_initializer();
     t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->set_data_type(elem_type);
     for (int64_t d : shape) t->add_dims(d);
-    for (float x : v) t->add_float_data(x);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
     return *this;
   }
+  model_builder& floats(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+    return initializer(name, onnx::TensorProto::FLOAT, shape, v);
+  }
   model_builder& ints(const std::string& name, std::vector<int64_t> shape, const std::vector<int64_t>& v) {
-    auto* t = graph->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    for (int64_t d : shape) t->add_dims(d);
-    for (int64_t x : v) t->add_int64_data(x);
-    return *this;
+    return initializer(name, onnx::TensorProto::INT64, shape, v);
   }
   onnx::NodeProto* node(const std::string& op, std::initializer_list<std::string> in,
                         std::initializer_list<std::string> out, const std::string& name = "") {
