@@ -280,9 +280,7 @@ class Importer {
     return a ? Shape(a->ints().begin(), a->ints().end()) : fallback;
   }
   [[noreturn]] void unsupported_attribute(const char* name, const std::string& why) const {
-    LOOM_USER_CHECK(false, "loom.onnx.E1103")
-        << what_ << ": " << where() << ": attribute '" << name << "' " << why;
-    throw;  // unreachable
+    throw user_error("[loom.onnx.E1103] " + what_ + ": " + where() + ": attribute '" + name + "' " + why);
   }
 
   // --- shared pieces -----------------------------------------------------------------------
@@ -590,9 +588,7 @@ inline void Importer::clip(const ::onnx::NodeProto&) {
   emit(elementwise({x},
                    [&](const std::vector<ir::Expr>& v) {
                      ir::Expr r = v[0];
-                     if (std::isfinite(lo) || t.code != ir::DType::Code::Float) {
-                       if (std::isfinite(lo)) r = ir::Max::make(r, ir::make_const(t, lo));
-                     }
+                     if (std::isfinite(lo)) r = ir::Max::make(r, ir::make_const(t, lo));
                      if (std::isfinite(hi)) r = ir::Min::make(r, ir::make_const(t, hi));
                      return r;
                    },
@@ -1182,14 +1178,12 @@ inline void Importer::slice(const ::onnx::NodeProto& n) {
     const int d = ax[i];
     const int64_t dim = x.shape()[d], step = steps[i];
     LOOM_USER_CHECK(step != 0, "loom.onnx.E1105") << what_ << ": " << where() << ": step 0";
-    auto clamp = [&](int64_t v, bool is_end) {
-      if (v < 0) v += dim;
-      return step > 0 ? std::clamp<int64_t>(v, 0, dim) : std::clamp<int64_t>(v, -1, dim - 1) + (is_end ? 0 : 0);
-    };
-    int64_t start = starts[i], end = ends[i];
-    start = start < 0 ? start + dim : start;
+    // ONNX's clamping: negative bounds count from the end; a positive step keeps [0, dim], a
+    // negative one starts at most at dim - 1 and may end at -1 (before the first element).
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
     start = step > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, 0, dim - 1);
-    end = clamp(end, true);
+    end = step > 0 ? std::clamp<int64_t>(end, 0, dim) : std::clamp<int64_t>(end, -1, dim - 1);
     b[d] = start;
     e[d] = end;
     s[d] = step;
