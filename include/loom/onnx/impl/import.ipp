@@ -292,6 +292,14 @@ class Importer {
                                    const Shape& dilation);
   std::vector<int> int_axes(const Shape& axes, int rank) const;
   bool layer_norm_pattern(const ::onnx::NodeProto& add);
+  struct Affine {
+    std::vector<double> scale, shift;
+  };
+  // A BatchNormalization node as one scale and shift per channel (its parameters constant).
+  Affine batch_norm_affine(const ::onnx::NodeProto& bn, int64_t channels) const;
+  // ops::layer_norm over the last axis of `x` (rank 1 to 4).
+  ir::Tensor layer_norm_of(const Value& x, const Value& gamma, const Value& beta, double eps,
+                           const std::string& name) const;
 
   const OnnxOptions& options_;
   std::string what_;
@@ -636,29 +644,23 @@ inline void Importer::conv(const ::onnx::NodeProto& n) {
   if (dilation.size() != s) unsupported_attribute("dilations", "does not have one value per spatial dimension");
   const int64_t groups = attr_int("group", 1);
   Shape pads = window_pads(Shape(x.shape().begin() + 2, x.shape().end()), kernel, stride, dilation);
-  // Batch norm folding: w' = w * gamma / sqrt(var + eps) per output channel, b' = (b - mean) *
-  // that scale + beta; in double, rounded once.
+  // Batch norm folding: w' = w · scale per output channel, b' = b · scale + shift; in double,
+  // rounded once.
   const int64_t out_channels = w.shape()[0];
   std::vector<double> bias;
   if (has_input(2)) bias = as_doubles(constant_in(2, "bias"));
   auto bn = bn_after_.find(n.output(0));
   if (bn != bn_after_.end() && w.constant()) {
-    const ::onnx::NodeProto* b = bn->second;
-    auto param = [&](int i) { return as_doubles(values_.at(b->input(i))); };
-    const std::vector<double> gamma = param(1), beta = param(2), mean = param(3), var = param(4);
-    double eps = 1e-5;
-    for (const auto& a : b->attribute())
-      if (a.name() == "epsilon") eps = a.f();
+    const Affine a = batch_norm_affine(*bn->second, out_channels);
     std::vector<double> wv = as_doubles(w);
     const int64_t per = w.t.num_elements() / out_channels;
     if (bias.empty()) bias.assign(static_cast<size_t>(out_channels), 0.0);
     for (int64_t o = 0; o < out_channels; ++o) {
-      const double scale = gamma[o] / std::sqrt(var[o] + eps);
-      for (int64_t i = 0; i < per; ++i) wv[o * per + i] *= scale;
-      bias[o] = (bias[o] - mean[o]) * scale + beta[o];
+      for (int64_t i = 0; i < per; ++i) wv[o * per + i] *= a.scale[o];
+      bias[o] = bias[o] * a.scale[o] + a.shift[o];
     }
     w = constant_f32(node_->input(1) + "_bn", w.shape(), wv);
-    folded_bn_.insert(b);
+    folded_bn_.insert(bn->second);
     ++stats_.folded_batch_norms;
   }
   bool symmetric = true;
@@ -728,24 +730,18 @@ inline void Importer::conv_transpose(const ::onnx::NodeProto& n) {
   std::vector<double> bias;
   if (has_input(2)) bias = as_doubles(constant_in(2, "bias"));
   auto bn = bn_after_.find(n.output(0));
-  if (bn != bn_after_.end() && w.constant()) {
-    const ::onnx::NodeProto* b = bn->second;
-    auto param = [&](int i) { return as_doubles(values_.at(b->input(i))); };
-    const std::vector<double> gamma = param(1), beta = param(2), mean = param(3), var = param(4);
-    double eps = 1e-5;
-    for (const auto& a : b->attribute())
-      if (a.name() == "epsilon") eps = a.f();
+  if (bn != bn_after_.end() && w.constant()) {  // as in conv(), the weight being [C, O, KH, KW]
+    const Affine a = batch_norm_affine(*bn->second, out_channels);
     std::vector<double> wv = as_doubles(w);
     const int64_t in_channels = w.shape()[0], taps = kernel[0] * kernel[1];
     if (bias.empty()) bias.assign(static_cast<size_t>(out_channels), 0.0);
     for (int64_t o = 0; o < out_channels; ++o) {
-      const double scale = gamma[o] / std::sqrt(var[o] + eps);
       for (int64_t c = 0; c < in_channels; ++c)
-        for (int64_t i = 0; i < taps; ++i) wv[(c * out_channels + o) * taps + i] *= scale;
-      bias[o] = (bias[o] - mean[o]) * scale + beta[o];
+        for (int64_t i = 0; i < taps; ++i) wv[(c * out_channels + o) * taps + i] *= a.scale[o];
+      bias[o] = bias[o] * a.scale[o] + a.shift[o];
     }
     w = constant_f32(node_->input(1) + "_bn", w.shape(), wv);
-    folded_bn_.insert(b);
+    folded_bn_.insert(bn->second);
     ++stats_.folded_batch_norms;
   }
   ops::ConvTransposeParams<2> p;
@@ -812,24 +808,56 @@ inline void Importer::batch_norm(const ::onnx::NodeProto& n) {
   if (attr_int("training_mode", 0) != 0) unsupported_attribute("training_mode", "is 1 (loom imports inference)");
   const Value& x = in(0);
   LOOM_USER_CHECK(x.rank() >= 2, "loom.onnx.E1105") << what_ << ": " << where() << ": data of rank " << x.rank();
-  const double eps = attr_float("epsilon", 1e-5f);
-  const std::vector<double> gamma = as_doubles(constant_in(1, "scale")), beta = as_doubles(constant_in(2, "B")),
-                            mean = as_doubles(constant_in(3, "mean")), var = as_doubles(constant_in(4, "var"));
   const int64_t c = x.shape()[1];
-  LOOM_USER_CHECK(static_cast<int64_t>(gamma.size()) == c && static_cast<int64_t>(beta.size()) == c &&
-                      static_cast<int64_t>(mean.size()) == c && static_cast<int64_t>(var.size()) == c,
-                  "loom.onnx.E1105")
-      << what_ << ": " << where() << ": parameters must have " << c << " elements, one per channel";
-  std::vector<double> scale(c), shift(c);
-  for (int64_t i = 0; i < c; ++i) {
-    scale[i] = gamma[i] / std::sqrt(var[i] + eps);
-    shift[i] = beta[i] - mean[i] * scale[i];
-  }
+  const Affine a = batch_norm_affine(n, c);
   Shape s(static_cast<size_t>(x.rank() - 1), 1);
   s[0] = c;
-  Value sc = constant_f32(n.output(0) + "_scale", s, scale), sh = constant_f32(n.output(0) + "_shift", s, shift);
+  Value sc = constant_f32(n.output(0) + "_scale", s, a.scale), sh = constant_f32(n.output(0) + "_shift", s, a.shift);
   emit(elementwise({x, sc, sh}, [](const std::vector<ir::Expr>& v) { return ir::Add::make(ir::Mul::make(v[0], v[1]), v[2]); }, "batch_norm"),
        {x});
+}
+
+// scale = gamma / sqrt(var + eps), shift = beta - mean · scale. The folding pass checked that
+// the parameters are constants; a node imported on its own is checked here (E1107).
+inline Importer::Affine Importer::batch_norm_affine(const ::onnx::NodeProto& bn, int64_t channels) const {
+  auto param = [&](int i, const char* what) {
+    auto it = values_.find(bn.input(i));
+    LOOM_USER_CHECK(it != values_.end() && it->second.constant(), "loom.onnx.E1107")
+        << what_ << ": BatchNormalization '" << bn.name() << "': input " << i << " (" << what << ", '"
+        << bn.input(i) << "') is computed at run time; loom needs it constant";
+    std::vector<double> v = as_doubles(it->second);
+    LOOM_USER_CHECK(static_cast<int64_t>(v.size()) == channels, "loom.onnx.E1105")
+        << what_ << ": BatchNormalization '" << bn.name() << "': " << what << " has " << v.size()
+        << " elements; it needs " << channels << ", one per channel";
+    return v;
+  };
+  const std::vector<double> gamma = param(1, "scale"), beta = param(2, "B"), mean = param(3, "mean"),
+                            var = param(4, "var");
+  double eps = 1e-5f;
+  for (const auto& a : bn.attribute())
+    if (a.name() == "epsilon") eps = a.f();
+  Affine out{std::vector<double>(static_cast<size_t>(channels)), std::vector<double>(static_cast<size_t>(channels))};
+  for (int64_t i = 0; i < channels; ++i) {
+    out.scale[i] = gamma[i] / std::sqrt(var[i] + eps);
+    out.shift[i] = beta[i] - mean[i] * out.scale[i];
+  }
+  return out;
+}
+
+inline ir::Tensor Importer::layer_norm_of(const Value& x, const Value& gamma, const Value& beta, double eps,
+                                          const std::string& name) const {
+  ir::Tensor y;
+  auto build = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
+    y = ops::layer_norm(Tensor<float, R>(x.t), Tensor<float, 1>(gamma.t), Tensor<float, 1>(beta.t), eps, name);
+  };
+  switch (x.rank()) {
+    case 1: build(std::integral_constant<std::size_t, 1>{}); break;
+    case 2: build(std::integral_constant<std::size_t, 2>{}); break;
+    case 3: build(std::integral_constant<std::size_t, 3>{}); break;
+    case 4: build(std::integral_constant<std::size_t, 4>{}); break;
+    default: LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": data of rank " << x.rank() << " (loom imports ranks 1 to 4)";
+  }
+  return y;
 }
 
 inline void Importer::layer_norm(const ::onnx::NodeProto& n) {
@@ -842,20 +870,7 @@ inline void Importer::layer_norm(const ::onnx::NodeProto& n) {
   const int64_t d = x.shape().back();
   Value gamma = reshaped(in(1), {d}, node_->input(1) + "_1d");
   Value beta = has_input(2) ? reshaped(in(2), {d}, node_->input(2) + "_1d") : constant_f32(n.output(0) + "_beta", {d}, std::vector<double>(d, 0.0));
-  const double eps = attr_float("epsilon", 1e-5f);
-  const std::string name = out_name();
-  ir::Tensor y;
-  auto build = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
-    y = ops::layer_norm(Tensor<float, R>(x.t), Tensor<float, 1>(gamma.t), Tensor<float, 1>(beta.t), eps, name);
-  };
-  switch (x.rank()) {
-    case 1: build(std::integral_constant<std::size_t, 1>{}); break;
-    case 2: build(std::integral_constant<std::size_t, 2>{}); break;
-    case 3: build(std::integral_constant<std::size_t, 3>{}); break;
-    case 4: build(std::integral_constant<std::size_t, 4>{}); break;
-    default: LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": data of rank " << x.rank() << " (loom imports ranks 1 to 4)";
-  }
-  emit(y, {x, gamma, beta});
+  emit(layer_norm_of(x, gamma, beta, attr_float("epsilon", 1e-5f), out_name()), {x, gamma, beta});
 }
 
 // Exporters before opset 17 write a layer norm out as nine nodes:
@@ -918,20 +933,8 @@ inline bool Importer::layer_norm_pattern(const ::onnx::NodeProto& add) {
         if (x.t.dtype() != ir::DType::f32() || gamma->t.num_elements() != d || beta->t.num_elements() != d || rank > 4) continue;
         const Value g = reshaped(*gamma, {d}, add.output(0) + "_gamma");
         const Value b = reshaped(*beta, {d}, add.output(0) + "_beta");
-        const double epsilon = as_doubles(*eps)[0];
-        const std::string name = out_name();
-        ir::Tensor y;
-        auto build = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
-          y = ops::layer_norm(Tensor<float, R>(x.t), Tensor<float, 1>(g.t), Tensor<float, 1>(b.t), epsilon, name);
-        };
-        switch (rank) {
-          case 1: build(std::integral_constant<std::size_t, 1>{}); break;
-          case 2: build(std::integral_constant<std::size_t, 2>{}); break;
-          case 3: build(std::integral_constant<std::size_t, 3>{}); break;
-          default: build(std::integral_constant<std::size_t, 4>{}); break;
-        }
         ++stats_.fused_layer_norms;
-        set_output(0, y);
+        set_output(0, layer_norm_of(x, g, b, as_doubles(*eps)[0], out_name()));
         return true;
       }
     }
