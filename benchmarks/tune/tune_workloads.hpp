@@ -31,18 +31,19 @@ inline loom::Task gemm_task(int64_t m, int64_t k, int64_t n) {
   return Task(ComputeDAG({a, b}, {ops::matmul(a, b)}));
 }
 
-/// A 2-D convolution (stride 1, `pad` on every side, r x s kernel) with bias and ReLU fused,
+/// A 2-D convolution (`stride`, `pad` on every side, r x s kernel) with bias and ReLU fused,
 /// batch n, c -> k channels: NCHW data and OIHW weights, or with `channels_last` NHWC data and
 /// HWIO weights (the bias then runs along the last axis).
 inline loom::Task conv2d_bias_relu_task(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k,
-                                        int64_t r, int64_t s, int64_t pad, bool channels_last) {
+                                        int64_t r, int64_t s, int64_t pad, bool channels_last,
+                                        int64_t stride = 1) {
   using namespace loom;
   auto x = channels_last ? placeholder<float>("X", {n, h, w, c})
                          : placeholder<float>("X", {n, c, h, w});
   auto wt = channels_last ? placeholder<float>("W", {r, s, c, k})
                           : placeholder<float>("W", {k, c, r, s});
   auto bias = placeholder<float>("bias", {k});
-  const ops::ConvParams<2> params{.padding = {pad, pad}};
+  const ops::ConvParams<2> params{.stride = {stride, stride}, .padding = {pad, pad}};
   auto conv = channels_last ? ops::conv2d_nhwc(x, wt, params) : ops::conv2d_nchw(x, wt, params);
   return Task(
       ComputeDAG({x, wt, bias}, {ops::relu(ops::bias_add(conv, bias, channels_last ? -1 : 1))}));
@@ -70,6 +71,14 @@ inline std::vector<TuneWorkload> tune_workloads() {
   // convolutions vectorize over output channels (oneDNN's blocked conv picks NHWC source here).
   w.push_back({"conv2d_nhwc_bias_relu_1x56x56x64_k64_3x3",
                [] { return conv2d_bias_relu_task(1, 64, 56, 56, 64, 3, 3, 1, true); }, {"W"}});
+  // ResNet's late and strided layers: a 7x7 image leaves no vector along the rows, and a
+  // stride-2 window reads every other column.
+  w.push_back({"conv2d_bias_relu_1x512x7x7_k512_3x3",
+               [] { return conv2d_bias_relu_task(1, 512, 7, 7, 512, 3, 3, 1, false); }, {"W"}});
+  w.push_back({"conv2d_nhwc_bias_relu_1x7x7x512_k512_3x3",
+               [] { return conv2d_bias_relu_task(1, 512, 7, 7, 512, 3, 3, 1, true); }, {"W"}});
+  w.push_back({"conv2d_s2_bias_relu_1x128x28x28_k256_3x3",
+               [] { return conv2d_bias_relu_task(1, 128, 28, 28, 256, 3, 3, 1, false, 2); }, {"W"}});
   w.push_back(
       {"depthwise_1x32x112x112_3x3",
        [] {

@@ -8,7 +8,8 @@
 /// of the input is indexed by one root loop of that stage (or a constant); each such loop was
 /// split into tiles, and the packed tensor has one dimension per tile loop, in the stage's loop
 /// order, except that the innermost tile (of extent > 1) of the input's last, contiguous axis
-/// stays innermost. For C[i, j] = sum_k A[i, k] B[k, j] tiled as (j.0 k.0 j.1 k.1 j.2 ...), B
+/// stays innermost unless the stage's innermost loop is vectorized and walks the input (an
+/// NCHW convolution vectorized along the output channel: its OIHW weights end with that tile). For C[i, j] = sum_k A[i, k] B[k, j] tiled as (j.0 k.0 j.1 k.1 j.2 ...), B
 /// becomes B_packed[j.0][k.0][j.1][k.1][j.2], and C reads B_packed at the tile coordinates of
 /// (k, j); tiled as (j.0 k.0 j.1 k.1), it becomes B_packed[j.0][k.0][k.1][j.1]. Tiles that do
 /// not divide the extent are padded with zeros; lowering lets the last tile of a stage whose

@@ -95,10 +95,12 @@ struct RoundStats {
 /// The search state of one task across rounds: its sketches and which programs were measured.
 class EvolutionarySearch {
  public:
-  /// Generates the task's sketches. Throws loom::user_error `[loom.search.E830]` for options
-  /// out of range and `[loom.search.E831]` when the task has no sketch.
+  /// Generates the task's sketches; `constant_inputs` names the inputs that hold constant
+  /// weights (TuneOptions::constant_inputs, see SketchContext). Throws loom::user_error
+  /// `[loom.search.E830]` for options out of range and `[loom.search.E831]` when the task has
+  /// no sketch.
   EvolutionarySearch(Task task, SearchOptions space = {}, EvolutionOptions options = {},
-                     uint64_t seed = 0);
+                     uint64_t seed = 0, std::vector<std::string> constant_inputs = {});
   // The sketch context points at task_ and space_.
   EvolutionarySearch(const EvolutionarySearch&) = delete;
   EvolutionarySearch& operator=(const EvolutionarySearch&) = delete;

@@ -5,10 +5,13 @@
 
 #include <loom/loom.hpp>
 #include <loom/ops.hpp>
+#include <loom/search/annotate.hpp>
 #include <loom/search/sketch.hpp>
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -263,6 +266,76 @@ TEST_SUITE("search") {
     REQUIRE(sketches.size() == 3);
     CHECK(count_with_stage(sketches, y.name() + ".local") == 2);
     for (auto& s : sketches) CHECK_FALSE(search::is_tiled(s.stage(y.name() + "_pad")));
+  }
+
+  TEST_CASE("a convolution with constant weights is also tiled with its output channel innermost") {
+    // 16 output channels: two vectors at 256 bits. Constant W: each tiling sketch of the conv
+    // comes twice, axis order and the output channel last in the innermost spatial level with
+    // its innermost tile one vector (8 lanes) long; 3 sketches become 6.
+    auto x = placeholder<float>("X", {1, 8, 7, 7});
+    auto w = placeholder<float>("W", {16, 8, 3, 3});
+    auto bias = placeholder<float>("bias", {16});
+    auto y = ops::relu(ops::bias_add(ops::conv2d_nchw(x, w, {.padding = {1, 1}}), bias, 1));
+    Task task = make_task({x, w, bias}, {y});
+    REQUIRE(search::generate_sketches(task).size() == 3);
+    const auto sketches = search::generate_sketches(task, {}, {}, {"W"});
+    REQUIRE(sketches.size() == 6);
+    int channel_last = 0;
+    for (const sched::State& s : sketches) {
+      const sched::Stage& conv = s.stage("conv2d_nchw");
+      const auto tile = [&](int axis) { return conv.iters[axis].name + ".3"; };
+      const int n = static_cast<int>(conv.leaves.size());
+      const std::string last_two = conv.leaf(n - 2).name + " " + conv.leaf(n - 1).name;
+      CHECK_MESSAGE((last_two == tile(2) + " " + tile(3) || last_two == tile(3) + " " + tile(1)),
+                    leaf_names(conv));
+      if (last_two != tile(3) + " " + tile(1)) continue;
+      ++channel_last;
+      for (const sched::Step& step : s.steps())
+        if (auto* sp = std::get_if<sched::SplitStep>(&step); sp && sp->stage == "conv2d_nchw")
+          for (size_t j = 0; j < sp->lengths.size(); ++j)
+            CHECK(sp->lengths[j] == (sp->extent == 16 && j + 1 == sp->lengths.size()
+                                         ? std::optional<int64_t>(8)
+                                         : std::nullopt));
+    }
+    CHECK(channel_last == 3);
+    // Random annotation keeps the vector and tiles the rest of the channels perfectly.
+    std::mt19937_64 rng(7);
+    int checked = 0;
+    for (const sched::State& p : search::sample_programs(sketches, task, {}, rng, 40)) {
+      const sched::Stage& conv = p.stage("conv2d_nchw");
+      const sched::Iterator& inner = conv.leaf(static_cast<int>(conv.leaves.size()) - 1);
+      if (inner.name != conv.iters[1].name + ".3") continue;
+      CHECK(inner.extent == 8);
+      ++checked;
+    }
+    CHECK(checked > 0);
+  }
+
+  TEST_CASE("the weight-vector axis is an axis only a constant input is read with") {
+    search::SearchOptions options;
+    auto axis_of = [&](const Task& task, const std::string& stage,
+                       std::vector<std::string> constants) {
+      const search::SketchContext ctx(task, options, std::move(constants));
+      sched::State s(task.dag);
+      return search::channel_innermost_axis(ctx, s, s.stage_index(stage));
+    };
+    auto x = placeholder<float>("X", {1, 8, 7, 7});
+    auto w = placeholder<float>("W", {16, 8, 3, 3});
+    Task conv = make_task({x, w}, {ops::conv2d_nchw(x, w, {.stride = {2, 2}})});
+    CHECK(axis_of(conv, "conv2d_nchw", {"W"}) == 1);
+    CHECK(axis_of(conv, "conv2d_nchw", {}) == -1);  // weights read per call
+    // Fewer output channels than a vector has lanes.
+    auto w4 = placeholder<float>("W", {4, 8, 3, 3});
+    CHECK(axis_of(make_task({x, w4}, {ops::conv2d_nchw(x, w4)}), "conv2d_nchw", {"W"}) == -1);
+    // A GEMM's constant B is already walked along the innermost axis.
+    CHECK(axis_of(matmul_task(), "C", {"B"}) == -1);
+    // A constant A instead: its rows innermost, C computed as the transpose of B^T A^T.
+    CHECK(axis_of(matmul_task(), "C", {"A"}) == 0);
+    // A depthwise convolution reads its data with the channel too.
+    auto xd = placeholder<float>("X", {1, 16, 7, 7});
+    auto wd = placeholder<float>("W", {16, 1, 3, 3});
+    auto yd = ops::depthwise_conv2d_nchw(xd, wd, {.padding = {1, 1}});
+    CHECK(axis_of(make_task({xd, wd}, {yd}), yd.name(), {"W"}) == -1);
   }
 
   TEST_CASE("a reduction with little spatial parallelism gets two rfactor sketches") {

@@ -400,10 +400,50 @@ class lowering {
     }
     in.strides = dense_strides(in.region_extent, ps.storage_aligns);
     int64_t size = in.strides.empty() ? 1 : in.strides[0] * in.region_extent[0];
+    const int vector_axis = vectorized_axis(ps);
+    if (vector_axis >= 0 && ps.storage_aligns.empty() && ps.scope != MemoryScope::Shared &&
+        vector_axis + 1 < static_cast<int>(in.region_extent.size()) &&
+        in.region_extent[static_cast<size_t>(vector_axis)] > 1) {
+      // The vectorized axis is the buffer's innermost dimension, whatever its place among the
+      // tensor's axes: the stage's vector loads and stores stay contiguous (an NCHW convolution
+      // vectorized along its output channels accumulates into a tile whose channel stride
+      // would otherwise be the tile's rows times columns), and SROA can keep the tile in
+      // registers. The buffer is private to this loop nest, so its layout is ours to choose.
+      int64_t stride = in.region_extent[static_cast<size_t>(vector_axis)];
+      in.strides[static_cast<size_t>(vector_axis)] = 1;
+      for (size_t d = in.region_extent.size(); d-- > 0;)
+        if (static_cast<int>(d) != vector_axis) {
+          in.strides[d] = stride;
+          stride *= in.region_extent[d];
+        }
+      size = stride;
+    }
     std::vector<int64_t> alloc_shape = in.region_extent;
     if (!ps.storage_aligns.empty()) alloc_shape = {size};
     in.buffer = make_buffer(ps.name, ps.op.dtype(), alloc_shape, ps.scope);
     in.ready = true;
+  }
+
+  // The axis of stage ps whose innermost tile is its innermost loop, vectorized; -1 when the
+  // innermost loop is not vectorized, fused, or an outer tile.
+  static int vectorized_axis(const Stage& ps) {
+    if (ps.leaves.empty()) return -1;
+    int id = ps.leaves.back();
+    if (ps.iters[id].annotation != sched::Annotation::Vectorize ||
+        ps.iters[id].kind != sched::IterKind::Spatial)
+      return -1;
+    for (bool climbed = true; climbed;) {
+      climbed = false;
+      for (const sched::SplitRelation& sp : ps.splits)
+        if (!sp.children.empty() && sp.children.back() == id) {
+          id = sp.parent;
+          climbed = true;
+          break;
+        }
+    }
+    for (const sched::FuseRelation& f : ps.fuses)
+      if (f.result == id) return -1;
+    return id < ps.num_spatial_axes ? id : -1;
   }
 
   // Whether stage ps may compute axis d up to `end` (exclusive), past its tensor's end: every

@@ -149,17 +149,36 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
     if (digit_of.count(id)) order.push_back(id);
   };
   for (int leaf : reader.leaves) expand(leaf);
+  // A vectorized innermost loop that walks the input reads it with unit stride in loop order
+  // (an NCHW convolution vectorized along the output channel reads OIHW weights so).
+  const bool vector_walks_input =
+      !reader.leaves.empty() && !order.empty() && order.back() >= 0 &&
+      reader.leaf(static_cast<int>(reader.leaves.size()) - 1).annotation ==
+          Annotation::Vectorize &&
+      digit_of.at(order.back()).extent > 1 && [&] {
+        std::vector<int> inner;  // the leaf iterators the innermost loop is made of
+        std::function<void(int)> parts = [&](int id) {
+          for (auto& f : reader.fuses)
+            if (f.result == id) {
+              for (int part : f.fused) parts(part);
+              return;
+            }
+          inner.push_back(id);
+        };
+        parts(reader.leaves.back());
+        return std::find(inner.begin(), inner.end(), order.back()) != inner.end();
+      }();
   LOOM_USER_CHECK(order.size() == digit_of.size() + static_cast<size_t>(std::count(
                                                         root_of.begin(), root_of.end(), -1)),
                   "loom.sched.E263")
       << "rewrite_layout: a loop of stage '" << reader.name << "' that walks '" << input
       << "' was fused and then split again; its layout is not a tiling";
-  // The innermost tile of the input's contiguous axis stays the packed tensor's innermost
-  // dimension, so the loop that read the original with unit stride still does: the program was
-  // measured that way. In plain loop order, a loop LLVM vectorizes outside a small
+  // Otherwise the innermost tile of the input's contiguous axis stays the packed tensor's
+  // innermost dimension, so the loop that read the original with unit stride still does: the
+  // program was measured that way. In plain loop order, a loop LLVM vectorizes outside a small
   // unrolled reduction tile would read the packed input with that tile's stride (GEMM 128³'s
   // tuned program: 114 -> 49 GFLOP/s with B packed in loop order).
-  if (root_of[rank - 1] >= 0) {
+  if (root_of[rank - 1] >= 0 && !vector_walks_input) {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       if (*it < 0 || digit_of.at(*it).axis != static_cast<int>(rank) - 1 ||
           digit_of.at(*it).extent == 1)

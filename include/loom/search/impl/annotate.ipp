@@ -82,6 +82,19 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
         << "' has unset lengths but no known extent to factorize";
     const int n = static_cast<int>(sp->lengths.size());
     std::vector<int64_t> lengths;
+    // Lengths a sketch set (the vector of a weight-vector axis, search/sketch.hpp) stay; the
+    // others tile what they leave.
+    int64_t preset = 1;
+    int unset = 0;
+    for (const auto& l : sp->lengths) l ? preset *= *l : ++unset;
+    if (unset < n && sp->extent % preset == 0) {
+      const auto& all = perfect_tilings(sp->extent / preset, unset,
+                                        static_cast<int>(std::min<int64_t>(sp->extent, 1 << 30)));
+      const std::vector<int64_t>& drawn = all[detail_search::draw(rng, all.size())];
+      for (int j = 0, k = 0; j < n; ++j)
+        if (!sp->lengths[j]) sp->lengths[j] = drawn[static_cast<size_t>(k++)];
+      continue;
+    }
     const bool awkward = options.non_divisible_for_awkward_extents &&
                          awkward_extent(sp->extent, options.max_innermost_split_factor);
     double free_probability = awkward ? options.awkward_free_probability : 0.0;

@@ -67,11 +67,12 @@ LOOM_DECL std::string EvolutionarySearch::program_key(const sched::State& state)
 }
 
 LOOM_DECL EvolutionarySearch::EvolutionarySearch(Task task, SearchOptions space,
-                                                 EvolutionOptions options, uint64_t seed)
+                                                 EvolutionOptions options, uint64_t seed,
+                                                 std::vector<std::string> constant_inputs)
     : task_(std::move(task)),
       space_(std::move(space)),
       options_(std::move(options)),
-      ctx_(task_, space_),
+      ctx_(task_, space_, constant_inputs),
       seed_(seed) {
   const auto probability = [](double p) { return p >= 0 && p <= 1; };
   LOOM_USER_CHECK(options_.population >= 1 && options_.generations >= 0 &&
@@ -89,7 +90,7 @@ LOOM_DECL EvolutionarySearch::EvolutionarySearch(Task task, SearchOptions space,
       << options_.eps_greedy << ", init_measured_ratio " << options_.init_measured_ratio
       << " must lie in [0, 1]";
   if (options_.mutation_rules.empty()) options_.mutation_rules = cpu_mutation_rules();
-  sketches_ = generate_sketches(task_, space_);
+  sketches_ = generate_sketches(task_, space_, {}, constant_inputs);
   LOOM_USER_CHECK(!sketches_.empty(), "loom.search.E831")
       << "the search space of workload " << task_.workload_key()
       << " has no sketch; check the SearchOptions (a custom tiling structure may match no stage)";

@@ -8,8 +8,9 @@
 LOOM_BEGIN_NAMESPACE
 namespace search {
 
-LOOM_DECL SketchContext::SketchContext(const Task& task, const SearchOptions& options)
-    : task_(&task), options_(&options) {
+LOOM_DECL SketchContext::SketchContext(const Task& task, const SearchOptions& options,
+                                       std::vector<std::string> constant_inputs)
+    : task_(&task), options_(&options), constant_inputs_(std::move(constant_inputs)) {
   // The initial state names the ops (deduplicating repeated names); reuse its naming rather
   // than repeating it here.
   sched::State init(task.dag);
@@ -35,6 +36,11 @@ LOOM_DECL StageOrigin SketchContext::origin(const sched::State& state, int stage
   }
   o.op = op_named(name);
   return o;
+}
+
+LOOM_DECL bool SketchContext::is_constant_input(const std::string& name) const {
+  return std::find(constant_inputs_.begin(), constant_inputs_.end(), name) !=
+         constant_inputs_.end();
 }
 
 LOOM_DECL bool is_tiled(const sched::Stage& stage) { return !stage.splits.empty(); }
@@ -161,7 +167,7 @@ inline void check_gpu_structure(const std::string& structure) {
 }  // namespace detail_search
 
 LOOM_DECL std::vector<int> multi_level_tile(sched::State& state, int stage,
-                                            const std::string& structure) {
+                                            const std::string& structure, int innermost_axis) {
   detail_search::check_structure(structure);
   const int n_s = static_cast<int>(std::count(structure.begin(), structure.end(), 'S'));
   const int n_r = static_cast<int>(structure.size()) - n_s;
@@ -190,17 +196,58 @@ LOOM_DECL std::vector<int> multi_level_tile(sched::State& state, int stage,
   for (char c : structure) {
     const bool spatial = c == 'S';
     const int level = spatial ? seen_s++ : seen_r++;
+    const bool last_spatial_level = spatial && level == n_s - 1;
     for (size_t r = 0; r < roots.size(); ++r) {
       const bool is_spatial =
           state.stage(name).iters[roots[r]].kind == sched::IterKind::Spatial;
+      if (last_spatial_level && static_cast<int>(r) == innermost_axis) continue;
       if (is_spatial == spatial) ids.push_back(levels[r][level]);
     }
+    if (last_spatial_level && innermost_axis >= 0 &&
+        innermost_axis < static_cast<int>(roots.size()))
+      ids.push_back(levels[static_cast<size_t>(innermost_axis)][level]);
   }
   const sched::Stage& s = state.stage(name);
   std::vector<int> order;
   for (int id : ids) order.push_back(s.leaf_position(id));
   state.reorder(name, order);
   return spatial_steps;
+}
+
+LOOM_DECL int channel_innermost_axis(const SketchContext& ctx, const sched::State& state,
+                                     int stage) {
+  const sched::Stage& s = state.stages().at(stage);
+  const int n_spatial = s.num_spatial_axes;
+  if (s.is_placeholder || n_spatial < 2 || !is_untouched(s)) return -1;
+  const auto& axes = s.op->axes;
+  const int lanes = ctx.task().target.vector_lanes(s.op.dtype().bytes());
+  // Which spatial axes each read depends on, split by whether the read is of a constant input.
+  std::vector<bool> constant_uses(static_cast<size_t>(n_spatial), false);
+  std::vector<bool> other_uses(static_cast<size_t>(n_spatial), false);
+  bool constant_uses_last = false;
+  for (int t = 0; t < static_cast<int>(state.stages().size()); ++t) {
+    if (t == stage || state.stages()[t].location == sched::ComputeLocation::Inlined) continue;
+    const bool constant =
+        state.stages()[t].is_placeholder && ctx.is_constant_input(state.stages()[t].name);
+    for (const auto& idx : read_indices(state, stage, t)) {
+      std::vector<bool> uses(static_cast<size_t>(n_spatial), false);
+      for (const ir::Expr& e : idx)
+        for (const ir::Variable* v : ir::free_vars(e))
+          for (int d = 0; d < n_spatial; ++d)
+            if (axes[d].variable() == v) uses[static_cast<size_t>(d)] = true;
+      for (int d = 0; d < n_spatial; ++d)
+        if (uses[static_cast<size_t>(d)])
+          (constant ? constant_uses : other_uses)[static_cast<size_t>(d)] = true;
+      constant_uses_last = constant_uses_last || (constant && uses.back());
+    }
+  }
+  if (constant_uses_last) return -1;  // the constant is already walked along the rows
+  int best = -1;
+  for (int d = 0; d + 1 < n_spatial; ++d)
+    if (constant_uses[static_cast<size_t>(d)] && !other_uses[static_cast<size_t>(d)] &&
+        axes[d].extent >= lanes && (best < 0 || axes[d].extent >= axes[best].extent))
+      best = d;
+  return best;
 }
 
 namespace detail_search {
@@ -387,6 +434,33 @@ inline std::pair<std::string, int> panel_pack_location(const sched::State& st, i
   return {root.name, pos};
 }
 
+// The orders the tiling rules emit for stage `i`: axis order (-1), and the weight-vector axis
+// last when there is one.
+inline std::vector<int> innermost_axis_choices(const SketchContext& ctx, const sched::State& st,
+                                               int i) {
+  const int axis = channel_innermost_axis(ctx, st, i);
+  return axis < 0 ? std::vector<int>{-1} : std::vector<int>{-1, axis};
+}
+
+// Multi-level tiling with `innermost` (≥ 0: a weight-vector axis) last; that axis's innermost
+// tile is then one vector long, which random annotation keeps (perfect tilings of a channel
+// count rarely draw a multiple of the vector for the last of four lengths) and mutation may
+// still change.
+inline std::vector<int> tile_for_vectors(const SketchContext& ctx, sched::State& s, int i,
+                                         const std::string& structure, int innermost) {
+  const std::vector<int> steps = multi_level_tile(s, i, structure, innermost);
+  if (innermost < 0 || innermost >= static_cast<int>(steps.size())) return steps;
+  const sched::Stage& g = s.stages()[i];
+  const int64_t lanes = ctx.task().target.vector_lanes(g.op.dtype().bytes());
+  const auto& sp = std::get<sched::SplitStep>(s.steps()[static_cast<size_t>(steps[innermost])]);
+  if (lanes > 1 && sp.extent % lanes == 0 && !sp.lengths.empty()) {
+    std::vector<std::optional<int64_t>> lengths(sp.lengths.size());
+    lengths.back() = lanes;
+    s.set_split_lengths(steps[innermost], lengths);
+  }
+  return steps;
+}
+
 }  // namespace detail_search
 
 LOOM_DECL SketchRule rule_add_rfactor() {
@@ -517,20 +591,23 @@ LOOM_DECL SketchRule rule_multi_level_tiling_with_fusion() {
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
             const std::string& structure = ctx.options().cpu_tiling_structure;
-            sched::State base = st;
-            const std::vector<int> steps = multi_level_tile(base, i, structure);
-            const int c = single_elementwise_matched_consumer(ctx, base, i);
-            if (c < 0) return std::vector<std::pair<sched::State, int>>{};
-            const std::string producer = st.stages()[i].name, consumer = base.stages()[c].name;
             std::vector<std::pair<sched::State, int>> out;
-            for (int level : {1, 2}) {
-              if (structure.size() < static_cast<size_t>(level) || structure[level - 1] != 'S' ||
-                  steps.empty())
-                continue;
-              sched::State s = base;
-              const int at = detail_search::follow_tiling(s, consumer, steps, level);
-              s.compute_at(producer, consumer, at);
-              out.emplace_back(std::move(s), i - 1);
+            for (int innermost : detail_search::innermost_axis_choices(ctx, st, i)) {
+              sched::State base = st;
+              const std::vector<int> steps =
+                  detail_search::tile_for_vectors(ctx, base, i, structure, innermost);
+              const int c = single_elementwise_matched_consumer(ctx, base, i);
+              if (c < 0) return std::vector<std::pair<sched::State, int>>{};
+              const std::string producer = st.stages()[i].name, consumer = base.stages()[c].name;
+              for (int level : {1, 2}) {
+                if (structure.size() < static_cast<size_t>(level) ||
+                    structure[level - 1] != 'S' || steps.empty())
+                  continue;
+                sched::State s = base;
+                const int at = detail_search::follow_tiling(s, consumer, steps, level);
+                s.compute_at(producer, consumer, at);
+                out.emplace_back(std::move(s), i - 1);
+              }
             }
             return out;
           }};
@@ -543,9 +620,14 @@ LOOM_DECL SketchRule rule_multi_level_tiling() {
                                                         : RuleCondition::Skip;
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
-            sched::State s = st;
-            multi_level_tile(s, i, ctx.options().cpu_tiling_structure);
-            return std::vector<std::pair<sched::State, int>>{{std::move(s), i - 1}};
+            std::vector<std::pair<sched::State, int>> out;
+            for (int innermost : detail_search::innermost_axis_choices(ctx, st, i)) {
+              sched::State s = st;
+              detail_search::tile_for_vectors(ctx, s, i, ctx.options().cpu_tiling_structure,
+                                              innermost);
+              out.emplace_back(std::move(s), i - 1);
+            }
+            return out;
           }};
 }
 
@@ -567,9 +649,9 @@ LOOM_DECL const std::vector<SketchRule>& cpu_sketch_rules() {
   return rules;
 }
 
-LOOM_DECL std::vector<sched::State> generate_sketches(const Task& task,
-                                                      const SearchOptions& options,
-                                                      const std::vector<SketchRule>& custom_rules) {
+LOOM_DECL std::vector<sched::State> generate_sketches(
+    const Task& task, const SearchOptions& options, const std::vector<SketchRule>& custom_rules,
+    const std::vector<std::string>& constant_inputs) {
   const bool gpu = task.target.is_cuda();
   if (gpu)
     detail_search::check_gpu_structure(options.gpu_tiling_structure);
@@ -578,7 +660,7 @@ LOOM_DECL std::vector<sched::State> generate_sketches(const Task& task,
   const std::vector<SketchRule>& builtin = gpu ? gpu_sketch_rules() : cpu_sketch_rules();
   std::vector<SketchRule> rules = custom_rules;
   rules.insert(rules.end(), builtin.begin(), builtin.end());
-  const SketchContext ctx(task, options);
+  const SketchContext ctx(task, options, constant_inputs);
   constexpr size_t max_sketches = 10000;
 
   sched::State init(task.dag);

@@ -106,7 +106,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
 
   TuneReport report;
   report.flops = task.dag->flop_count();
-  EvolutionarySearch search(task, options.space, options.evolution, options.seed);
+  EvolutionarySearch search(task, options.space, options.evolution, options.seed,
+                            options.constant_inputs);
   detail_tuner::Samples samples;
   int best_trial = 0;  // trial of this run that found the current best (0: resumed or none)
 
