@@ -90,7 +90,7 @@ int tune(const Common& c, const std::string& records, int trials, double minutes
   const loom::OnnxModel m = import_model(c);
   if (c.threads > 0) loom::runtime::set_num_threads(c.threads);
   loom::TaskSchedulerOptions t;
-  t.trials = trials > 0 ? trials : 1 << 30;
+  t.trials = trials > 0 ? trials : loom::search::kUnlimitedTrials;
   t.time_limit_s = minutes * 60;
   t.tune.records = records;
   t.tune.measures_per_round = per_round;

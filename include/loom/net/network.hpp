@@ -44,6 +44,41 @@ struct Constant {
 /// loom::user_error `[loom.net.E1002]` when the count or the type differs.
 Constant constant(const ir::Tensor& tensor, const std::vector<float>& values);
 
+/// An inference batch norm as one scale and shift per channel, in double:
+/// `scale = gamma / sqrt(var + eps)`, `shift = beta - mean * scale`. The importers and
+/// fold_batch_norm share it.
+struct ChannelAffine {
+  std::vector<double> scale, shift;
+};
+ChannelAffine batch_norm_affine(const std::vector<double>& gamma, const std::vector<double>& beta,
+                                const std::vector<double>& mean, const std::vector<double>& var,
+                                double eps);
+
+/// A network's constants and outputs after fold_batch_norm, and how many it folded.
+struct FoldedBatchNorms {
+  std::vector<Constant> constants;
+  std::vector<ir::Tensor> outputs;
+  int folded = 0;
+};
+
+/// Folds every ops::batch_norm (tag "batch_norm", float32, its four parameters constants) that
+/// reads the output of a convolution into that convolution: the weight, a float32 constant read
+/// by that convolution alone with one index that is the output channel, is scaled per output
+/// channel, and the batch norm becomes the addition of a constant shift (tag "bias_add"). The
+/// convolution's output must be read by the batch norm alone. Everything downstream is rebuilt
+/// on the new tensors (same names); the constants are those the new outputs read. Anything
+/// else is left as it is: folding is an optimization, never an error.
+FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs,
+                                 const std::vector<Constant>& constants,
+                                 const std::vector<ir::Tensor>& outputs);
+
+/// How a Network is built.
+struct NetworkOptions {
+  /// Run fold_batch_norm first (the result then differs from the unfolded computation by
+  /// float32 rounding only).
+  bool fold_batch_norm = true;
+};
+
 /// Where the intermediates live (see the top of this file).
 struct MemoryPlan {
   /// Per group (partition order): the byte offset of its output in the arena, or -1 when the
@@ -62,9 +97,10 @@ class Network {
  public:
   /// Throws loom::user_error `[loom.net.E1003]` when there are no outputs, `[loom.net.E1004]`
   /// when an input is also a constant, and what ComputeDAG throws (an output reading a
-  /// placeholder that is neither an input nor a constant, a placeholder given twice).
+  /// placeholder that is neither an input nor a constant, a placeholder given twice). With
+  /// `options.fold_batch_norm`, constants() and outputs() are those fold_batch_norm returns.
   Network(std::vector<ir::Tensor> inputs, std::vector<Constant> constants,
-          std::vector<ir::Tensor> outputs);
+          std::vector<ir::Tensor> outputs, NetworkOptions options = {});
 
   const std::vector<ir::Tensor>& inputs() const { return inputs_; }
   const std::vector<Constant>& constants() const { return constants_; }
@@ -75,6 +111,8 @@ class Network {
   const MemoryPlan& memory() const { return memory_; }
   /// Arithmetic operations of one run.
   double flop_count() const { return dag_->flop_count(); }
+  /// Batch norms folded into convolutions when the network was built.
+  int folded_batch_norms() const { return folded_batch_norms_; }
 
  private:
   std::vector<ir::Tensor> inputs_;
@@ -84,6 +122,7 @@ class Network {
   std::vector<FusedGroup> groups_;
   std::vector<NetworkTask> tasks_;
   MemoryPlan memory_;
+  int folded_batch_norms_ = 0;
 };
 
 /// A readable summary: op, group and task counts, FLOPs, the memory plan, then a line per group

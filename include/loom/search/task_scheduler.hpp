@@ -59,9 +59,13 @@ struct WeightedTask {
   std::string tag;
 };
 
+/// A trial budget that never ends a run: with `time_limit_s`, the clock alone stops it.
+inline constexpr int kUnlimitedTrials = 1 << 30;
+
 /// Settings of the task scheduler. Plain data.
 struct TaskSchedulerOptions {
-  /// Programs to measure in all, over all tasks (≥ one round per task).
+  /// Programs to measure in all, over all tasks (≥ one round per task; kUnlimitedTrials: no
+  /// budget in trials).
   int trials = 1000;
   /// The gradient's weight of history against optimism (Ansor's α), the history's length in
   /// rounds (Δt), and how much faster than its group's fastest a task may hope to become (β).

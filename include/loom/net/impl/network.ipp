@@ -3,10 +3,15 @@
 
 #include "loom/error.hpp"
 
+#include "loom/ir/visitor.hpp"
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <ostream>
+#include <unordered_map>
+#include <unordered_set>
 
 LOOM_BEGIN_NAMESPACE
 namespace net {
@@ -81,11 +86,231 @@ LOOM_DECL MemoryPlan plan_memory(const ComputeDAG& dag, const std::vector<FusedG
   return plan;
 }
 
+LOOM_DECL ChannelAffine batch_norm_affine(const std::vector<double>& gamma,
+                                          const std::vector<double>& beta,
+                                          const std::vector<double>& mean,
+                                          const std::vector<double>& var, double eps) {
+  ChannelAffine a;
+  for (size_t c = 0; c < gamma.size(); ++c) {
+    a.scale.push_back(gamma[c] / std::sqrt(var.at(c) + eps));
+    a.shift.push_back(beta.at(c) - mean.at(c) * a.scale.back());
+  }
+  return a;
+}
+
+namespace detail_net {
+
+// Rebuilds computes whose bodies read replaced tensors (ExprMutator keeps untouched nodes).
+class tensor_redirector : public ir::ExprMutator {
+ public:
+  std::unordered_map<const ir::TensorNode*, ir::Tensor> map;
+
+ protected:
+  ir::Expr visit_TensorRead(const ir::TensorRead* op, const ir::Expr& self) override {
+    ir::Expr e = ir::ExprMutator::visit_TensorRead(op, self);
+    auto* r = e.as<ir::TensorRead>();
+    auto it = map.find(r->tensor.get());
+    return it == map.end() ? e : ir::TensorRead::make(it->second, r->indices);
+  }
+};
+
+template <class N>
+const N* as_binary(const ir::Expr& e) {
+  return e.defined() ? e.as<N>() : nullptr;
+}
+
+// The tensor a read of a 1-D tensor at exactly variable `v` reads, or null.
+inline const ir::TensorNode* read_at(const ir::Expr& e, const ir::Variable* v) {
+  const auto* r = e.as<ir::TensorRead>();
+  if (!r || r->indices.size() != 1 || r->indices[0].as<ir::Variable>() != v) return nullptr;
+  return r->tensor.get();
+}
+
+// ops::batch_norm's body, `(x - mean[c]) * rsqrt(var[c] + eps) * gamma[c] + beta[c]`, taken
+// apart; false when `op` is not exactly that.
+struct BatchNormParts {
+  const ir::TensorRead* x = nullptr;
+  const ir::TensorNode *mean = nullptr, *var = nullptr, *gamma = nullptr, *beta = nullptr;
+  double eps = 0;
+};
+inline bool batch_norm_parts(const ir::Tensor& op, BatchNormParts& p) {
+  if (op.is_placeholder() || op->tag != "batch_norm" || op->axes.size() < 2 ||
+      op.dtype() != ir::DType::f32())
+    return false;
+  const ir::Variable* c = op->axes[1].variable();
+  const auto* add = as_binary<ir::Add>(op->body);
+  const auto* mul_gamma = add ? as_binary<ir::Mul>(add->a) : nullptr;
+  const auto* mul_rsqrt = mul_gamma ? as_binary<ir::Mul>(mul_gamma->a) : nullptr;
+  const auto* sub = mul_rsqrt ? as_binary<ir::Sub>(mul_rsqrt->a) : nullptr;
+  const auto* call = mul_rsqrt ? mul_rsqrt->b.as<ir::Call>() : nullptr;
+  if (!sub || !call || call->op != ir::CallOp::rsqrt || call->args.size() != 1) return false;
+  const auto* var_eps = as_binary<ir::Add>(call->args[0]);
+  const auto* eps = var_eps ? var_eps->b.as<ir::FloatImm>() : nullptr;
+  p.x = sub->a.as<ir::TensorRead>();
+  p.mean = read_at(sub->b, c);
+  p.var = var_eps ? read_at(var_eps->a, c) : nullptr;
+  p.gamma = read_at(mul_gamma->b, c);
+  p.beta = read_at(add->b, c);
+  if (!p.x || !p.mean || !p.var || !p.gamma || !p.beta || !eps) return false;
+  p.eps = eps->value;
+  // x is read at the batch norm's own coordinates.
+  if (p.x->indices.size() != op->axes.size()) return false;
+  for (size_t d = 0; d < op->axes.size(); ++d)
+    if (p.x->indices[d].as<ir::Variable>() != op->axes[d].variable()) return false;
+  return true;
+}
+
+inline std::vector<double> float_values(const Constant& c) {
+  std::vector<double> out(static_cast<size_t>(c.tensor.num_elements()));
+  const auto* f = reinterpret_cast<const float*>(c.bytes->data());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = f[i];
+  return out;
+}
+
+}  // namespace detail_net
+
+LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs,
+                                           const std::vector<Constant>& constants,
+                                           const std::vector<ir::Tensor>& outputs) {
+  using namespace detail_net;
+  std::vector<ir::Tensor> placeholders = inputs;
+  std::unordered_map<const ir::TensorNode*, const Constant*> constant_of;
+  for (const Constant& c : constants) {
+    placeholders.push_back(c.tensor);
+    constant_of[c.tensor.get()] = &c;
+  }
+  const ComputeDAG dag(placeholders, outputs);
+  // Who reads what: a weight or a convolution output read twice cannot change for one reader.
+  std::unordered_map<const ir::TensorNode*, int> readers;
+  for (const ir::Tensor& op : dag.ops()) {
+    if (op.is_placeholder()) continue;
+    std::unordered_set<const ir::TensorNode*> read;
+    ir::post_order_visit(op->body, [&](const ir::Expr& e) {
+      if (const auto* r = e.as<ir::TensorRead>()) read.insert(r->tensor.get());
+    });
+    for (const ir::TensorNode* t : read) ++readers[t];
+  }
+  for (const ir::Tensor& out : outputs) ++readers[out.get()];
+
+  FoldedBatchNorms result;
+  std::vector<Constant> added;
+  tensor_redirector redirect;
+  // One pass in topological order: every op is rebuilt on what was rebuilt before it, a
+  // foldable batch norm replaces itself and its convolution (which only it reads).
+  for (const ir::Tensor& op : dag.ops()) {
+    if (op.is_placeholder()) continue;
+    auto rebuild_on_new_inputs = [&] {
+      ir::Expr b = redirect.mutate(op->body);
+      if (!b.same_as(op->body))
+        redirect.map[op.get()] = ir::make_compute(op.name(), op->axes, b, op->tag);
+    };
+    BatchNormParts bn;
+    const Constant *mean = nullptr, *var = nullptr, *gamma = nullptr, *beta = nullptr;
+    if (!batch_norm_parts(op, bn) || !(mean = constant_of[bn.mean]) ||
+        !(var = constant_of[bn.var]) || !(gamma = constant_of[bn.gamma]) ||
+        !(beta = constant_of[bn.beta]) || readers[bn.x->tensor.get()] != 1) {
+      rebuild_on_new_inputs();
+      continue;
+    }
+    const ir::Tensor conv(bn.x->tensor);
+    const auto* sum = conv.is_placeholder() ? nullptr : conv->body.as<ir::Reduce>();
+    if (!sum || sum->op != ir::ReduceOp::Sum || conv->axes.size() < 2) {
+      rebuild_on_new_inputs();
+      continue;
+    }
+    // The weight: a product's constant factor read at the output channel in one dimension.
+    const auto* product = as_binary<ir::Mul>(sum->source);
+    const ir::Variable* channel = conv->axes[1].variable();
+    const Constant* weight = nullptr;
+    int channel_dim = -1;
+    for (const ir::Expr* f : {product ? &product->a : nullptr, product ? &product->b : nullptr}) {
+      const auto* r = f ? f->as<ir::TensorRead>() : nullptr;
+      const Constant* c = r ? constant_of[r->tensor.get()] : nullptr;
+      if (!c || c->tensor.dtype() != ir::DType::f32() || readers[r->tensor.get()] != 1) continue;
+      int dims = 0;
+      for (size_t d = 0; d < r->indices.size(); ++d)
+        if (r->indices[d].as<ir::Variable>() == channel) {
+          channel_dim = static_cast<int>(d);
+          ++dims;
+        }
+      if (dims == 1) weight = c;
+    }
+    const ChannelAffine a =
+        weight ? batch_norm_affine(float_values(*gamma), float_values(*beta),
+                                   float_values(*mean), float_values(*var), bn.eps)
+               : ChannelAffine{};
+    if (!weight || static_cast<int64_t>(a.scale.size()) !=
+                       weight->tensor.shape()[static_cast<size_t>(channel_dim)]) {
+      rebuild_on_new_inputs();
+      continue;
+    }
+    const auto& shape = weight->tensor.shape();
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(channel_dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+    std::vector<float> scaled(static_cast<size_t>(weight->tensor.num_elements()));
+    const auto* w = reinterpret_cast<const float*>(weight->bytes->data());
+    for (size_t i = 0; i < scaled.size(); ++i)
+      scaled[i] = static_cast<float>(
+          w[i] * a.scale[static_cast<size_t>(i / inner) % a.scale.size()]);
+    const ir::Tensor new_weight =
+        ir::make_placeholder(weight->tensor.name() + "_bn", ir::DType::f32(), shape);
+    const ir::Tensor shift =
+        ir::make_placeholder(op.name() + "_shift", ir::DType::f32(),
+                             {static_cast<int64_t>(a.shift.size())});
+    added.push_back(constant(new_weight, std::vector<float>(scaled)));
+    added.push_back(constant(shift, std::vector<float>(a.shift.begin(), a.shift.end())));
+    // The convolution as rebuilt on its new inputs (if they changed), now on the new weight.
+    auto rebuilt_conv = redirect.map.find(conv.get());
+    const ir::Tensor& current = rebuilt_conv == redirect.map.end() ? conv : rebuilt_conv->second;
+    tensor_redirector to_new_weight;
+    to_new_weight.map[weight->tensor.get()] = new_weight;
+    const ir::Tensor new_conv = ir::make_compute(conv.name(), conv->axes,
+                                                 to_new_weight.mutate(current->body), conv->tag);
+    std::vector<ir::Expr> at;
+    for (const ir::IterVar& ax : op->axes) at.push_back(ax.var);
+    const ir::Tensor folded = ir::make_compute(
+        op.name(), op->axes,
+        ir::Add::make(ir::TensorRead::make(new_conv, at),
+                      ir::TensorRead::make(shift, {op->axes[1].var})),
+        "bias_add");
+    redirect.map[conv.get()] = new_conv;
+    redirect.map[op.get()] = folded;
+    ++result.folded;
+  }
+  if (result.folded == 0) return {constants, outputs, 0};
+  for (const ir::Tensor& out : outputs) {
+    auto it = redirect.map.find(out.get());
+    result.outputs.push_back(it == redirect.map.end() ? out : it->second);
+  }
+  // The constants the new computation reads, the original ones first in their order.
+  std::vector<ir::Tensor> all = inputs;
+  for (const Constant& c : constants) all.push_back(c.tensor);
+  for (const Constant& c : added) all.push_back(c.tensor);
+  const ComputeDAG rebuilt(all, result.outputs);
+  std::unordered_set<const ir::TensorNode*> read;
+  for (const ir::Tensor& op : rebuilt.ops())
+    if (!op.is_placeholder())
+      ir::post_order_visit(op->body, [&](const ir::Expr& e) {
+        if (const auto* r = e.as<ir::TensorRead>()) read.insert(r->tensor.get());
+      });
+  for (const Constant& c : constants)
+    if (read.count(c.tensor.get())) result.constants.push_back(c);
+  for (const Constant& c : added)
+    if (read.count(c.tensor.get())) result.constants.push_back(c);
+  return result;
+}
+
 LOOM_DECL Network::Network(std::vector<ir::Tensor> inputs, std::vector<Constant> constants,
-                           std::vector<ir::Tensor> outputs)
+                           std::vector<ir::Tensor> outputs, NetworkOptions options)
     : inputs_(std::move(inputs)), constants_(std::move(constants)), outputs_(std::move(outputs)) {
   LOOM_USER_CHECK(!outputs_.empty(), "loom.net.E1003")
       << "net::Network: no outputs; give the tensors the network computes";
+  if (options.fold_batch_norm) {
+    FoldedBatchNorms f = fold_batch_norm(inputs_, constants_, outputs_);
+    constants_ = std::move(f.constants);
+    outputs_ = std::move(f.outputs);
+    folded_batch_norms_ = f.folded;
+  }
   std::vector<ir::Tensor> placeholders = inputs_;
   for (const Constant& c : constants_) {
     for (const ir::Tensor& in : inputs_)

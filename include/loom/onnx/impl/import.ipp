@@ -292,9 +292,7 @@ class Importer {
                                    const Shape& dilation);
   std::vector<int> int_axes(const Shape& axes, int rank) const;
   bool layer_norm_pattern(const ::onnx::NodeProto& add);
-  struct Affine {
-    std::vector<double> scale, shift;
-  };
+  using Affine = net::ChannelAffine;
   // A BatchNormalization node as one scale and shift per channel (its parameters constant).
   Affine batch_norm_affine(const ::onnx::NodeProto& bn, int64_t channels) const;
   // ops::layer_norm over the last axis of `x` (rank 1 to 4).
@@ -836,12 +834,7 @@ inline Importer::Affine Importer::batch_norm_affine(const ::onnx::NodeProto& bn,
   double eps = 1e-5f;
   for (const auto& a : bn.attribute())
     if (a.name() == "epsilon") eps = a.f();
-  Affine out{std::vector<double>(static_cast<size_t>(channels)), std::vector<double>(static_cast<size_t>(channels))};
-  for (int64_t i = 0; i < channels; ++i) {
-    out.scale[i] = gamma[i] / std::sqrt(var[i] + eps);
-    out.shift[i] = beta[i] - mean[i] * out.scale[i];
-  }
-  return out;
+  return net::batch_norm_affine(gamma, beta, mean, var, eps);
 }
 
 inline ir::Tensor Importer::layer_norm_of(const Value& x, const Value& gamma, const Value& beta, double eps,
@@ -1566,7 +1559,9 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
   std::sort(constants.begin(), constants.end(), [](const net::Constant& a, const net::Constant& b) { return a.tensor.name() < b.tensor.name(); });
   // Inputs the outputs never read stay inputs (the caller passes them all, in the model's
   // order); the network takes them as they are.
-  result.network = std::make_shared<net::Network>(inputs, std::move(constants), outputs);
+  // The importer folded what OnnxOptions::fold_batch_norm asks for, on the ONNX graph.
+  result.network = std::make_shared<net::Network>(inputs, std::move(constants), outputs,
+                                                  net::NetworkOptions{.fold_batch_norm = false});
   result.stats = stats_;
   return result;
 }

@@ -271,13 +271,15 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
       const double spent = elapsed();
       double left = report.trials > 0 ? spent / report.trials * (options.trials - report.trials) : 0;
       if (options.time_limit_s > 0) left = std::min(left, std::max(options.time_limit_s - spent, 0.0));
+      const std::string budget =
+          options.trials >= kUnlimitedTrials ? "" : "/" + std::to_string(options.trials);
       char line[448];
       std::snprintf(line, sizeof line,
                     "[loom] tasks: round %zu: %s (%s): %d programs, its best %.2f GFLOP/s; "
-                    "latency %s%.3f ms; %d/%d trials, %.0f s elapsed, ~%.0f s left\n",
+                    "latency %s%.3f ms; %d%s trials, %.0f s elapsed, ~%.0f s left\n",
                     report.allocation.size(), names[k].c_str(), reason.c_str(), r.trials,
                     total.best_gflops(), allocator.objective() < kFailedCost ? "" : "unknown, ",
-                    latency_ms(allocator.objective()), report.trials, options.trials, spent, left);
+                    latency_ms(allocator.objective()), report.trials, budget.c_str(), spent, left);
       log << line;
     }
   }
