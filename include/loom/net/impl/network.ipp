@@ -305,6 +305,10 @@ LOOM_DECL Network::Network(std::vector<ir::Tensor> inputs, std::vector<Constant>
     : inputs_(std::move(inputs)), constants_(std::move(constants)), outputs_(std::move(outputs)) {
   LOOM_USER_CHECK(!outputs_.empty(), "loom.net.E1003")
       << "net::Network: no outputs; give the tensors the network computes";
+  for (const Constant& c : constants_)
+    for (const ir::Tensor& in : inputs_)
+      LOOM_USER_CHECK(!in.same_as(c.tensor), "loom.net.E1004")
+          << "net::Network: '" << in.name() << "' is both an input and a constant";
   if (options.fold_batch_norm) {
     FoldedBatchNorms f = fold_batch_norm(inputs_, constants_, outputs_);
     constants_ = std::move(f.constants);
@@ -312,12 +316,7 @@ LOOM_DECL Network::Network(std::vector<ir::Tensor> inputs, std::vector<Constant>
     folded_batch_norms_ = f.folded;
   }
   std::vector<ir::Tensor> placeholders = inputs_;
-  for (const Constant& c : constants_) {
-    for (const ir::Tensor& in : inputs_)
-      LOOM_USER_CHECK(!in.same_as(c.tensor), "loom.net.E1004")
-          << "net::Network: '" << in.name() << "' is both an input and a constant";
-    placeholders.push_back(c.tensor);
-  }
+  for (const Constant& c : constants_) placeholders.push_back(c.tensor);
   dag_ = std::make_shared<const ComputeDAG>(placeholders, outputs_);
   groups_ = partition(*dag_);
   tasks_ = extract_tasks(groups_);
