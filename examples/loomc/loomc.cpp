@@ -84,7 +84,7 @@ int info(const Common& c) {
 }
 
 int tune(const Common& c, const std::string& records, int trials, double minutes, int per_round,
-         double target_ms, bool separate_models, bool round_robin, const std::string& curve) {
+         double target_ms, bool separate_models, bool round_robin, bool warm_weights, const std::string& curve) {
   if (records.empty()) throw CLI::ValidationError("--records", "tune needs a records file to write (and resume from)");
   if (trials <= 0 && minutes <= 0) throw CLI::ValidationError("--trials", "give --trials N and/or --minutes M");
   const loom::OnnxModel m = import_model(c);
@@ -97,6 +97,7 @@ int tune(const Common& c, const std::string& records, int trials, double minutes
   t.latency_target_s = target_ms * 1e-3;
   t.share_cost_model = !separate_models;
   t.round_robin = round_robin;
+  t.tune.measure.cold_constants = !warm_weights;
   t.log = &std::cout;
   std::cout << "tuning " << m.network->tasks().size() << " tasks of " << c.model << " on "
             << loom::runtime::num_threads() << " threads; records: " << records << "\n";
@@ -226,6 +227,10 @@ int main(int argc, char** argv) {
   bool round_robin = false;
   std::string curve;
   tune_cmd->add_flag("--round-robin", round_robin, "rounds to the tasks in turn, not by gradient (ablation)");
+  bool warm_weights = false;
+  tune_cmd->add_flag("--warm-weights", warm_weights,
+                     "time programs with their weights left in the caches by the previous run (default: "
+                     "evicted, as the network's other layers leave them)");
   tune_cmd->add_option("--curve", curve, "write the estimated latency after each round (CSV)");
 
   std::vector<std::string> inputs;
@@ -251,7 +256,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*info_cmd) return info(c);
-    if (*tune_cmd) return tune(c, records, trials, minutes, per_round, target_ms, separate_models, round_robin, curve);
+    if (*tune_cmd) return tune(c, records, trials, minutes, per_round, target_ms, separate_models, round_robin, warm_weights, curve);
     if (*run_cmd) return run(c, records, inputs, output, repeat, check, rtol, atol, profile);
   } catch (const CLI::Error& e) {
     std::cerr << "loomc: " << e.what() << "\n";

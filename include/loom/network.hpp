@@ -95,7 +95,9 @@ CompiledNetwork compile(std::shared_ptr<const net::Network> network, const Netwo
 
 /// Tunes the network's tasks together with the task scheduler (tune_tasks; each task weighted
 /// by how often it runs per inference), with the network's constants named as constant inputs
-/// (TuneOptions::constant_inputs) so that programs are measured reading packed weights.
+/// (TuneOptions::constant_inputs) so that programs are measured reading packed weights, and,
+/// unless `options.tune.measure.cold_constants` says otherwise, with those weights evicted from
+/// the caches before each timed run, as the network's other layers leave them.
 /// `options.tune.records` is where the records go, and what `compile` then reads.
 search::TaskSchedulerReport tune(const net::Network& network, const TaskSchedulerOptions& options);
 

@@ -44,9 +44,11 @@ class SyntheticMeasurer final : public search::Measurer {
   std::string name() const override { return "synthetic"; }
   int threads() const override { return threads_reported; }
   std::string device() const override { return device_reported; }
+  bool cold_constants(const Task&) const override { return cold_reported; }
   int measured = 0;
   int threads_reported = 0;
   std::string device_reported;
+  bool cold_reported = false;
 };
 
 }  // namespace loom_test

@@ -348,6 +348,16 @@ TEST_SUITE("tune") {
     check_ok(results[1], 2);
     CHECK(measurer.stats().packed_programs == 1);
     CHECK(measurer.stats().reference_seconds > 0);
+
+    // Weights evicted before each timed run: every repeat is one call, on the packed copy
+    // (packed program) or the bound input (plain one), and both are still checked.
+    o.cold_constants = true;
+    o.repeat = 4;
+    cpu_jit::LocalMeasurer cold(o, local);
+    for (const auto& r : cold.measure(task, {packed_program, plain_program})) {
+      check_ok(r, 4);
+    }
+    CHECK(cold.stats().packed_programs == 1);
     CHECK(no_children_left());
   }
 }

@@ -329,6 +329,36 @@ TEST_CASE("resume: records of another thread count are not this run's measuremen
   CHECK(off.trials == 8);
 }
 
+TEST_CASE("resume: records measured with the weights warm are not a cold run's measurements, "
+          "and the other way round") {
+  const auto w = loom_test::matmul(32, 48, 40);
+  Task task(w.dag);
+  TempLog log("tune_cold");
+  TuneOptions o = synthetic_options(16, 8, 5, log.path);
+  SyntheticMeasurer warm;
+  warm.threads_reported = 2;
+  REQUIRE(search::tune_with(task, o, warm).trials == 16);
+  for (const auto& r : search::read_records(log.path)) CHECK(!r.cold_constants);
+
+  SyntheticMeasurer cold = warm;
+  cold.cold_reported = true;
+  o.trials = 8;
+  o.remeasure_foreign = 3;
+  const search::TuneReport first_cold = search::tune_with(task, o, cold);
+  CHECK(first_cold.resumed == 0);
+  CHECK(first_cold.remeasured == 3);
+  REQUIRE(first_cold.records.size() == 8);
+  for (const auto& r : first_cold.records) CHECK(r.cold_constants);
+  std::vector<search::TuningRecord> warm_records;
+  for (auto& r : search::read_records(log.path))
+    if (!r.cold_constants) warm_records.push_back(std::move(r));
+  check_first_are_fastest(first_cold.records, warm_records, 3);
+  // Warm again: the 16 warm records are resumed, the cold ones are foreign.
+  const search::TuneReport again = search::tune_with(task, o, warm);
+  CHECK(again.resumed == 16);
+  for (const auto& r : again.records) CHECK(!r.cold_constants);
+}
+
 TEST_CASE("resume: records of another device are not this run's measurements either; records "
           "that name no device count as this run's") {
   const auto w = loom_test::matmul(32, 48, 40);

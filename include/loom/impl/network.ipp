@@ -215,6 +215,7 @@ LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
     if (std::find(o.tune.constant_inputs.begin(), o.tune.constant_inputs.end(), name) ==
         o.tune.constant_inputs.end())
       o.tune.constant_inputs.push_back(name);
+  if (!o.tune.measure.cold_constants) o.tune.measure.cold_constants = true;
   return tune_tasks(tasks, o);
 }
 

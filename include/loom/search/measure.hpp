@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,17 @@ struct MeasureOptions {
   /// Evict the caches between runs by writing a buffer larger than the last-level cache; then
   /// `number` stays 1 and `min_repeat_ms` is ignored (Ansor's enable_cpu_cache_flush).
   bool flush_cache = false;
+  /// Evict the task's constant inputs (TuneOptions::constant_inputs, packed or not) from the
+  /// caches before each timed call, leaving the other inputs where the previous call left them
+  /// (a repeat is then the mean of at least `number` such calls lasting `min_repeat_ms` in all;
+  /// a task without constants is timed as usual). This is how a layer of a network meets its data: the layer before has
+  /// just written its input, while its weights were pushed out by everyone else's (ResNet-50
+  /// reads 100 MB of weights per image through a 32 MB L3). Programs tuned warm read their
+  /// weights in orders that only a warm cache forgives: a BERT layer's Q/K/V products tuned so
+  /// ran at 320 µs alone and 0.61 ms inside the network, and tuned cold at 0.37 ms inside it.
+  /// Unset: cold when loom::tune tunes a network, warm otherwise. CPU measurer only; loom
+  /// addition. `flush_cache` wins when both are set.
+  std::optional<bool> cold_constants;
   /// A program whose first (checked) run is more than this many times slower than the best
   /// program measured for the task so far is not timed further: that one run is its cost, so a
   /// hopeless program costs one run instead of warm-up and repeats (0: time every program
@@ -214,6 +226,10 @@ class Measurer {
   /// The processor the programs run on, recorded with each measurement ("": unknown). Costs
   /// measured on one CPU model say little about another: a resumed run re-measures them.
   virtual std::string device() const { return ""; }
+  /// Whether `task`'s programs are timed with its constant inputs evicted from the caches
+  /// (MeasureOptions::cold_constants), recorded with each measurement: a cost measured cold is
+  /// not comparable with one measured warm.
+  virtual bool cold_constants(const Task& task) const { return static_cast<void>(task), false; }
 };
 
 }  // namespace search

@@ -92,6 +92,12 @@ struct TuningRecord {
   /// another (AVX-512, 32), so best_record() prefers the caller's device as it prefers its
   /// thread count. Written as the optional field "device" (omitted when empty).
   std::string device;
+  /// Measured with the task's constant inputs evicted from the caches before each timed call
+  /// (MeasureOptions::cold_constants), as a network's layers meet their weights. Such a cost is
+  /// higher than a warm one of the same program, so the two kinds never compete: a resumed run
+  /// measures the other kind's fastest programs again, and best_record() prefers the cold ones.
+  /// Written as the optional field "cold_constants" (omitted when false).
+  bool cold_constants = false;
   /// The format version of the line the record was read from. Writing always stamps
   /// kRecordsVersion, whatever this holds (as Ansor re-stamps old records).
   std::string version = kRecordsVersion;
@@ -165,9 +171,10 @@ double median_cost(std::vector<double> mean_costs);
 ///
 /// With `threads` > 0 or a `device`, records measured like the caller's run are preferred, in
 /// this order: the same device (a record without one comes after those with the caller's and
-/// before those with another), then the same thread count. Only the records of the best such
-/// class that has one compete; with `threads` == 0 and no `device` all of them do. A record's
-/// cost says how fast it ran where it was measured, nothing about elsewhere.
+/// before those with another), then the same thread count, then records measured with cold
+/// constants (TuningRecord::cold_constants). Only the records of the best such class that has
+/// one compete; with `threads` == 0 and no `device` the warm and the cold ones are still apart.
+/// A record's cost says how fast it ran where and how it was measured, nothing about elsewhere.
 std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records,
                                         const std::string& workload_key, const std::string& target,
                                         int threads = 0, const std::string& device = "");

@@ -64,7 +64,7 @@ struct TuneOptions {
   std::string records;
   /// Records of the log measured with another thread count or on another device than the
   /// measurer's (their `threads` and `device` fields; a record without one counts as this
-  /// run's) are not resumed: their costs are not this run's, so they neither compete for the
+  /// run's), or with the weights in the other cache state (`cold_constants`), are not resumed: their costs are not this run's, so they neither compete for the
   /// best nor train the model. Instead the fastest this many of them are measured again, first,
   /// here; they count as trials. A program tuned on 2 threads is often a better start on 1 than
   /// what a short 1-thread run finds (GEMM 1024³: 70–79 GFLOP/s against 58), and one tuned on
@@ -133,8 +133,9 @@ struct TuneReport {
   int trials = 0;                  ///< programs measured in this run
   int failures = 0;                ///< of them, failed (any MeasureError)
   int resumed = 0;                 ///< records of this workload read from the log
-  /// Of this run's trials, programs of records measured with another thread count or on another
-  /// device, measured again (TuneOptions::remeasure_foreign).
+  /// Of this run's trials, programs of records measured with another thread count, on another
+  /// device or with the weights in the other cache state, measured again
+  /// (TuneOptions::remeasure_foreign).
   int remeasured = 0;
   int rounds = 0;
   /// Measurements of programs measured before, at the end of the run (TuneOptions::rerank_top),

@@ -609,6 +609,42 @@ TEST_SUITE("search") {
                          user_error);
   }
 
+  TEST_CASE("records measured with cold constants never compete with warm ones; best_record "
+            "prefers them after the device and the thread count") {
+    const auto& programs = matmul_bias_relu_programs().programs;
+    auto made = [&](int i, double cost, int threads, bool cold) {
+      auto r = record("wk-a", "t1", ok_result({cost}), programs[i].steps(), i);
+      r.threads = threads;
+      r.cold_constants = cold;
+      return r;
+    };
+    const std::vector<search::TuningRecord> records = {
+        made(0, 1e-4, 2, false),  // the fastest, weights warm
+        made(1, 3e-4, 2, true),   // the fastest of the cold ones
+        made(2, 5e-4, 2, true),
+        made(3, 2e-4, 1, true),   // one thread
+    };
+    CHECK(search::best_record(records, "wk-a", "t1")->timestamp == 3);
+    CHECK(search::best_record(records, "wk-a", "t1", 2)->timestamp == 1);
+    CHECK(search::best_record(records, "wk-a", "t1", 1)->timestamp == 3);
+    // The thread count comes first: a warm record of the caller's count beats cold ones of another.
+    const std::vector<search::TuningRecord> warm_two(records.begin(), records.begin() + 1);
+    std::vector<search::TuningRecord> mixed = warm_two;
+    mixed.push_back(records[3]);
+    CHECK(search::best_record(mixed, "wk-a", "t1", 2)->timestamp == 0);
+
+    // Round-trips as the optional field "cold_constants", absent when false.
+    for (const auto& r : records) {
+      const std::string line = search::to_json_line(r);
+      CHECK((line.find("\"cold_constants\"") != std::string::npos) == r.cold_constants);
+      CHECK(search::record_from_json_line(line).cold_constants == r.cold_constants);
+    }
+    std::string bad = search::to_json_line(records[1]);
+    bad.replace(bad.find("\"cold_constants\":true"), 21, "\"cold_constants\":1");
+    CHECK_THROWS_WITH_AS(search::record_from_json_line(bad), doctest::Contains("cold_constants"),
+                         user_error);
+  }
+
   TEST_CASE("two processes appending to one log at once never interleave lines") {
     temp_dir dir;
     const std::string log = dir.file("shared.jsonl");

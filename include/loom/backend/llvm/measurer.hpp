@@ -117,6 +117,8 @@ class LocalMeasurer : public search::Measurer {
   int threads() const override;
   /// LLVM's name of the host CPU, the one the JIT compiles for ("znver5", "skylake-avx512").
   std::string device() const override;
+  /// Cold constants asked for (and no flush_cache), and some constant input is `task`'s.
+  bool cold_constants(const Task& task) const override;
 
   const search::MeasureOptions& options() const { return options_; }
   const LocalMeasurerOptions& local_options() const { return local_; }

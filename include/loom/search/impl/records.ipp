@@ -148,6 +148,7 @@ LOOM_DECL std::string to_json_line(const TuningRecord& record) {
   put_number(out, "timestamp", record.timestamp);
   if (record.threads > 0) out += ",\"threads\":" + std::to_string(record.threads);
   if (!record.device.empty()) out += ",\"device\":" + dump(record.device);
+  if (record.cold_constants) out += ",\"cold_constants\":true";
   out += '}';
   return out;
 }
@@ -212,6 +213,8 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
     LOOM_USER_CHECK(!r.device.empty(), "loom.search.E824")
         << "field 'device' of the tuning record is empty (omit it when the device is unknown)";
   }
+  if (j.contains("cold_constants"))
+    r.cold_constants = field(j, "cold_constants", &json::is_boolean, "true or false").get<bool>();
   return r;
 }
 
@@ -367,10 +370,11 @@ LOOM_DECL std::optional<size_t> best_record_index(const std::vector<TuningRecord
                                                   const std::string& target, int threads,
                                                   const std::string& device) {
   // How much a record is like the caller's run: the device first (same > unknown > another),
-  // then the thread count. The most alike class that has a successful record decides.
+  // then the thread count, then cold constants over warm (costs of the two never compare). The most alike class that has a successful record decides.
   auto likeness = [&](const TuningRecord& r) {
     const int same_device = device.empty() ? 1 : r.device == device ? 2 : r.device.empty() ? 1 : 0;
-    return 2 * same_device + (threads > 0 && r.threads == threads ? 1 : 0);
+    return 4 * same_device + 2 * (threads > 0 && r.threads == threads ? 1 : 0) +
+           (r.cold_constants ? 1 : 0);
   };
   auto ours = [&](const TuningRecord& r) {
     return r.workload_key == workload_key && r.target == target;

@@ -153,10 +153,12 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   };
 
   // --- resume from the log --------------------------------------------------------------------
-  // Programs measured with another thread count or on another device, fastest first: measured
+  // Programs measured with another thread count, on another device or with the weights in the
+  // other cache state (Measurer::cold_constants), fastest first: measured
   // again before the search's own picks.
   const int threads = measurer.threads();
   const std::string device = measurer.device();
+  const bool cold = measurer.cold_constants(task);
   std::vector<sched::State> carried;
   if (!options.records.empty()) {
     auto replay = [&](const TuningRecord& r) -> std::optional<sched::State> {
@@ -175,7 +177,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     for (TuningRecord& r : read_records(options.records)) {
       if (r.workload_key != workload || r.target != target) continue;
       if ((threads > 0 && r.threads > 0 && r.threads != threads) ||
-          (!device.empty() && !r.device.empty() && r.device != device)) {
+          (!device.empty() && !r.device.empty() && r.device != device) || r.cold_constants != cold) {
         if (r.result.ok()) foreign.push_back(std::move(r));
       } else if (std::optional<sched::State> state = replay(r)) {
         states.push_back(std::move(*state));
@@ -213,8 +215,9 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     }
     if (!carried.empty() && !options.quiet)
       log << "[loom] " << name << ": " << carried.size() << " programs of records measured with "
-          << "another thread count or on another device are measured first with " << threads
-          << " threads" << (device.empty() ? "" : " on " + device) << "\n";
+          << "another thread count, on another device or with warm/cold weights are measured "
+          << "first with " << threads << " threads" << (device.empty() ? "" : " on " + device)
+          << (cold ? ", weights cold" : "") << "\n";
   }
 
   // Measures `batch` and appends each record to the log as soon as its program is measured: a
@@ -226,6 +229,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
       made[i] = make_tuning_record(task, batch[i], r);
       made[i]->threads = threads;
       made[i]->device = device;
+      made[i]->cold_constants = cold;
       if (!options.records.empty()) append_records(options.records, {*made[i]});
     };
     const auto start = std::chrono::steady_clock::now();
