@@ -40,6 +40,26 @@ class ExprMutator {
 #undef LOOM_X
 };
 
+/// Reads of some tensors turned into reads of others (`map`), the indices of the reads of one of
+/// them (`reindexed`) passed through `reindex` (a layout change), and computes rebuilt on the
+/// replacements: what a pass that swaps tensors under a DAG (a packed weight, a folded batch
+/// norm) walks the DAG's computes with, in topological order.
+class TensorRedirector : public ExprMutator {
+ public:
+  std::unordered_map<const TensorNode*, Tensor> map;
+  const TensorNode* reindexed = nullptr;
+  std::function<std::vector<Expr>(const std::vector<Expr>&)> reindex;
+
+  /// Rebuilds compute `op` on the replacements, and maps `op` to the new compute so that its
+  /// readers follow; nothing when its body reads none of them.
+  void rebuild(const Tensor& op);
+  /// What `t` became (`t` itself when nothing replaced it).
+  Tensor current(const Tensor& t) const;
+
+ protected:
+  Expr visit_TensorRead(const TensorRead* op, const Expr& self) override;
+};
+
 /// Calls `f` on every sub-expression, children before parents.
 void post_order_visit(const Expr& e, const std::function<void(const Expr&)>& f);
 

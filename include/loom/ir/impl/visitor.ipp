@@ -196,5 +196,24 @@ LOOM_DECL bool uses_var(const Expr& e, const Variable* v) {
   return found;
 }
 
+LOOM_DECL Expr TensorRedirector::visit_TensorRead(const TensorRead* op, const Expr& self) {
+  Expr e = ExprMutator::visit_TensorRead(op, self);
+  const auto* r = e.as<TensorRead>();
+  auto it = map.find(r->tensor.get());
+  if (it == map.end()) return e;
+  if (r->tensor.get() == reindexed && reindex) return TensorRead::make(it->second, reindex(r->indices));
+  return TensorRead::make(it->second, r->indices);
+}
+
+LOOM_DECL void TensorRedirector::rebuild(const Tensor& op) {
+  Expr body = mutate(op->body);
+  if (!body.same_as(op->body)) map[op.get()] = make_compute(op.name(), op->axes, body, op->tag);
+}
+
+LOOM_DECL Tensor TensorRedirector::current(const Tensor& t) const {
+  auto it = map.find(t.get());
+  return it == map.end() ? t : it->second;
+}
+
 }  // namespace ir
 LOOM_END_NAMESPACE

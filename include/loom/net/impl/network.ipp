@@ -100,20 +100,6 @@ LOOM_DECL ChannelAffine batch_norm_affine(const std::vector<double>& gamma,
 
 namespace detail_net {
 
-// Rebuilds computes whose bodies read replaced tensors (ExprMutator keeps untouched nodes).
-class tensor_redirector : public ir::ExprMutator {
- public:
-  std::unordered_map<const ir::TensorNode*, ir::Tensor> map;
-
- protected:
-  ir::Expr visit_TensorRead(const ir::TensorRead* op, const ir::Expr& self) override {
-    ir::Expr e = ir::ExprMutator::visit_TensorRead(op, self);
-    auto* r = e.as<ir::TensorRead>();
-    auto it = map.find(r->tensor.get());
-    return it == map.end() ? e : ir::TensorRead::make(it->second, r->indices);
-  }
-};
-
 template <class N>
 const N* as_binary(const ir::Expr& e) {
   return e.defined() ? e.as<N>() : nullptr;
@@ -194,28 +180,23 @@ LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs
 
   FoldedBatchNorms result;
   std::vector<Constant> added;
-  tensor_redirector redirect;
+  ir::TensorRedirector redirect;
   // One pass in topological order: every op is rebuilt on what was rebuilt before it, a
   // foldable batch norm replaces itself and its convolution (which only it reads).
   for (const ir::Tensor& op : dag.ops()) {
     if (op.is_placeholder()) continue;
-    auto rebuild_on_new_inputs = [&] {
-      ir::Expr b = redirect.mutate(op->body);
-      if (!b.same_as(op->body))
-        redirect.map[op.get()] = ir::make_compute(op.name(), op->axes, b, op->tag);
-    };
     BatchNormParts bn;
     const Constant *mean = nullptr, *var = nullptr, *gamma = nullptr, *beta = nullptr;
     if (!batch_norm_parts(op, bn) || !(mean = constant_of[bn.mean]) ||
         !(var = constant_of[bn.var]) || !(gamma = constant_of[bn.gamma]) ||
         !(beta = constant_of[bn.beta]) || readers[bn.x->tensor.get()] != 1) {
-      rebuild_on_new_inputs();
+      redirect.rebuild(op);
       continue;
     }
     const ir::Tensor conv(bn.x->tensor);
     const auto* sum = conv.is_placeholder() ? nullptr : conv->body.as<ir::Reduce>();
     if (!sum || sum->op != ir::ReduceOp::Sum || conv->axes.size() < 2) {
-      rebuild_on_new_inputs();
+      redirect.rebuild(op);
       continue;
     }
     // The weight: a product's constant factor read at the output channel in one dimension.
@@ -241,7 +222,7 @@ LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs
                : ChannelAffine{};
     if (!weight || static_cast<int64_t>(a.scale.size()) !=
                        weight->tensor.shape()[static_cast<size_t>(channel_dim)]) {
-      rebuild_on_new_inputs();
+      redirect.rebuild(op);
       continue;
     }
     const auto& shape = weight->tensor.shape();
@@ -257,15 +238,14 @@ LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs
     const ir::Tensor shift =
         ir::make_placeholder(op.name() + "_shift", ir::DType::f32(),
                              {static_cast<int64_t>(a.shift.size())});
-    added.push_back(constant(new_weight, std::vector<float>(scaled)));
+    added.push_back(constant(new_weight, scaled));
     added.push_back(constant(shift, std::vector<float>(a.shift.begin(), a.shift.end())));
     // The convolution as rebuilt on its new inputs (if they changed), now on the new weight.
-    auto rebuilt_conv = redirect.map.find(conv.get());
-    const ir::Tensor& current = rebuilt_conv == redirect.map.end() ? conv : rebuilt_conv->second;
-    tensor_redirector to_new_weight;
+    ir::TensorRedirector to_new_weight;
     to_new_weight.map[weight->tensor.get()] = new_weight;
-    const ir::Tensor new_conv = ir::make_compute(conv.name(), conv->axes,
-                                                 to_new_weight.mutate(current->body), conv->tag);
+    const ir::Tensor new_conv =
+        ir::make_compute(conv.name(), conv->axes,
+                         to_new_weight.mutate(redirect.current(conv)->body), conv->tag);
     std::vector<ir::Expr> at;
     for (const ir::IterVar& ax : op->axes) at.push_back(ax.var);
     const ir::Tensor folded = ir::make_compute(
@@ -278,10 +258,7 @@ LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs
     ++result.folded;
   }
   if (result.folded == 0) return {constants, outputs, 0};
-  for (const ir::Tensor& out : outputs) {
-    auto it = redirect.map.find(out.get());
-    result.outputs.push_back(it == redirect.map.end() ? out : it->second);
-  }
+  for (const ir::Tensor& out : outputs) result.outputs.push_back(redirect.current(out));
   // The constants the new computation reads, the original ones first in their order.
   std::vector<ir::Tensor> all = inputs;
   for (const Constant& c : constants) all.push_back(c.tensor);

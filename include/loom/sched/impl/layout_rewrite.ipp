@@ -11,29 +11,6 @@
 LOOM_BEGIN_NAMESPACE
 namespace sched {
 
-namespace detail_sched {
-
-// Replaces reads of tensors by other tensors, each read's indices passed through `index` when
-// it reads `packed_from`.
-class dag_redirector : public ir::ExprMutator {
- public:
-  std::unordered_map<const ir::TensorNode*, ir::Tensor> map;
-  const ir::TensorNode* packed_from = nullptr;
-  std::function<std::vector<ir::Expr>(const std::vector<ir::Expr>&)> index;
-
- protected:
-  ir::Expr visit_TensorRead(const ir::TensorRead* op, const ir::Expr& self) override {
-    ir::Expr e = ir::ExprMutator::visit_TensorRead(op, self);
-    auto* r = e.as<ir::TensorRead>();
-    auto it = map.find(r->tensor.get());
-    if (it == map.end()) return e;
-    if (r->tensor.get() == packed_from) return ir::TensorRead::make(it->second, index(r->indices));
-    return ir::TensorRead::make(it->second, r->indices);
-  }
-};
-
-}  // namespace detail_sched
-
 LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& input) {
   const ComputeDAG& dag = state.dag();
   int argument = -1;
@@ -225,10 +202,10 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
 
   // dag: every op rebuilt on the packed placeholder; the reader reads the tile coordinates.
   ir::Tensor packed = ir::make_placeholder(packed_name, original.dtype(), shape);
-  detail_sched::dag_redirector redirect;
+  ir::TensorRedirector redirect;
   redirect.map[original.get()] = packed;
-  redirect.packed_from = original.get();
-  redirect.index = [&](const std::vector<ir::Expr>& idx) {
+  redirect.reindexed = original.get();
+  redirect.reindex = [&](const std::vector<ir::Expr>& idx) {
     std::vector<ir::Expr> out;
     for (int o : order) {
       if (o < 0) {
@@ -246,16 +223,9 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
   };
   std::vector<ir::Tensor> new_inputs = dag.inputs(), new_outputs;
   new_inputs[argument] = packed;
-  for (const ir::Tensor& op : dag.ops()) {
-    if (op.is_placeholder()) continue;
-    ir::Expr b = redirect.mutate(op->body);
-    if (b.same_as(op->body)) continue;
-    redirect.map[op.get()] = ir::make_compute(op.name(), op->axes, b, op->tag);
-  }
-  for (const ir::Tensor& out : dag.outputs()) {
-    auto it = redirect.map.find(out.get());
-    new_outputs.push_back(it == redirect.map.end() ? out : it->second);
-  }
+  for (const ir::Tensor& op : dag.ops())
+    if (!op.is_placeholder()) redirect.rebuild(op);
+  for (const ir::Tensor& out : dag.outputs()) new_outputs.push_back(redirect.current(out));
   auto new_dag = std::make_shared<const ComputeDAG>(new_inputs, new_outputs);
   return LayoutRewrite{transform, new_dag, replay(new_dag, kept), packed, argument};
 }
