@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where PyTorch's time goes on one exported network: its best contender on these models
-(TorchScript, traced, frozen and optimize_for_inference'd) under torch.profiler, each operator
-and input shape with its self time per inference and share, to set beside `loomc run --profile`.
+(TorchScript, traced, frozen and optimize_for_inference'd), or with --eager the nn.Module (each
+convolution a oneDNN call of its own), under torch.profiler: each operator and input shape with
+its self time per inference and share, to set beside `loomc run --profile`.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 \\
         benchmarks/net/pytorch_profile.py resnet50 --threads 2 [--runs 30] [--top 40]
@@ -25,6 +26,10 @@ def main():
     parser.add_argument('--threads', type=int, default=1)
     parser.add_argument('--runs', type=int, default=30, help='profiled inferences')
     parser.add_argument('--top', type=int, default=40, help='rows to print')
+    parser.add_argument('--eager', action='store_true',
+                        help='profile the nn.Module instead: TorchScript runs its prepacked '
+                             'convolutions inside one "forward" row, eager shows each as '
+                             'aten::mkldnn_convolution (oneDNN, per layer)')
     args = parser.parse_args()
 
     import numpy as np
@@ -39,14 +44,14 @@ def main():
     model.eval()
     x = torch.from_numpy(np.load(os.path.join(args.dir, args.model + '.input.npy')))
     with torch.no_grad():
-        scripted = torch.jit.optimize_for_inference(
+        run = model if args.eager else torch.jit.optimize_for_inference(
             torch.jit.freeze(torch.jit.trace(model, (x,)).eval()))
         for _ in range(10):
-            scripted(x)
+            run(x)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                     record_shapes=True) as prof:
             for _ in range(args.runs):
-                scripted(x)
+                run(x)
     rows = []
     for e in prof.key_averages(group_by_input_shape=True):
         if e.self_cpu_time_total <= 0:
@@ -54,7 +59,8 @@ def main():
         shapes = ' '.join('x'.join(str(d) for d in s) for s in e.input_shapes if s)
         rows.append((e.self_cpu_time_total / args.runs / 1e3, e.count // args.runs, e.key, shapes))
     total = sum(r[0] for r in rows)
-    print(f'{args.model}, {args.threads} threads, torch {torch.__version__}: '
+    print(f'{args.model}, {"eager" if args.eager else "TorchScript"}, {args.threads} threads, '
+          f'torch {torch.__version__}: '
           f'{total:.3f} ms of operator self time per inference ({args.runs} profiled)')
     print(f'{"ms":>8} {"share":>6} {"calls":>5}  operator  input shapes')
     for ms, calls, key, shapes in sorted(rows, reverse=True)[:args.top]:
