@@ -84,7 +84,8 @@ int info(const Common& c) {
 }
 
 int tune(const Common& c, const std::string& records, int trials, double minutes, int per_round,
-         double target_ms, bool separate_models, bool round_robin, bool warm_weights, const std::string& curve) {
+         double target_ms, bool separate_models, bool round_robin, bool warm_weights,
+         const std::string& curve) {
   if (records.empty()) throw CLI::ValidationError("--records", "tune needs a records file to write (and resume from)");
   if (trials <= 0 && minutes <= 0) throw CLI::ValidationError("--trials", "give --trials N and/or --minutes M");
   const loom::OnnxModel m = import_model(c);

@@ -100,11 +100,12 @@ struct MeasureOptions {
   /// Evict the task's constant inputs (TuneOptions::constant_inputs, packed or not) from the
   /// caches before each timed call, leaving the other inputs where the previous call left them
   /// (a repeat is then the mean of at least `number` such calls lasting `min_repeat_ms` in all;
-  /// a task without constants is timed as usual). This is how a layer of a network meets its data: the layer before has
-  /// just written its input, while its weights were pushed out by everyone else's (ResNet-50
-  /// reads 100 MB of weights per image through a 32 MB L3). Programs tuned warm read their
-  /// weights in orders that only a warm cache forgives: a BERT layer's Q/K/V products tuned so
-  /// ran at 320 µs alone and 0.61 ms inside the network, and tuned cold at 0.37 ms inside it.
+  /// a task without constants is timed as usual). This is how a layer of a network meets its
+  /// data: the layer before has just written its input, while its weights were pushed out by
+  /// everyone else's (ResNet-50 reads 100 MB of weights per image through a 32 MB L3). Programs
+  /// tuned warm read their weights in orders that only a warm cache forgives: a BERT layer's
+  /// Q/K/V products tuned so ran at 320 µs alone and 0.61 ms inside the network, tuned cold at
+  /// 0.38 ms inside it.
   /// Unset: cold when loom::tune tunes a network, warm otherwise. CPU measurer only; loom
   /// addition. `flush_cache` wins when both are set.
   std::optional<bool> cold_constants;

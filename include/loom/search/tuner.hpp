@@ -64,11 +64,12 @@ struct TuneOptions {
   std::string records;
   /// Records of the log measured with another thread count or on another device than the
   /// measurer's (their `threads` and `device` fields; a record without one counts as this
-  /// run's), or with the weights in the other cache state (`cold_constants`), are not resumed: their costs are not this run's, so they neither compete for the
-  /// best nor train the model. Instead the fastest this many of them are measured again, first,
-  /// here; they count as trials. A program tuned on 2 threads is often a better start on 1 than
-  /// what a short 1-thread run finds (GEMM 1024³: 70–79 GFLOP/s against 58), and one tuned on
-  /// another CPU a better start than a random one. 0: ignore those records.
+  /// run's), or with the weights in the other cache state (`cold_constants`), are not resumed:
+  /// their costs are not this run's, so they neither compete for the best nor train the model.
+  /// Instead the fastest this many of them are measured again, first, here; they count as
+  /// trials. A program tuned on 2 threads is often a better start on 1 than what a short
+  /// 1-thread run finds (GEMM 1024³: 70–79 GFLOP/s against 58), and one tuned on another CPU a
+  /// better start than a random one. 0: ignore those records.
   int remeasure_foreign = 16;
   /// At the end of a run that measured anything, the `rerank_top` fastest programs (by
   /// median_cost(), search/records.hpp) are measured again until each has `rerank_measures`

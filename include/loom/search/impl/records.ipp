@@ -370,7 +370,8 @@ LOOM_DECL std::optional<size_t> best_record_index(const std::vector<TuningRecord
                                                   const std::string& target, int threads,
                                                   const std::string& device) {
   // How much a record is like the caller's run: the device first (same > unknown > another),
-  // then the thread count, then cold constants over warm (costs of the two never compare). The most alike class that has a successful record decides.
+  // then the thread count, then cold constants over warm (costs of the two never compare). The
+  // most alike class that has a successful record decides.
   auto likeness = [&](const TuningRecord& r) {
     const int same_device = device.empty() ? 1 : r.device == device ? 2 : r.device.empty() ? 1 : 0;
     return 4 * same_device + 2 * (threads > 0 && r.threads == threads ? 1 : 0) +

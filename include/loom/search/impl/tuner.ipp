@@ -154,8 +154,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
 
   // --- resume from the log --------------------------------------------------------------------
   // Programs measured with another thread count, on another device or with the weights in the
-  // other cache state (Measurer::cold_constants), fastest first: measured
-  // again before the search's own picks.
+  // other cache state (Measurer::cold_constants), fastest first: measured again before the
+  // search's own picks.
   const int threads = measurer.threads();
   const std::string device = measurer.device();
   const bool cold = measurer.cold_constants(task);
@@ -177,7 +177,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     for (TuningRecord& r : read_records(options.records)) {
       if (r.workload_key != workload || r.target != target) continue;
       if ((threads > 0 && r.threads > 0 && r.threads != threads) ||
-          (!device.empty() && !r.device.empty() && r.device != device) || r.cold_constants != cold) {
+          (!device.empty() && !r.device.empty() && r.device != device) ||
+          r.cold_constants != cold) {
         if (r.result.ok()) foreign.push_back(std::move(r));
       } else if (std::optional<sched::State> state = replay(r)) {
         states.push_back(std::move(*state));
