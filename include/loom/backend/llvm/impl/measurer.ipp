@@ -532,6 +532,12 @@ inline size_t cache_flush_bytes() {
   return llc > 0 ? std::min(2 * static_cast<size_t>(llc), size_t{128} << 20) : size_t{64} << 20;
 }
 
+/// Whether `o` asks for a task's constant inputs to be evicted before each timed call (flush_cache,
+/// which evicts everything, wins).
+inline bool evicts_constants(const search::MeasureOptions& o) {
+  return o.cold_constants.value_or(false) && !o.flush_cache;
+}
+
 /// Writes back and drops every cache line of [data, data + bytes) from every level of the
 /// hierarchy, as a buffer last touched long ago would be (MeasureOptions::cold_constants).
 inline void evict_from_caches(const void* data, size_t bytes) {
@@ -659,7 +665,7 @@ inline void measure_child_run(const search::MeasureOptions& o,
     return seconds_since(start);
   };
   std::vector<std::pair<const void*, size_t>> constants;
-  if (o.cold_constants.value_or(false) && !o.flush_cache) {
+  if (evicts_constants(o)) {
     for (size_t i = 0; i < td.args.size(); ++i) {
       const auto& a = td.args[i];
       if (a.is_output ||
@@ -932,7 +938,7 @@ LOOM_DECL int LocalMeasurer::threads() const {
 }
 
 LOOM_DECL bool LocalMeasurer::cold_constants(const Task& task) const {
-  if (!options_.cold_constants.value_or(false) || options_.flush_cache) return false;
+  if (!measurer_detail::evicts_constants(options_)) return false;
   for (const ir::Tensor& t : task.dag->inputs())
     if (std::find(local_.constant_inputs.begin(), local_.constant_inputs.end(), t.name()) !=
         local_.constant_inputs.end())
