@@ -331,6 +331,176 @@ inline int64_t random_length(std::mt19937& rng, int64_t extent) {
   }
 }
 
+/// What a random step is drawn for: a state and one of its computed stages.
+struct random_step_context {
+  const loom::sched::State& s;
+  const loom::sched::Stage& st;
+  std::vector<int> computed, all;  ///< stage indices: computed (not inlined), every stage
+  int n;                           ///< st's leaf count
+  int first_reduce;                ///< st's first reduce leaf, n when none
+  loom::sched::IterKind kind_at(int p) const { return st.leaf(p).kind; }
+};
+
+/// One kind of random step: its weight (loop-structure steps are the most common, as in a real
+/// search), the tag of the step it makes, and how it draws one (nothing when the stage has no
+/// candidate; it may be illegal: the caller applies it and counts a loom::user_error as a
+/// rejection).
+struct random_step_kind {
+  int weight;
+  const char* tag;
+  std::optional<loom::sched::Step> (*draw)(const random_step_context&, std::mt19937&);
+};
+
+/// The steps random_step draws and why the others are not drawn; a test checks that every step
+/// of loom::sched::Step is in one list or the other.
+inline const std::vector<random_step_kind>& random_step_kinds() {
+  using namespace loom::sched;
+  using context = random_step_context;
+  using result = std::optional<Step>;
+  static const std::vector<random_step_kind> kinds = {
+      {5, SplitStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {  // one to three inner lengths
+         if (c.n == 0) return std::nullopt;
+         int p = pick(rng, c.n);
+         int64_t extent = c.st.leaf(p).extent;
+         std::vector<std::optional<int64_t>> lengths;
+         int parts = 1 + (pick(rng, 4) == 0 ? 1 + pick(rng, 2) : 0);
+         // Each length is drawn for what the outer lengths leave of the extent, so the loops
+         // cover at most about twice the extent: independent draws could multiply to millions
+         // of empty tail iterations and make one schedule take seconds to interpret.
+         int64_t covered = 1;
+         for (int i = 0; i < parts; ++i) {
+           int64_t l = random_length(rng, (extent + covered - 1) / covered);
+           covered *= l;
+           lengths.emplace_back(l);
+         }
+         return SplitStep{c.st.name, p, extent, lengths};
+       }},
+      {2, ReorderStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {  // a permutation or one swap
+         if (c.n < 2) return std::nullopt;
+         std::vector<int> order(c.n);
+         for (int i = 0; i < c.n; ++i) order[i] = i;
+         if (pick(rng, 2)) {
+           int p = pick(rng, c.n - 1);
+           std::swap(order[p], order[p + 1]);
+         } else {
+           for (int i = c.n - 1; i > 0; --i) std::swap(order[i], order[pick(rng, i + 1)]);
+         }
+         return ReorderStep{c.st.name, order};
+       }},
+      {2, FuseStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {  // two or three adjacent loops
+         if (c.n < 2) return std::nullopt;
+         int cnt = std::min(c.n, 2 + pick(rng, 2));
+         int p = pick(rng, c.n - cnt + 1);
+         std::vector<int> iters;
+         for (int i = 0; i < cnt; ++i) iters.push_back(p + i);
+         return FuseStep{c.st.name, iters};
+       }},
+      {3, AnnotationStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         // parallel outer spatial, vectorize innermost spatial, unroll small
+         if (c.n == 0) return std::nullopt;
+         switch (pick(rng, 3)) {
+           case 0:
+             if (c.first_reduce == 0) return std::nullopt;
+             return AnnotationStep{c.st.name, pick(rng, std::min(c.first_reduce, 2)),
+                                   Annotation::Parallel};
+           case 1:
+             if (c.kind_at(c.n - 1) != IterKind::Spatial) return std::nullopt;
+             return AnnotationStep{c.st.name, c.n - 1, Annotation::Vectorize};
+           default: {
+             int p = pick(rng, c.n);
+             if (c.st.leaf(p).extent > 16) return std::nullopt;
+             return AnnotationStep{c.st.name, p, Annotation::Unroll};
+           }
+         }
+       }},
+      {3, ComputeAtStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         // a producer into its consumer, at a random level
+         std::vector<int> cands;
+         for (int i : c.computed)
+           if (!c.s.stages()[i].is_output) cands.push_back(i);
+         if (cands.empty()) return std::nullopt;
+         int pi = cands[pick(rng, static_cast<int>(cands.size()))];
+         auto cons = c.s.consumers(pi);
+         if (cons.empty()) return std::nullopt;
+         const Stage* t = &c.s.stages()[cons[pick(rng, static_cast<int>(cons.size()))]];
+         // Sometimes a stage the consumer is computed inside (packing a tile once per outer
+         // tile).
+         while (t->location == ComputeLocation::At && pick(rng, 3) == 0)
+           t = &c.s.stage(t->attach_stage);
+         if (t->leaves.empty() || t->location == ComputeLocation::Inlined) return std::nullopt;
+         return ComputeAtStep{c.s.stages()[pi].name, t->name,
+                              pick(rng, static_cast<int>(t->leaves.size()))};
+       }},
+      {2, ComputeInlineStep::tag,
+       [](const context& c, std::mt19937&) -> result {
+         // legal for injective stages; reductions and outputs are rejected
+         return ComputeInlineStep{c.st.name};
+       }},
+      {1, ComputeRootStep::tag,
+       [](const context& c, std::mt19937&) -> result { return ComputeRootStep{c.st.name}; }},
+      {1, CacheWriteStep::tag,
+       [](const context& c, std::mt19937&) -> result {
+         // legal only before the stage is transformed
+         return CacheWriteStep{c.st.name, loom::ir::MemoryScope::Local};
+       }},
+      {1, CacheReadStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         // a tensor, by one stage that reads it directly
+         const Stage& src = c.s.stages()[c.all[pick(rng, static_cast<int>(c.all.size()))]];
+         if (!src.is_placeholder && src.location == ComputeLocation::Inlined) return std::nullopt;
+         std::vector<std::string> readers;
+         for (auto& o : c.s.stages()) {
+           if (o.is_placeholder || o.location == ComputeLocation::Inlined) continue;
+           bool reads = false;
+           loom::ir::post_order_visit(o.op->body, [&](const loom::ir::Expr& e) {
+             if (auto* tr = e.as<loom::ir::TensorRead>())
+               reads = reads || c.s.stage_of(tr->tensor.get()) == c.s.stage_index(src.name);
+           });
+           if (reads) readers.push_back(o.name);
+         }
+         if (readers.empty()) return std::nullopt;
+         return CacheReadStep{src.name, loom::ir::MemoryScope::Local,
+                              {readers[pick(rng, static_cast<int>(readers.size()))]}};
+       }},
+      {1, PragmaStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         static const int steps[] = {0, 4, 16, 64};
+         return PragmaStep{c.st.name, 0, steps[pick(rng, 4)]};
+       }},
+      {1, StorageAlignStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         if (c.st.op.rank() < 2) return std::nullopt;
+         int64_t factor = int64_t{1} << (1 + pick(rng, 3));
+         return StorageAlignStep{c.st.name, pick(rng, c.st.op.rank() - 1), factor,
+                                 pick(rng, static_cast<int>(factor))};
+       }},
+      {1, RfactorStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         // a reduction loop (legal only before the spatial loops change)
+         if (c.first_reduce == c.n) return std::nullopt;
+         int p = c.first_reduce + pick(rng, c.n - c.first_reduce);
+         return RfactorStep{c.st.name, p, pick(rng, c.st.num_spatial_axes + 1)};
+       }},
+  };
+  return kinds;
+}
+
+/// Steps random_step never draws, each with the reason.
+inline const std::vector<std::pair<std::string, std::string>>& steps_not_drawn() {
+  static const std::vector<std::pair<std::string, std::string>> not_drawn = {
+      {loom::sched::FollowSplitStep::tag,
+       "follows an earlier split step's lengths; the sketch rules make it (tests/unit/search)"},
+      {loom::sched::FollowFusedSplitStep::tag,
+       "follows several earlier split steps (GPU cooperative fetch); the GPU sketch rules make it"},
+  };
+  return not_drawn;
+}
+
 /// One random candidate step for `s`, or nothing when the drawn kind has no candidate. It may be
 /// illegal: the caller applies it and counts a loom::user_error as a rejection.
 inline std::optional<loom::sched::Step> random_step(const loom::sched::State& s, std::mt19937& rng) {
@@ -345,124 +515,17 @@ inline std::optional<loom::sched::Step> random_step(const loom::sched::State& s,
   if (computed.empty()) return std::nullopt;
   const Stage& st = s.stages()[computed[pick(rng, static_cast<int>(computed.size()))]];
   const int n = static_cast<int>(st.leaves.size());
-  auto kind_at = [&](int p) { return st.leaf(p).kind; };
   int first_reduce = n;
   for (int p = n; p-- > 0;)
-    if (kind_at(p) == IterKind::Reduce) first_reduce = p;
-  // Weights: loop-structure steps are the most common, as in a real search.
-  static const int weights[] = {5, 2, 2, 3, 3, 2, 1, 1, 1, 1, 1, 1};
+    if (st.leaf(p).kind == IterKind::Reduce) first_reduce = p;
+  const random_step_context context{s, st, std::move(computed), std::move(all), n, first_reduce};
+  const auto& kinds = random_step_kinds();
   int total = 0;
-  for (int w : weights) total += w;
-  int r = pick(rng, total), k = 0;
-  while (r >= weights[k]) r -= weights[k++];
-  switch (k) {
-    case 0: {  // split, one to three inner lengths
-      if (n == 0) return std::nullopt;
-      int p = pick(rng, n);
-      int64_t extent = st.leaf(p).extent;
-      std::vector<std::optional<int64_t>> lengths;
-      int parts = 1 + (pick(rng, 4) == 0 ? 1 + pick(rng, 2) : 0);
-      // Each length is drawn for what the outer lengths leave of the extent, so the loops cover
-      // at most about twice the extent: independent draws could multiply to millions of empty
-      // tail iterations and make one schedule take seconds to interpret.
-      int64_t covered = 1;
-      for (int i = 0; i < parts; ++i) {
-        int64_t l = random_length(rng, (extent + covered - 1) / covered);
-        covered *= l;
-        lengths.emplace_back(l);
-      }
-      return SplitStep{st.name, p, extent, lengths};
-    }
-    case 1: {  // reorder: a random permutation or one adjacent swap
-      if (n < 2) return std::nullopt;
-      std::vector<int> order(n);
-      for (int i = 0; i < n; ++i) order[i] = i;
-      if (pick(rng, 2)) {
-        int p = pick(rng, n - 1);
-        std::swap(order[p], order[p + 1]);
-      } else {
-        for (int i = n - 1; i > 0; --i) std::swap(order[i], order[pick(rng, i + 1)]);
-      }
-      return ReorderStep{st.name, order};
-    }
-    case 2: {  // fuse two or three adjacent loops (mostly of the same kind)
-      if (n < 2) return std::nullopt;
-      int cnt = std::min(n, 2 + pick(rng, 2));
-      int p = pick(rng, n - cnt + 1);
-      std::vector<int> iters;
-      for (int i = 0; i < cnt; ++i) iters.push_back(p + i);
-      return FuseStep{st.name, iters};
-    }
-    case 3: {  // annotate: parallel outer spatial, vectorize innermost spatial, unroll small
-      if (n == 0) return std::nullopt;
-      switch (pick(rng, 3)) {
-        case 0:
-          if (first_reduce == 0) return std::nullopt;
-          return AnnotationStep{st.name, pick(rng, std::min(first_reduce, 2)), Annotation::Parallel};
-        case 1:
-          if (kind_at(n - 1) != IterKind::Spatial) return std::nullopt;
-          return AnnotationStep{st.name, n - 1, Annotation::Vectorize};
-        default: {
-          int p = pick(rng, n);
-          if (st.leaf(p).extent > 16) return std::nullopt;
-          return AnnotationStep{st.name, p, Annotation::Unroll};
-        }
-      }
-    }
-    case 4: {  // compute_at a producer into its consumer, at a random level
-      std::vector<int> cands;
-      for (int c : computed)
-        if (!s.stages()[c].is_output) cands.push_back(c);
-      if (cands.empty()) return std::nullopt;
-      int pi = cands[pick(rng, static_cast<int>(cands.size()))];
-      auto cons = s.consumers(pi);
-      if (cons.empty()) return std::nullopt;
-      const Stage* t = &s.stages()[cons[pick(rng, static_cast<int>(cons.size()))]];
-      // Sometimes a stage the consumer is computed inside (packing a tile once per outer tile).
-      while (t->location == ComputeLocation::At && pick(rng, 3) == 0) t = &s.stage(t->attach_stage);
-      if (t->leaves.empty() || t->location == ComputeLocation::Inlined) return std::nullopt;
-      return ComputeAtStep{s.stages()[pi].name, t->name,
-                           pick(rng, static_cast<int>(t->leaves.size()))};
-    }
-    case 5: {  // compute_inline an injective stage (reductions and outputs are rejected)
-      return ComputeInlineStep{st.name};
-    }
-    case 6:
-      return ComputeRootStep{st.name};
-    case 7:  // legal only before the stage is transformed
-      return CacheWriteStep{st.name, loom::ir::MemoryScope::Local};
-    case 8: {  // cache_read of a tensor by one stage that reads it directly
-      const Stage& src = s.stages()[all[pick(rng, static_cast<int>(all.size()))]];
-      if (!src.is_placeholder && src.location == ComputeLocation::Inlined) return std::nullopt;
-      std::vector<std::string> readers;
-      for (auto& o : s.stages()) {
-        if (o.is_placeholder || o.location == ComputeLocation::Inlined) continue;
-        bool reads = false;
-        loom::ir::post_order_visit(o.op->body, [&](const loom::ir::Expr& e) {
-          if (auto* tr = e.as<loom::ir::TensorRead>())
-            reads = reads || s.stage_of(tr->tensor.get()) == s.stage_index(src.name);
-        });
-        if (reads) readers.push_back(o.name);
-      }
-      if (readers.empty()) return std::nullopt;
-      return CacheReadStep{src.name, loom::ir::MemoryScope::Local,
-                           {readers[pick(rng, static_cast<int>(readers.size()))]}};
-    }
-    case 9: {
-      static const int steps[] = {0, 4, 16, 64};
-      return PragmaStep{st.name, 0, steps[pick(rng, 4)]};
-    }
-    case 11: {  // rfactor of a reduction loop (legal only before the spatial loops change)
-      if (first_reduce == n) return std::nullopt;
-      int p = first_reduce + pick(rng, n - first_reduce);
-      return RfactorStep{st.name, p, pick(rng, st.num_spatial_axes + 1)};
-    }
-    default: {
-      if (st.op.rank() < 2) return std::nullopt;
-      int64_t factor = int64_t{1} << (1 + pick(rng, 3));
-      return StorageAlignStep{st.name, pick(rng, st.op.rank() - 1), factor, pick(rng, static_cast<int>(factor))};
-    }
-  }
+  for (const random_step_kind& k : kinds) total += k.weight;
+  int r = pick(rng, total);
+  size_t k = 0;
+  while (r >= kinds[k].weight) r -= kinds[k++].weight;
+  return kinds[k].draw(context, rng);
 }
 
 /// Whether stage `st` is computed inside stage `target`, directly or through other stages.

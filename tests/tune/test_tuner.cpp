@@ -74,7 +74,7 @@ class LuckyFirstMeasurer final : public search::Measurer {
                                              const std::vector<sched::State>& states) override {
     std::vector<search::MeasureResult> out = synthetic_.measure(task, states);
     for (size_t i = 0; i < states.size(); ++i) {
-      const std::string key = search::EvolutionarySearch::program_key(states[i]);
+      const std::string key = sched::to_record(states[i].steps());
       if (times_[key]++ == 0 && lucky(key) && out[i].ok()) out[i].costs[0] *= 0.5;
     }
     return out;
@@ -427,7 +427,7 @@ TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the 
         const auto batch = s.next_batch(16, m);
         CHECK(batch.size() == 16);
         for (const auto& st : batch) {
-          const std::string key = search::EvolutionarySearch::program_key(st);
+          const std::string key = sched::to_record(st.steps());
           CHECK(seen.insert(key).second);
           order.push_back(key);
         }

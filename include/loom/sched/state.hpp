@@ -11,15 +11,23 @@
 /// "C.local" or "A.shared"), never by position, so inserting a stage never breaks a saved history.
 /// Iterators are named in steps by their position in the stage's current loop order.
 ///
-/// How to add a new transform step:
-///  1. Declare a `XxxStep` struct in sched/steps.hpp with its fields and add it to `Step`.
-///  2. Implement `apply(State&, const XxxStep&)` in sched/impl/state.ipp: validate with
-///     LOOM_USER_CHECK (id loom.sched.E2xx naming the step and the reason), then edit the state.
-///  3. Give it a record prefix and fields in sched/impl/record.ipp (to_json/from_json) and a line
-///     in the step printer.
-///  4. If it changes loop structure or data flow, teach lower/ to honour it.
-///  5. Tests: the step alone against the reference interpreter, replay and JSON round trip, and
-///     each illegal use's error.
+/// How to add a new transform step (the compiler or a test stops at each place left out):
+///  1. sched/steps.hpp: declare `XxxStep` with its fields, its record `tag`, its `fields` tuple
+///     (record layout) and a defaulted `operator==`, and add it to `Step`. Record tags, layouts,
+///     the JSON writer and reader and the structural hash follow from these.
+///  2. sched/impl/apply.ipp: `step_applier::operator()(const XxxStep&)` validates with
+///     LOOM_USER_CHECK (id loom.sched.E2xx naming the step and the reason), then edits the
+///     state; a `State` method that applies it, declared here.
+///  3. sched/impl/state.ipp: its line in `step_printer`.
+///  4. search/impl/mutate.ipp: `structure_equal` (which fields are values the search may
+///     change), `step_renumberer` (which fields are loop positions) and
+///     `step_reference_shifter` (which fields refer to earlier steps).
+///  5. If it changes loop structure or data flow, teach lower/ to honour it.
+///  6. tests/support/random_schedule.hpp: a `random_step_kinds()` entry that draws it, or a line
+///     in `steps_not_drawn()` saying why not (tests/unit/sched/test_step_table.cpp checks).
+///  7. Tests: the step alone against the reference interpreter and each illegal use's error
+///     (tests/unit/sched/test_steps.cpp); its record round trip and hash are covered by
+///     test_step_table.cpp.
 #ifndef LOOM_SCHED_STATE_HPP
 #define LOOM_SCHED_STATE_HPP
 

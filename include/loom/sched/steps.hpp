@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -32,6 +33,20 @@ enum class Annotation : uint8_t {
 const char* annotation_name(Annotation a);
 Annotation parse_annotation(const std::string& s);
 
+/// How a record reads an `int` field: most count or index something and must be >= 0.
+enum class FieldRange : uint8_t { NonNegative, Any };
+
+/// One field of a step as its record lays it out: the name errors and docs use, the member, and
+/// for `int` members the range a record may hold. A step's `fields` tuple lists all of them in
+/// record order; the JSON writer and reader, the structural hash and the layout table in error
+/// messages are generated from it (sched/impl/record.ipp, sched/impl/state.ipp).
+template <class S, class T>
+struct StepField {
+  const char* name;
+  T S::*member;
+  FieldRange range = FieldRange::NonNegative;
+};
+
 /// Split leaf `iter` into an outer loop and one inner loop per entry of `lengths` (outer to
 /// inner). An unset length (sketches) must be filled before the state can be lowered.
 struct SplitStep {
@@ -39,6 +54,12 @@ struct SplitStep {
   int iter;
   int64_t extent;  ///< the iterator's extent when the step was made (checked on replay)
   std::vector<std::optional<int64_t>> lengths;
+
+  static constexpr const char* tag = "SP";
+  static constexpr auto fields =
+      std::tuple{StepField{"stage", &SplitStep::stage}, StepField{"iter", &SplitStep::iter},
+                 StepField{"extent", &SplitStep::extent}, StepField{"lengths", &SplitStep::lengths}};
+  bool operator==(const SplitStep&) const = default;
 };
 /// Split like the (n_split - 1) innermost lengths of an earlier split step (cache stages follow
 /// the tiling of their consumer this way).
@@ -47,6 +68,13 @@ struct FollowSplitStep {
   int iter;
   int src_step;
   int n_split;
+
+  static constexpr const char* tag = "FSP";
+  static constexpr auto fields = std::tuple{
+      StepField{"stage", &FollowSplitStep::stage}, StepField{"iter", &FollowSplitStep::iter},
+      StepField{"src_step", &FollowSplitStep::src_step},
+      StepField{"n_split", &FollowSplitStep::n_split}};
+  bool operator==(const FollowSplitStep&) const = default;
 };
 /// Split by the product of `level`-th lengths of several earlier split steps (GPU thread binding
 /// of cooperative fetches); `factor_or_nparts` says whether it sets the inner or the outer extent.
@@ -56,43 +84,118 @@ struct FollowFusedSplitStep {
   std::vector<int> src_steps;
   int level;
   bool factor_or_nparts;
+
+  static constexpr const char* tag = "FFSP";
+  static constexpr auto fields = std::tuple{
+      StepField{"stage", &FollowFusedSplitStep::stage},
+      StepField{"iter", &FollowFusedSplitStep::iter},
+      StepField{"src_steps", &FollowFusedSplitStep::src_steps},
+      StepField{"level", &FollowFusedSplitStep::level},
+      StepField{"factor_or_nparts", &FollowFusedSplitStep::factor_or_nparts}};
+  bool operator==(const FollowFusedSplitStep&) const = default;
 };
 /// Fuse consecutive leaves into one loop.
 struct FuseStep {
   std::string stage;
   std::vector<int> iters;
+
+  static constexpr const char* tag = "FU";
+  static constexpr auto fields =
+      std::tuple{StepField{"stage", &FuseStep::stage}, StepField{"iters", &FuseStep::iters}};
+  bool operator==(const FuseStep&) const = default;
 };
 /// New loop order: `order[k]` is the current position of the loop that goes to position k.
 struct ReorderStep {
   std::string stage;
   std::vector<int> order;
+
+  static constexpr const char* tag = "RE";
+  static constexpr auto fields =
+      std::tuple{StepField{"stage", &ReorderStep::stage}, StepField{"order", &ReorderStep::order}};
+  bool operator==(const ReorderStep&) const = default;
 };
 struct AnnotationStep {
   std::string stage;
   int iter;
   Annotation annotation;
+
+  static constexpr const char* tag = "AN";
+  static constexpr auto fields = std::tuple{StepField{"stage", &AnnotationStep::stage},
+                                            StepField{"iter", &AnnotationStep::iter},
+                                            StepField{"annotation", &AnnotationStep::annotation}};
+  bool operator==(const AnnotationStep&) const = default;
 };
 struct ComputeAtStep {
   std::string stage;
   std::string target;
   int target_iter;
+
+  static constexpr const char* tag = "CA";
+  static constexpr auto fields = std::tuple{StepField{"stage", &ComputeAtStep::stage},
+                                            StepField{"target", &ComputeAtStep::target},
+                                            StepField{"target_iter", &ComputeAtStep::target_iter}};
+  bool operator==(const ComputeAtStep&) const = default;
 };
 struct ComputeRootStep {
   std::string stage;
+
+  static constexpr const char* tag = "CR";
+  static constexpr auto fields = std::tuple{StepField{"stage", &ComputeRootStep::stage}};
+  bool operator==(const ComputeRootStep&) const = default;
 };
 struct ComputeInlineStep {
   std::string stage;
+
+  static constexpr const char* tag = "CI";
+  static constexpr auto fields = std::tuple{StepField{"stage", &ComputeInlineStep::stage}};
+  bool operator==(const ComputeInlineStep&) const = default;
 };
 /// Add a stage "<stage>.<scope>" that copies `stage`, read by `readers` instead of `stage`.
 struct CacheReadStep {
   std::string stage;
   ir::MemoryScope scope;
   std::vector<std::string> readers;
+
+  static constexpr const char* tag = "CHR";
+  static constexpr auto fields = std::tuple{StepField{"stage", &CacheReadStep::stage},
+                                            StepField{"scope", &CacheReadStep::scope},
+                                            StepField{"readers", &CacheReadStep::readers}};
+  bool operator==(const CacheReadStep&) const = default;
 };
 /// Add a stage "<stage>.<scope>" computing `stage`'s body; `stage` becomes a copy of it.
 struct CacheWriteStep {
   std::string stage;
   ir::MemoryScope scope;
+
+  static constexpr const char* tag = "CHW";
+  static constexpr auto fields = std::tuple{StepField{"stage", &CacheWriteStep::stage},
+                                            StepField{"scope", &CacheWriteStep::scope}};
+  bool operator==(const CacheWriteStep&) const = default;
+};
+/// auto_unroll_max_step: unroll the innermost loops under `iter` while their product stays within
+/// `max_step`.
+struct PragmaStep {
+  std::string stage;
+  int iter;
+  int max_step;
+
+  static constexpr const char* tag = "PR";
+  // max_step's range is checked when the step is applied ([loom.sched.E233]), not when read.
+  static constexpr auto fields =
+      std::tuple{StepField{"stage", &PragmaStep::stage}, StepField{"iter", &PragmaStep::iter},
+                 StepField{"max_step", &PragmaStep::max_step, FieldRange::Any}};
+  bool operator==(const PragmaStep&) const = default;
+};
+struct StorageAlignStep {
+  std::string stage;
+  int axis;
+  int64_t factor, offset;
+
+  static constexpr const char* tag = "SA";
+  static constexpr auto fields = std::tuple{
+      StepField{"stage", &StorageAlignStep::stage}, StepField{"axis", &StorageAlignStep::axis},
+      StepField{"factor", &StorageAlignStep::factor}, StepField{"offset", &StorageAlignStep::offset}};
+  bool operator==(const StorageAlignStep&) const = default;
 };
 /// Factor a reduction: leaf `iter` (a reduce loop, typically one part of a split reduction) becomes
 /// a spatial axis, at position `factor_axis` among the output axes, of a new stage "<stage>.rf"
@@ -102,27 +205,35 @@ struct RfactorStep {
   std::string stage;
   int iter;
   int factor_axis;
-};
-/// auto_unroll_max_step: unroll the innermost loops under `iter` while their product stays within
-/// `max_step`.
-struct PragmaStep {
-  std::string stage;
-  int iter;
-  int max_step;
-};
-struct StorageAlignStep {
-  std::string stage;
-  int axis;
-  int64_t factor, offset;
+
+  static constexpr const char* tag = "RF";
+  static constexpr auto fields = std::tuple{StepField{"stage", &RfactorStep::stage},
+                                            StepField{"iter", &RfactorStep::iter},
+                                            StepField{"factor_axis", &RfactorStep::factor_axis}};
+  bool operator==(const RfactorStep&) const = default;
 };
 
+/// Every transform step. This list is the one table of steps: record tags, record layouts, the
+/// reader's dispatch and the structural hash are generated from it and from each step's `tag`
+/// and `fields`; every other visit over steps is an overload set without a catch-all, so a step
+/// that one of them does not handle fails to compile. See sched/state.hpp for the checklist.
 using Step = std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
                           AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep,
                           CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep,
                           RfactorStep>;
 
+/// Calls `f(field, value)` for each field of step `s` in record order (`value` a const
+/// reference to the member).
+template <class S, class F>
+void for_each_field(const S& s, F&& f) {
+  std::apply([&](const auto&... field) { (f(field, s.*(field.member)), ...); }, S::fields);
+}
+
 /// Short record prefix of a step ("SP", "FU", ...), as in Ansor's records.
 const char* step_tag(const Step& s);
+/// A hash of a step history that is equal for equal histories (every field of every step), the
+/// same on every run and machine.
+uint64_t structural_hash(const std::vector<Step>& steps);
 /// The stage a step edits.
 const std::string& step_stage(const Step& s);
 /// One readable line, e.g. `split C i0 [8, 16]`.

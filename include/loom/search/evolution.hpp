@@ -92,6 +92,21 @@ struct RoundStats {
   }
 };
 
+/// A program's step history as a key: equal when every field of every step is, hashed by
+/// sched::structural_hash.
+struct ProgramKey {
+  std::vector<sched::Step> steps;
+  uint64_t hash = 0;
+
+  ProgramKey() : ProgramKey(std::vector<sched::Step>{}) {}
+  explicit ProgramKey(std::vector<sched::Step> s)
+      : steps(std::move(s)), hash(sched::structural_hash(steps)) {}
+  bool operator==(const ProgramKey& o) const { return hash == o.hash && steps == o.steps; }
+  struct Hash {
+    size_t operator()(const ProgramKey& k) const { return static_cast<size_t>(k.hash); }
+  };
+};
+
 /// The search state of one task across rounds: its sketches and which programs were measured.
 class EvolutionarySearch {
  public:
@@ -123,15 +138,15 @@ class EvolutionarySearch {
   const RoundStats& last_round() const { return stats_; }
   size_t num_measured() const { return measured_keys_.size(); }
 
-  /// The identity of a program: its step record (sched::to_record), as Ansor dedups by
-  /// printed state.
-  static std::string program_key(const sched::State& state);
+  /// The identity of a program: its step history (Ansor dedups by printed state; comparing
+  /// steps builds no string).
+  static ProgramKey program_key(const sched::State& state);
 
  private:
   struct Candidate {
     sched::State state;
     int sketch = -1;  // index into sketches_, -1 when unknown (a measured program from a log)
-    std::string key;
+    ProgramKey key;
     double score = 0;
   };
 
@@ -146,8 +161,8 @@ class EvolutionarySearch {
   std::vector<sched::State> sketches_;
   uint64_t seed_;
   uint64_t round_ = 0;
-  std::unordered_set<std::string> measured_keys_;
-  std::unordered_map<std::string, int> sketch_of_;  // sketch of each picked program
+  std::unordered_set<ProgramKey, ProgramKey::Hash> measured_keys_;
+  std::unordered_map<ProgramKey, int, ProgramKey::Hash> sketch_of_;  // sketch of each picked program
   // Best measured programs, kept sorted by throughput (best first), for the initial population.
   std::vector<std::pair<double, Candidate>> measured_best_;
   RoundStats stats_;

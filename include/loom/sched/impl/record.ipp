@@ -6,7 +6,9 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -58,25 +60,28 @@ struct layout {
   std::vector<const char*> fields;
 };
 
+template <size_t... I>
+std::vector<layout> step_layouts(std::index_sequence<I...>) {
+  auto one = [](const auto& fields, const char* tag) {
+    layout l{tag, {}};
+    std::apply([&](const auto&... f) { (l.fields.push_back(f.name), ...); }, fields);
+    return l;
+  };
+  return {one(std::variant_alternative_t<I, Step>::fields,
+              std::variant_alternative_t<I, Step>::tag)...};
+}
+
 // In the order of the Step variant, so that layouts()[step.index()] describes a step.
 inline const std::vector<layout>& layouts() {
-  static const std::vector<layout> table = {
-      {"SP", {"stage", "iter", "extent", "lengths"}},
-      {"FSP", {"stage", "iter", "src_step", "n_split"}},
-      {"FFSP", {"stage", "iter", "src_steps", "level", "factor_or_nparts"}},
-      {"FU", {"stage", "iters"}},
-      {"RE", {"stage", "order"}},
-      {"AN", {"stage", "iter", "annotation"}},
-      {"CA", {"stage", "target", "target_iter"}},
-      {"CR", {"stage"}},
-      {"CI", {"stage"}},
-      {"CHR", {"stage", "scope", "readers"}},
-      {"CHW", {"stage", "scope"}},
-      {"PR", {"stage", "iter", "max_step"}},
-      {"SA", {"stage", "axis", "factor", "offset"}},
-      {"RF", {"stage", "iter", "factor_axis"}},
-  };
+  static const std::vector<layout> table =
+      step_layouts(std::make_index_sequence<std::variant_size_v<Step>>{});
   return table;
+}
+
+inline std::string tag_list() {
+  std::string s;
+  for (const layout& l : layouts()) s += std::string(s.empty() ? "" : ", ") + l.tag;
+  return s;
 }
 
 /// Reads the fields of one step record, turning every malformation into [loom.sched.E250].
@@ -101,7 +106,7 @@ class step_reader {
       }
     LOOM_USER_CHECK(layout_ != nullptr, "loom.sched.E250")
         << "step " << index_ << ": unknown step tag " << show(j_[0])
-        << " (expected one of SP, FSP, FFSP, FU, RE, AN, CA, CR, CI, CHR, CHW, PR, SA, RF)";
+        << " (expected one of " << tag_list() << ")";
     LOOM_USER_CHECK(j_.size() == layout_->fields.size() + 1, "loom.sched.E250")
         << "step " << index_ << " (" << tag << "): expected " << layout_->fields.size()
         << " fields after the tag (" << field_list() << "), got " << j_.size() - 1;
@@ -196,6 +201,22 @@ class step_reader {
     return static_cast<int>(v);
   }
 
+  /// Field `k` as the type of the member `f` names; a type without a case does not compile.
+  template <class S, class T>
+  T read(size_t k, [[maybe_unused]] const StepField<S, T>& f) {
+    if constexpr (std::is_same_v<T, std::string>) return string(k);
+    else if constexpr (std::is_same_v<T, int>)
+      return f.range == FieldRange::NonNegative ? position(k) : small_integer(k);
+    else if constexpr (std::is_same_v<T, int64_t>) return integer(k);
+    else if constexpr (std::is_same_v<T, bool>) return boolean(k);
+    else if constexpr (std::is_same_v<T, Annotation>) return annotation(k);
+    else if constexpr (std::is_same_v<T, ir::MemoryScope>) return scope(k);
+    else if constexpr (std::is_same_v<T, std::vector<int>>) return positions(k);
+    else if constexpr (std::is_same_v<T, std::vector<std::string>>) return strings(k);
+    else if constexpr (std::is_same_v<T, std::vector<std::optional<int64_t>>>) return lengths(k);
+    else static_assert(sizeof(T) == 0, "a step field of a type the record reader does not know");
+  }
+
  private:
   const json& field(size_t k) const { return j_[k + 1]; }
 
@@ -236,71 +257,55 @@ class step_reader {
   const layout* layout_ = nullptr;
 };
 
+template <class S>
+S read_fields(step_reader& r) {
+  S step{};
+  size_t k = 0;
+  std::apply([&](const auto&... f) { ((step.*(f.member) = r.read(k++, f)), ...); }, S::fields);
+  return step;
+}
+
+template <size_t... I>
+Step read_alternative(step_reader& r, size_t index, std::index_sequence<I...>) {
+  using reader = Step (*)(step_reader&);
+  static constexpr reader readers[] = {
+      [](step_reader& rd) -> Step { return read_fields<std::variant_alternative_t<I, Step>>(rd); }...};
+  return readers[index](r);
+}
+
 inline Step read_step(const json& j, size_t index) {
   step_reader r(j, index);
-  switch (r.read_tag()) {
-    case 0: return SplitStep{r.string(0), r.position(1), r.integer(2), r.lengths(3)};
-    case 1: return FollowSplitStep{r.string(0), r.position(1), r.position(2), r.position(3)};
-    case 2:
-      return FollowFusedSplitStep{r.string(0), r.position(1), r.positions(2), r.position(3),
-                                  r.boolean(4)};
-    case 3: return FuseStep{r.string(0), r.positions(1)};
-    case 4: return ReorderStep{r.string(0), r.positions(1)};
-    case 5: return AnnotationStep{r.string(0), r.position(1), r.annotation(2)};
-    case 6: return ComputeAtStep{r.string(0), r.string(1), r.position(2)};
-    case 7: return ComputeRootStep{r.string(0)};
-    case 8: return ComputeInlineStep{r.string(0)};
-    case 9: return CacheReadStep{r.string(0), r.scope(1), r.strings(2)};
-    case 10: return CacheWriteStep{r.string(0), r.scope(1)};
-    case 11: return PragmaStep{r.string(0), r.position(1), r.small_integer(2)};
-    case 12: return StorageAlignStep{r.string(0), r.position(1), r.integer(2), r.integer(3)};
-    case 13: return RfactorStep{r.string(0), r.position(1), r.position(2)};
-  }
-  LOOM_INTERNAL_CHECK(false) << "step tag table and Step variant disagree";
-  return ComputeRootStep{};
+  const size_t alternative = r.read_tag();
+  return read_alternative(r, alternative, std::make_index_sequence<std::variant_size_v<Step>>{});
+}
+
+// The JSON of one field value, by its type; a type without a case does not compile.
+template <class T>
+json field_json(const T& v) {
+  if constexpr (std::is_same_v<T, Annotation>) return annotation_name(v);
+  else if constexpr (std::is_same_v<T, ir::MemoryScope>) return scope_name(v);
+  else if constexpr (std::is_same_v<T, std::vector<std::optional<int64_t>>>) {
+    json lengths = json::array();
+    for (auto& l : v) lengths.push_back(l ? json(*l) : json(nullptr));
+    return lengths;
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, int> ||
+                       std::is_same_v<T, int64_t> || std::is_same_v<T, bool> ||
+                       std::is_same_v<T, std::vector<int>> ||
+                       std::is_same_v<T, std::vector<std::string>>)
+    return json(v);
+  else static_assert(sizeof(T) == 0, "a step field of a type the record writer does not know");
 }
 
 }  // namespace detail_record
 
 LOOM_DECL nlohmann::json to_json(const Step& step) {
-  using json = nlohmann::json;
-  static_assert(std::variant_size_v<Step> == 14,
-                "a new step needs a record layout here and in detail_record::layouts()");
-  json j = json::array();
-  auto add = [&](const auto&... fields) { (j.push_back(json(fields)), ...); };
-  add(step_tag(step));
+  nlohmann::json j = nlohmann::json::array();
+  j.push_back(step_tag(step));
   std::visit(
       [&](const auto& s) {
-        using T = std::decay_t<decltype(s)>;
-        add(s.stage);
-        if constexpr (std::is_same_v<T, SplitStep>) {
-          json lengths = json::array();
-          for (auto& l : s.lengths) lengths.push_back(l ? json(*l) : json(nullptr));
-          add(s.iter, s.extent, lengths);
-        } else if constexpr (std::is_same_v<T, FollowSplitStep>) {
-          add(s.iter, s.src_step, s.n_split);
-        } else if constexpr (std::is_same_v<T, FollowFusedSplitStep>) {
-          add(s.iter, s.src_steps, s.level, s.factor_or_nparts);
-        } else if constexpr (std::is_same_v<T, FuseStep>) {
-          add(s.iters);
-        } else if constexpr (std::is_same_v<T, ReorderStep>) {
-          add(s.order);
-        } else if constexpr (std::is_same_v<T, AnnotationStep>) {
-          add(s.iter, annotation_name(s.annotation));
-        } else if constexpr (std::is_same_v<T, ComputeAtStep>) {
-          add(s.target, s.target_iter);
-        } else if constexpr (std::is_same_v<T, CacheReadStep>) {
-          add(scope_name(s.scope), s.readers);
-        } else if constexpr (std::is_same_v<T, CacheWriteStep>) {
-          add(scope_name(s.scope));
-        } else if constexpr (std::is_same_v<T, PragmaStep>) {
-          add(s.iter, s.max_step);
-        } else if constexpr (std::is_same_v<T, StorageAlignStep>) {
-          add(s.axis, s.factor, s.offset);
-        } else if constexpr (std::is_same_v<T, RfactorStep>) {
-          add(s.iter, s.factor_axis);
-        }
-        // ComputeRootStep, ComputeInlineStep: the stage is all there is.
+        for_each_field(s, [&](const auto&, const auto& value) {
+          j.push_back(detail_record::field_json(value));
+        });
       },
       step);
   return j;

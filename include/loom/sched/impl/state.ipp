@@ -1,6 +1,7 @@
 // Bodies of loom/sched/state.hpp and loom/sched/steps.hpp.
 #include "loom/sched/state.hpp"
 
+#include "loom/detail/hash.hpp"
 #include "loom/ir/printer.hpp"
 #include "loom/ir/visitor.hpp"
 
@@ -56,9 +57,7 @@ LOOM_DECL ir::MemoryScope parse_scope(const std::string& s) {
 }
 
 LOOM_DECL const char* step_tag(const Step& s) {
-  static const char* tags[] = {"SP", "FSP", "FFSP", "FU", "RE", "AN", "CA",
-                               "CR", "CI", "CHR", "CHW", "PR", "SA", "RF"};
-  return tags[s.index()];
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::tag; }, s);
 }
 
 LOOM_DECL const std::string& step_stage(const Step& s) {
@@ -74,52 +73,95 @@ std::string join(const std::vector<T>& v) {
   os << ']';
   return os.str();
 }
+
+// One readable line per step; no catch-all, so a new step without a line does not compile.
+struct step_printer {
+  std::ostream& os;
+
+  void operator()(const SplitStep& s) const {
+    os << "split " << s.stage << " @" << s.iter << " [";
+    for (size_t i = 0; i < s.lengths.size(); ++i)
+      os << (i ? ", " : "") << (s.lengths[i] ? std::to_string(*s.lengths[i]) : "?");
+    os << ']';
+  }
+  void operator()(const FollowSplitStep& s) const {
+    os << "follow_split " << s.stage << " @" << s.iter << " step " << s.src_step << " n "
+       << s.n_split;
+  }
+  void operator()(const FollowFusedSplitStep& s) const {
+    os << "follow_fused_split " << s.stage << " @" << s.iter << " steps " << join(s.src_steps)
+       << " level " << s.level << (s.factor_or_nparts ? " factor" : " nparts");
+  }
+  void operator()(const FuseStep& s) const { os << "fuse " << s.stage << ' ' << join(s.iters); }
+  void operator()(const ReorderStep& s) const {
+    os << "reorder " << s.stage << ' ' << join(s.order);
+  }
+  void operator()(const AnnotationStep& s) const {
+    os << "annotate " << s.stage << " @" << s.iter << ' ' << annotation_name(s.annotation);
+  }
+  void operator()(const ComputeAtStep& s) const {
+    os << "compute_at " << s.stage << " -> " << s.target << " @" << s.target_iter;
+  }
+  void operator()(const ComputeRootStep& s) const { os << "compute_root " << s.stage; }
+  void operator()(const ComputeInlineStep& s) const { os << "compute_inline " << s.stage; }
+  void operator()(const CacheReadStep& s) const {
+    os << "cache_read " << s.stage << ' ' << scope_name(s.scope) << ' ' << join(s.readers);
+  }
+  void operator()(const CacheWriteStep& s) const {
+    os << "cache_write " << s.stage << ' ' << scope_name(s.scope);
+  }
+  void operator()(const PragmaStep& s) const {
+    os << "pragma " << s.stage << " @" << s.iter << " auto_unroll_max_step=" << s.max_step;
+  }
+  void operator()(const StorageAlignStep& s) const {
+    os << "storage_align " << s.stage << " axis " << s.axis << " factor " << s.factor
+       << " offset " << s.offset;
+  }
+  void operator()(const RfactorStep& s) const {
+    os << "rfactor " << s.stage << " @" << s.iter << " axis " << s.factor_axis;
+  }
+};
+
+// The hash of one field value, by its type; a type without a case does not compile.
+template <class T>
+uint64_t field_hash(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return detail::hash_string(v);
+  } else if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_enum_v<T>) {
+    return detail::mix64(static_cast<uint64_t>(v));
+  } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+    return v ? detail::hash_combine(1, static_cast<uint64_t>(*v)) : 0;
+  } else if constexpr (std::is_same_v<T, std::vector<int>> ||
+                       std::is_same_v<T, std::vector<std::string>> ||
+                       std::is_same_v<T, std::vector<std::optional<int64_t>>>) {
+    uint64_t h = detail::mix64(v.size());
+    for (const auto& e : v) h = detail::hash_combine(h, field_hash(e));
+    return h;
+  } else {
+    static_assert(sizeof(T) == 0, "a step field of a type structural_hash does not know");
+  }
+}
 }  // namespace detail_sched
 
 LOOM_DECL std::string to_string(const Step& step) {
-  using detail_sched::join;
   std::ostringstream os;
-  std::visit(
-      [&](const auto& s) {
-        using T = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<T, SplitStep>) {
-          os << "split " << s.stage << " @" << s.iter << " [";
-          for (size_t i = 0; i < s.lengths.size(); ++i)
-            os << (i ? ", " : "") << (s.lengths[i] ? std::to_string(*s.lengths[i]) : "?");
-          os << ']';
-        } else if constexpr (std::is_same_v<T, FollowSplitStep>) {
-          os << "follow_split " << s.stage << " @" << s.iter << " step " << s.src_step << " n "
-             << s.n_split;
-        } else if constexpr (std::is_same_v<T, FollowFusedSplitStep>) {
-          os << "follow_fused_split " << s.stage << " @" << s.iter << " steps " << join(s.src_steps)
-             << " level " << s.level << (s.factor_or_nparts ? " factor" : " nparts");
-        } else if constexpr (std::is_same_v<T, FuseStep>) {
-          os << "fuse " << s.stage << ' ' << join(s.iters);
-        } else if constexpr (std::is_same_v<T, ReorderStep>) {
-          os << "reorder " << s.stage << ' ' << join(s.order);
-        } else if constexpr (std::is_same_v<T, AnnotationStep>) {
-          os << "annotate " << s.stage << " @" << s.iter << ' ' << annotation_name(s.annotation);
-        } else if constexpr (std::is_same_v<T, ComputeAtStep>) {
-          os << "compute_at " << s.stage << " -> " << s.target << " @" << s.target_iter;
-        } else if constexpr (std::is_same_v<T, ComputeRootStep>) {
-          os << "compute_root " << s.stage;
-        } else if constexpr (std::is_same_v<T, ComputeInlineStep>) {
-          os << "compute_inline " << s.stage;
-        } else if constexpr (std::is_same_v<T, CacheReadStep>) {
-          os << "cache_read " << s.stage << ' ' << scope_name(s.scope) << ' ' << join(s.readers);
-        } else if constexpr (std::is_same_v<T, CacheWriteStep>) {
-          os << "cache_write " << s.stage << ' ' << scope_name(s.scope);
-        } else if constexpr (std::is_same_v<T, PragmaStep>) {
-          os << "pragma " << s.stage << " @" << s.iter << " auto_unroll_max_step=" << s.max_step;
-        } else if constexpr (std::is_same_v<T, RfactorStep>) {
-          os << "rfactor " << s.stage << " @" << s.iter << " axis " << s.factor_axis;
-        } else if constexpr (std::is_same_v<T, StorageAlignStep>) {
-          os << "storage_align " << s.stage << " axis " << s.axis << " factor " << s.factor
-             << " offset " << s.offset;
-        }
-      },
-      step);
+  std::visit(detail_sched::step_printer{os}, step);
   return os.str();
+}
+
+LOOM_DECL uint64_t structural_hash(const std::vector<Step>& steps) {
+  uint64_t h = detail::mix64(steps.size());
+  for (const Step& step : steps) {
+    h = detail::hash_combine(h, step.index());
+    std::visit(
+        [&](const auto& s) {
+          for_each_field(s, [&](const auto&, const auto& value) {
+            h = detail::hash_combine(h, detail_sched::field_hash(value));
+          });
+        },
+        step);
+  }
+  return h;
 }
 
 LOOM_DECL int Stage::leaf_position(int iter_id) const {

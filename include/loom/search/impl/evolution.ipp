@@ -62,8 +62,8 @@ class Roulette {
 
 }  // namespace detail_evolution
 
-LOOM_DECL std::string EvolutionarySearch::program_key(const sched::State& state) {
-  return sched::to_record(state.steps());
+LOOM_DECL ProgramKey EvolutionarySearch::program_key(const sched::State& state) {
+  return ProgramKey(state.steps());
 }
 
 LOOM_DECL EvolutionarySearch::EvolutionarySearch(Task task, SearchOptions space,
@@ -104,7 +104,7 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::sample_
     std::mt19937_64& rng) {
   using detail_evolution::mix;
   std::vector<Candidate> out;
-  std::unordered_set<std::string> seen;
+  std::unordered_set<ProgramKey, ProgramKey::Hash> seen;
   size_t wanted = static_cast<size_t>(options_.init_min_population);
   int barren_batches = 0;
   const int64_t batch = options_.population;
@@ -242,7 +242,7 @@ LOOM_DECL std::vector<sched::State> EvolutionarySearch::next_batch(int count,
   const size_t keep = 2 * static_cast<size_t>(count);
   auto worse = [](const Candidate& x, const Candidate& y) { return x.score > y.score; };
   std::vector<Candidate> best;
-  std::unordered_set<std::string> in_best;
+  std::unordered_set<ProgramKey, ProgramKey::Hash> in_best;
   for (int gen = 0;; ++gen) {
     score(pop, model);
     for (const Candidate& c : pop) {
@@ -276,7 +276,7 @@ LOOM_DECL std::vector<sched::State> EvolutionarySearch::next_batch(int count,
   for (size_t i = init_order.size(); i > 1; --i) std::swap(init_order[i - 1], init_order[rng() % i]);
 
   std::vector<sched::State> picked;
-  std::unordered_set<std::string> picked_keys;
+  std::unordered_set<ProgramKey, ProgramKey::Hash> picked_keys;
   // On a GPU a program must also fit the device (threads, shared memory) and have a GPU
   // meaning (lower/gpu.hpp): mutations and crossover do not keep to that, and the CPU lowering
   // that scored them does not check it. A refused program is skipped, as measuring it would
@@ -310,7 +310,7 @@ LOOM_DECL void EvolutionarySearch::add_measured(const std::vector<sched::State>&
       << "add_measured(): " << states.size() << " programs but " << throughputs.size()
       << " throughputs";
   for (size_t i = 0; i < states.size(); ++i) {
-    std::string key = program_key(states[i]);
+    ProgramKey key = program_key(states[i]);
     if (!measured_keys_.insert(key).second) continue;
     if (!(throughputs[i] > 0)) continue;
     auto sketch = sketch_of_.find(key);

@@ -131,45 +131,55 @@ inline HistoryParts history_parts(const SketchContext& ctx, const sched::State& 
   return parts;
 }
 
-// Whether two steps are the same edit apart from split lengths and pragma values.
+// Whether two steps are the same edit apart from split lengths and pragma values. No
+// catch-all: a new step must say which of its fields are values the search may change.
+struct structure_equal {
+  bool operator()(const sched::SplitStep& a, const sched::SplitStep& b) const {
+    return a.stage == b.stage && a.iter == b.iter && a.extent == b.extent &&
+           a.lengths.size() == b.lengths.size();
+  }
+  bool operator()(const sched::PragmaStep& a, const sched::PragmaStep& b) const {
+    return a.stage == b.stage && a.iter == b.iter;
+  }
+  bool operator()(const sched::FollowSplitStep& a, const sched::FollowSplitStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::FollowFusedSplitStep& a,
+                  const sched::FollowFusedSplitStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::FuseStep& a, const sched::FuseStep& b) const { return a == b; }
+  bool operator()(const sched::ReorderStep& a, const sched::ReorderStep& b) const { return a == b; }
+  bool operator()(const sched::AnnotationStep& a, const sched::AnnotationStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::ComputeAtStep& a, const sched::ComputeAtStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::ComputeRootStep& a, const sched::ComputeRootStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::ComputeInlineStep& a, const sched::ComputeInlineStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::CacheReadStep& a, const sched::CacheReadStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::CacheWriteStep& a, const sched::CacheWriteStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::StorageAlignStep& a, const sched::StorageAlignStep& b) const {
+    return a == b;
+  }
+  bool operator()(const sched::RfactorStep& a, const sched::RfactorStep& b) const {
+    return a == b;
+  }
+};
+
 inline bool same_structure(const sched::Step& x, const sched::Step& y) {
   if (x.index() != y.index()) return false;
   return std::visit(
-      [&](const auto& a) -> bool {
-        using T = std::decay_t<decltype(a)>;
-        const T& b = std::get<T>(y);
-        if constexpr (std::is_same_v<T, sched::SplitStep>) {
-          return a.stage == b.stage && a.iter == b.iter && a.extent == b.extent &&
-                 a.lengths.size() == b.lengths.size();
-        } else if constexpr (std::is_same_v<T, sched::FollowSplitStep>) {
-          return a.stage == b.stage && a.iter == b.iter && a.src_step == b.src_step &&
-                 a.n_split == b.n_split;
-        } else if constexpr (std::is_same_v<T, sched::FollowFusedSplitStep>) {
-          return a.stage == b.stage && a.iter == b.iter && a.src_steps == b.src_steps &&
-                 a.level == b.level && a.factor_or_nparts == b.factor_or_nparts;
-        } else if constexpr (std::is_same_v<T, sched::FuseStep>) {
-          return a.stage == b.stage && a.iters == b.iters;
-        } else if constexpr (std::is_same_v<T, sched::ReorderStep>) {
-          return a.stage == b.stage && a.order == b.order;
-        } else if constexpr (std::is_same_v<T, sched::AnnotationStep>) {
-          return a.stage == b.stage && a.iter == b.iter && a.annotation == b.annotation;
-        } else if constexpr (std::is_same_v<T, sched::ComputeAtStep>) {
-          return a.stage == b.stage && a.target == b.target && a.target_iter == b.target_iter;
-        } else if constexpr (std::is_same_v<T, sched::CacheReadStep>) {
-          return a.stage == b.stage && a.scope == b.scope && a.readers == b.readers;
-        } else if constexpr (std::is_same_v<T, sched::CacheWriteStep>) {
-          return a.stage == b.stage && a.scope == b.scope;
-        } else if constexpr (std::is_same_v<T, sched::PragmaStep>) {
-          return a.stage == b.stage && a.iter == b.iter;
-        } else if constexpr (std::is_same_v<T, sched::StorageAlignStep>) {
-          return a.stage == b.stage && a.axis == b.axis && a.factor == b.factor &&
-                 a.offset == b.offset;
-        } else if constexpr (std::is_same_v<T, sched::RfactorStep>) {
-          return a.stage == b.stage && a.iter == b.iter && a.factor_axis == b.factor_axis;
-        } else {  // compute_root, compute_inline
-          return a.stage == b.stage;
-        }
-      },
+      [&](const auto& a) -> bool { return structure_equal{}(a, std::get<std::decay_t<decltype(a)>>(y)); },
       x);
 }
 
@@ -184,68 +194,97 @@ inline std::optional<int> moved_position(int q, int old_count, int new_count) {
   return original - new_count + 1;
 }
 
-// Step `step` (after the parallel fuse of `stage`) with its positions in `stage` renumbered, or
-// nothing when it cannot be (a reorder of the stage, a step that adds stages, a loop that is now
-// fused, or one that refers to the parallel loop other than a pragma).
-inline std::optional<sched::Step> renumbered(const sched::Step& step, const std::string& stage,
-                                             int old_count, int new_count) {
-  if (std::holds_alternative<sched::CacheReadStep>(step) ||
-      std::holds_alternative<sched::CacheWriteStep>(step) ||
-      std::holds_alternative<sched::RfactorStep>(step))
-    return std::nullopt;
-  if (const auto* ca = std::get_if<sched::ComputeAtStep>(&step)) {
-    if (ca->target != stage) return step;
-    auto p = moved_position(ca->target_iter, old_count, new_count);
-    if (!p) return std::nullopt;
-    sched::ComputeAtStep out = *ca;
-    out.target_iter = *p;
-    return sched::Step{out};
-  }
-  if (sched::step_stage(step) != stage) return step;
-  auto move = [&](int q, bool may_be_parallel_loop) -> std::optional<int> {
+// Renumbers the positions a step holds in `stage`'s loops after the stage's parallel fuse
+// changed from `old_count` to `new_count` loops (see moved_position); nothing when it cannot be
+// (a reorder of the stage, a step that adds stages, a loop that is now fused, or one that refers
+// to the parallel loop other than a pragma). No catch-all: a new step must say which of its
+// fields are loop positions.
+struct step_renumberer {
+  const std::string& stage;
+  int old_count, new_count;
+  using result = std::optional<sched::Step>;
+
+  std::optional<int> move(int q, bool may_be_parallel_loop) const {
     if (q == 0 && !may_be_parallel_loop) return std::nullopt;
     return moved_position(q, old_count, new_count);
-  };
-  return std::visit(
-      [&](const auto& a) -> std::optional<sched::Step> {
-        using T = std::decay_t<decltype(a)>;
-        T out = a;
-        if constexpr (std::is_same_v<T, sched::PragmaStep>) {
-          auto p = move(a.iter, true);
-          if (!p) return std::nullopt;
-          out.iter = *p;
-        } else if constexpr (std::is_same_v<T, sched::AnnotationStep> ||
-                             std::is_same_v<T, sched::SplitStep> ||
-                             std::is_same_v<T, sched::FollowSplitStep> ||
-                             std::is_same_v<T, sched::FollowFusedSplitStep>) {
-          auto p = move(a.iter, false);
-          if (!p) return std::nullopt;
-          out.iter = *p;
-        } else if constexpr (std::is_same_v<T, sched::FuseStep>) {
-          for (int& q : out.iters) {
-            auto p = move(q, false);
-            if (!p) return std::nullopt;
-            q = *p;
-          }
-        } else if constexpr (std::is_same_v<T, sched::ReorderStep>) {
-          return std::nullopt;
-        }
-        return sched::Step{out};
-      },
-      step);
+  }
+  // Steps whose `iter` is a loop of their stage.
+  template <class S>
+  result moved_iter(S s, bool may_be_parallel_loop) const {
+    if (s.stage != stage) return s;
+    auto p = move(s.iter, may_be_parallel_loop);
+    if (!p) return std::nullopt;
+    s.iter = *p;
+    return s;
+  }
+
+  result operator()(const sched::PragmaStep& s) const { return moved_iter(s, true); }
+  result operator()(const sched::AnnotationStep& s) const { return moved_iter(s, false); }
+  result operator()(const sched::SplitStep& s) const { return moved_iter(s, false); }
+  result operator()(const sched::FollowSplitStep& s) const { return moved_iter(s, false); }
+  result operator()(const sched::FollowFusedSplitStep& s) const { return moved_iter(s, false); }
+  result operator()(sched::FuseStep s) const {
+    if (s.stage != stage) return s;
+    for (int& q : s.iters) {
+      auto p = move(q, false);
+      if (!p) return std::nullopt;
+      q = *p;
+    }
+    return s;
+  }
+  result operator()(const sched::ReorderStep& s) const {
+    if (s.stage != stage) return s;
+    return std::nullopt;
+  }
+  result operator()(sched::ComputeAtStep s) const {
+    if (s.target != stage) return s;
+    auto p = moved_position(s.target_iter, old_count, new_count);
+    if (!p) return std::nullopt;
+    s.target_iter = *p;
+    return s;
+  }
+  result operator()(const sched::CacheReadStep&) const { return std::nullopt; }
+  result operator()(const sched::CacheWriteStep&) const { return std::nullopt; }
+  result operator()(const sched::RfactorStep&) const { return std::nullopt; }
+  result operator()(const sched::ComputeRootStep& s) const { return s; }
+  result operator()(const sched::ComputeInlineStep& s) const { return s; }
+  // `axis` is a tensor axis, not a loop.
+  result operator()(const sched::StorageAlignStep& s) const { return s; }
+};
+
+inline std::optional<sched::Step> renumbered(const sched::Step& step, const std::string& stage,
+                                             int old_count, int new_count) {
+  return std::visit(step_renumberer{stage, old_count, new_count}, step);
 }
 
-// Shifts the split-step references of follow steps at or after index `from` by `delta` (a step
-// was inserted or removed at `from`).
-inline void shift_step_references(std::vector<sched::Step>& steps, int from, int delta) {
-  for (sched::Step& s : steps) {
-    if (auto* f = std::get_if<sched::FollowSplitStep>(&s)) {
-      if (f->src_step >= from) f->src_step += delta;
-    } else if (auto* ff = std::get_if<sched::FollowFusedSplitStep>(&s)) {
-      for (int& src : ff->src_steps)
-        if (src >= from) src += delta;
-    }
+// Shifts the references to earlier steps held by steps at or after index `from` by `delta` (a
+// step was inserted or removed at `from`). No catch-all: a new step must say which of its fields
+// refer to steps.
+struct step_reference_shifter {
+  int from, delta;
+  void shift(int& src) const {
+    if (src >= from) src += delta;
   }
+  void operator()(sched::FollowSplitStep& s) const { shift(s.src_step); }
+  void operator()(sched::FollowFusedSplitStep& s) const {
+    for (int& src : s.src_steps) shift(src);
+  }
+  void operator()(sched::SplitStep&) const {}
+  void operator()(sched::FuseStep&) const {}
+  void operator()(sched::ReorderStep&) const {}
+  void operator()(sched::AnnotationStep&) const {}
+  void operator()(sched::ComputeAtStep&) const {}
+  void operator()(sched::ComputeRootStep&) const {}
+  void operator()(sched::ComputeInlineStep&) const {}
+  void operator()(sched::CacheReadStep&) const {}
+  void operator()(sched::CacheWriteStep&) const {}
+  void operator()(sched::PragmaStep&) const {}
+  void operator()(sched::StorageAlignStep&) const {}
+  void operator()(sched::RfactorStep&) const {}
+};
+
+inline void shift_step_references(std::vector<sched::Step>& steps, int from, int delta) {
+  for (sched::Step& s : steps) std::visit(step_reference_shifter{from, delta}, s);
 }
 
 // The iterator ids (outer to inner) of the loops split step `step_id` made in the final stage,

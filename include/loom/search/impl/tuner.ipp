@@ -12,6 +12,8 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
+#include <unordered_map>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -122,7 +124,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   // Every program measured in this run's setting (resumed or new) with the mean cost of each of
   // its measurements, for the final ranking by median (median_cost, search/records.hpp).
   std::vector<std::pair<sched::State, std::vector<double>>> measured;
-  std::unordered_map<std::string, size_t> measured_index;
+  std::unordered_map<ProgramKey, size_t, ProgramKey::Hash> measured_index;
   auto note = [&](const sched::State& state, const MeasureResult& r) {
     const auto [it, added] =
         measured_index.emplace(EvolutionarySearch::program_key(state), measured.size());
@@ -207,7 +209,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     // the foreign list.
     if (foreign.size() > static_cast<size_t>(options.remeasure_foreign))
       foreign.erase(foreign.begin() + options.remeasure_foreign, foreign.end());
-    std::set<std::string> carried_keys;
+    std::unordered_set<ProgramKey, ProgramKey::Hash> carried_keys;
     for (const TuningRecord& r : foreign) {
       std::optional<sched::State> state = replay(r);
       if (state && !search.was_measured(*state) &&
@@ -272,7 +274,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     report.remeasured += static_cast<int>(from_carried);
     start = std::chrono::steady_clock::now();
     if (static_cast<int>(batch.size()) < count) {
-      std::set<std::string> keys;
+      std::unordered_set<ProgramKey, ProgramKey::Hash> keys;
       for (const sched::State& s : batch) keys.insert(EvolutionarySearch::program_key(s));
       for (sched::State& s : search.next_batch(count - static_cast<int>(batch.size()), *model))
         if (!keys.count(EvolutionarySearch::program_key(s))) batch.push_back(std::move(s));
