@@ -78,7 +78,7 @@ struct SearchOptions {
   /// NCHW conv) keeps its accumulators in registers across the reduction; the programs LLVM's
   /// vectorizer made of the scalar loop kept them in memory, and on the 2-thread Zen 4 VM the
   /// best of them ran at 0.77-0.79x oneDNN where a tuned program with such a tile ran at
-  /// 0.92-0.95x (benchmarks/README, run 18). 0 restores Ansor's rule.
+  /// 0.92-0.95x (benchmarks/README.md, "The NCHW conv's register tile"). 0 restores Ansor's rule.
   double wide_vectorize_probability = 0.5;
   /// loom addition: let FillTileSize draw split lengths that do not divide the extent (lowering
   /// guards the tail). Ansor samples perfect tilings only; non-divisible lengths make prime and
