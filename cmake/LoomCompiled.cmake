@@ -41,6 +41,8 @@ add_library(loom_compiled STATIC "${_loom_compiled_src}")
 add_library(loom::compiled ALIAS loom_compiled)
 target_compile_definitions(loom_compiled PUBLIC LOOM_SEPARATE_COMPILATION)
 target_link_libraries(loom_compiled PUBLIC loom::loom ${CMAKE_DL_LIBS})
+# Switches over IR node kinds list every kind (no default): a kind one of them forgets is an error.
+target_compile_options(loom_compiled PRIVATE -Werror=switch)
 
 if(TARGET loom::llvm)
   set(_loom_compiled_llvm_src "${PROJECT_BINARY_DIR}/loom_compiled_llvm.cpp")

@@ -65,8 +65,12 @@ class equal_checker {
         auto *x = a.as<Broadcast>(), *y = b.as<Broadcast>();
         return x->lanes == y->lanes && eq(x->value, y->value);
       }
-      default: return false;
+#define LOOM_X(name) case NodeKind::name:
+        LOOM_FOR_EACH_BINARY(LOOM_X)
+#undef LOOM_X
+        break;  // compared above
     }
+    return false;
   }
 
  private:
@@ -169,8 +173,12 @@ LOOM_DECL uint64_t StructuralHasher::hash(const Expr& e) {
       return hash_combine(h, hash(r->stride));
     }
     case NodeKind::Broadcast: return hash_combine(h, hash(e.as<Broadcast>()->value));
-    default: return h;
+#define LOOM_X(name) case NodeKind::name:
+      LOOM_FOR_EACH_BINARY(LOOM_X)
+#undef LOOM_X
+      break;  // hashed above
   }
+  return h;
 }
 
 LOOM_DECL uint64_t structural_hash(const Expr& e) { return StructuralHasher{}.hash(e); }

@@ -27,8 +27,23 @@ inline int precedence(NodeKind k) {
     case NodeKind::Div:
     case NodeKind::Mod: return 5;
     case NodeKind::Not: return 6;
-    default: return 7;
+    case NodeKind::IntImm:
+    case NodeKind::FloatImm:
+    case NodeKind::Variable:
+    case NodeKind::Cast:
+    case NodeKind::FloorDiv:
+    case NodeKind::FloorMod:
+    case NodeKind::Min:
+    case NodeKind::Max:
+    case NodeKind::Select:
+    case NodeKind::Call:
+    case NodeKind::TensorRead:
+    case NodeKind::Reduce:
+    case NodeKind::Load:
+    case NodeKind::Ramp:
+    case NodeKind::Broadcast: return 7;  // printed as atoms or calls
   }
+  return 7;
 }
 
 inline const char* infix_symbol(NodeKind k) {
@@ -46,8 +61,24 @@ inline const char* infix_symbol(NodeKind k) {
     case NodeKind::GE: return " >= ";
     case NodeKind::And: return " && ";
     case NodeKind::Or: return " || ";
-    default: return nullptr;
+    case NodeKind::IntImm:
+    case NodeKind::FloatImm:
+    case NodeKind::Variable:
+    case NodeKind::Cast:
+    case NodeKind::FloorDiv:
+    case NodeKind::FloorMod:
+    case NodeKind::Min:
+    case NodeKind::Max:
+    case NodeKind::Not:
+    case NodeKind::Select:
+    case NodeKind::Call:
+    case NodeKind::TensorRead:
+    case NodeKind::Reduce:
+    case NodeKind::Load:
+    case NodeKind::Ramp:
+    case NodeKind::Broadcast: return nullptr;  // not infix
   }
+  return nullptr;
 }
 
 inline void print_float(std::ostream& os, double v, int bits) {
@@ -202,8 +233,19 @@ class printer {
         os_ << ')';
         return;
       }
-      default:
-        os_ << node_kind_name(e.kind());
+      case NodeKind::Add:
+      case NodeKind::Sub:
+      case NodeKind::Mul:
+      case NodeKind::Div:
+      case NodeKind::Mod:
+      case NodeKind::EQ:
+      case NodeKind::NE:
+      case NodeKind::LT:
+      case NodeKind::LE:
+      case NodeKind::GT:
+      case NodeKind::GE:
+      case NodeKind::And:
+      case NodeKind::Or: break;  // infix, printed above
     }
   }
 
