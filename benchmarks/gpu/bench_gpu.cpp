@@ -21,7 +21,7 @@
 // missing one only removes its contenders. Exits with 77 when there is no GPU.
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
-#include <loom/search/measure_data.hpp>
+#include <loom/backend/measure_data.hpp>
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -196,17 +196,17 @@ std::vector<cuda::CUdeviceptr> pointers(const Workload& w) {
 }
 
 // Empty when the output matches LoomDefault's as the tuner's measurer checks programs
-// (search/measure_data.hpp, MeasureOptions' tolerances), else what differs. A plain relative
+// (backend/measure_data.hpp, MeasureOptions' tolerances), else what differs. A plain relative
 // error flags sound programs: a row of 4,096 terms summed in another order moves a layer norm's
 // outputs near zero by more than 1e-3 of themselves.
 std::string compare_with_default(Workload& w) {
   std::vector<float> got(w.reference.size());
   w.buffers.back().download(got.data(), got.size() * sizeof(float));
   const ir::Tensor& out = w.task.dag->outputs()[0];
-  const search::measure_data::OutputSpec spec{out.name(), out.dtype(), out.shape(),
+  const backend::measure_data::OutputSpec spec{out.name(), out.dtype(), out.shape(),
                                               out.num_elements()};
   const search::MeasureOptions tolerances;
-  return search::measure_data::compare_output(spec, got.data(), w.reference.data(),
+  return backend::measure_data::compare_output(spec, got.data(), w.reference.data(),
                                               tolerances.rtol, tolerances.atol);
 }
 

@@ -1,11 +1,12 @@
 /// \file
-/// What the measurers of every backend share (layer search/): the random inputs programs are
+/// What the measurers of every backend share (layer backend/): the random inputs programs are
 /// measured on, the poison their outputs start as, and the comparison of an output with its
 /// reference. One definition, so that a program is checked the same way on the CPU and the GPU.
-#ifndef LOOM_SEARCH_MEASURE_DATA_HPP
-#define LOOM_SEARCH_MEASURE_DATA_HPP
+#ifndef LOOM_BACKEND_MEASURE_DATA_HPP
+#define LOOM_BACKEND_MEASURE_DATA_HPP
 
 #include "loom/config.hpp"
+#include "loom/detail/random.hpp"
 #include "loom/ir/dtype.hpp"
 
 #include <algorithm>
@@ -19,7 +20,7 @@
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
-namespace search::measure_data {
+namespace backend::measure_data {
 
 /// An output as the comparison names it.
 struct OutputSpec {
@@ -33,7 +34,7 @@ struct OutputSpec {
 /// bools 0 or 1.
 inline void fill_random(void* p, ir::DType t, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto unit = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  auto unit = [&] { return detail::unit_draw(rng); };
   auto small_int = [&] { return static_cast<int64_t>(1 + (rng() >> 61)); };  // 1..8
   if (t.is_float() && t.bits == 32) {
     auto* x = static_cast<float*>(p);
@@ -157,7 +158,7 @@ inline std::string compare_output(const OutputSpec& a, const void* got_p, const 
   return os.str();
 }
 
-}  // namespace search::measure_data
+}  // namespace backend::measure_data
 LOOM_END_NAMESPACE
 
-#endif  // LOOM_SEARCH_MEASURE_DATA_HPP
+#endif  // LOOM_BACKEND_MEASURE_DATA_HPP

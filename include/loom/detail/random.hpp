@@ -14,6 +14,11 @@
 LOOM_BEGIN_NAMESPACE
 namespace detail {
 
+/// A uniform double in [0, 1) from the raw engine output (53 bits), the same on every platform.
+inline double unit_draw(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
 /// A uniform choice in [0, n); 0 without touching `rng` when n <= 1.
 inline size_t draw(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : rng() % n; }
 

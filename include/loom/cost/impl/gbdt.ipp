@@ -1,6 +1,7 @@
 // Bodies of loom/cost/gbdt.hpp: binning, histogram tree growth, boosting with early stopping,
 // blocked prediction and the text format.
 #include "loom/cost/gbdt.hpp"
+#include "loom/detail/random.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -50,10 +51,7 @@ void parallel_chunks(int threads, size_t n, Fn&& fn) {
   for (std::thread& th : pool) th.join();
 }
 
-/// A uniform double in [0, 1) from the raw engine output (53 bits), the same on every platform.
-inline double unit_draw(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
+using detail::unit_draw;
 
 /// A float strictly below `b` and at least `a` (a < b) halfway between them where possible: the
 /// edge between two neighbouring distinct values. `x <= edge` must send `a` left and `b` right.

@@ -1,6 +1,7 @@
 // Bodies of loom/cost/model.hpp: the learned, random and analytic cost models and the ranking
 // metrics.
 #include "loom/cost/model.hpp"
+#include "loom/detail/random.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -117,7 +118,7 @@ LOOM_DECL std::vector<double> GbdtCostModel::predict(
   std::vector<double> out(programs.size(), detail_cost_model::kNoRows);
   if (!trained_) {
     for (size_t i = 0; i < programs.size(); ++i)
-      if (programs[i].num_rows > 0) out[i] = detail_gbdt::unit_draw(rng_);
+      if (programs[i].num_rows > 0) out[i] = detail::unit_draw(rng_);
     return out;
   }
   // One matrix for the whole batch: the blocked predictor wants many rows at once.
@@ -175,7 +176,7 @@ LOOM_DECL std::vector<double> RandomCostModel::predict(
     const std::vector<ProgramFeatures>& programs) const {
   detail_cost_model::check_programs(programs, "RandomCostModel::predict");
   std::vector<double> out(programs.size());
-  for (double& s : out) s = detail_gbdt::unit_draw(rng_);
+  for (double& s : out) s = detail::unit_draw(rng_);
   return out;
 }
 

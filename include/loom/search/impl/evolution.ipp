@@ -2,6 +2,7 @@
 #include "loom/search/evolution.hpp"
 
 #include "loom/cost/features.hpp"
+#include "loom/detail/clock.hpp"
 #include "loom/detail/random.hpp"
 #include "loom/lower/gpu.hpp"
 #include "loom/runtime/parallel.hpp"
@@ -25,13 +26,7 @@ inline uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-inline double uniform01(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-inline double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using ::loom::detail::seconds_since;
 
 /// Roulette-wheel selection over max(score, 0); uniform when no score is positive.
 class Roulette {
@@ -50,7 +45,7 @@ class Roulette {
     if (n == 0) return 0;
     const double total = cumulative_.back();
     if (!(total > 0)) return static_cast<size_t>(rng() % n);
-    const double u = uniform01(rng) * total;
+    const double u = detail::unit_draw(rng) * total;
     const size_t i = static_cast<size_t>(
         std::upper_bound(cumulative_.begin(), cumulative_.end(), u) - cumulative_.begin());
     return std::min(i, n - 1);
@@ -167,7 +162,6 @@ LOOM_DECL void EvolutionarySearch::score(std::vector<Candidate>& pop,
 LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_generation(
     const std::vector<Candidate>& pop, std::mt19937_64& rng) {
   using detail_evolution::mix;
-  using detail_evolution::uniform01;
   const detail_evolution::Roulette roulette(pop);
   const uint64_t gen_seed = rng();
   const int64_t n = options_.population;
@@ -177,7 +171,7 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
     for (int64_t i = begin; i < end; ++i) {
       std::mt19937_64 r(mix(gen_seed + static_cast<uint64_t>(i)));
       const Candidate& a = pop[roulette.draw(r)];
-      if (uniform01(r) < options_.crossover_probability) {
+      if (detail::unit_draw(r) < options_.crossover_probability) {
         const Candidate& b = pop[roulette.draw(r)];
         if (a.sketch >= 0 && a.sketch == b.sketch && a.key != b.key) {
           if (auto child = crossover(ctx_, a.state, b.state, r)) {
@@ -198,7 +192,7 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
           continue;
         }
       }
-      if (uniform01(r) < options_.mutation_probability) {
+      if (detail::unit_draw(r) < options_.mutation_probability) {
         if (auto child = mutate(ctx_, a.state, options_.mutation_rules, r)) {
           next[i].emplace(Candidate{std::move(*child), a.sketch, {}, 0});
           changed[i] = 1;

@@ -2,6 +2,7 @@
 #include "loom/search/tuner.hpp"
 
 #include "loom/cost/features.hpp"
+#include "loom/detail/clock.hpp"
 #include "loom/sched/state.hpp"
 
 #include <algorithm>
@@ -19,18 +20,7 @@ LOOM_BEGIN_NAMESPACE
 namespace search {
 namespace detail_tuner {
 
-inline double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-inline std::string format_seconds(double s) {
-  char buf[32];
-  if (s < 120)
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  return buf;
-}
+using ::loom::detail::seconds_since;
 
 /// The model data of a task: every measured program's features and cost. Labels are made
 /// afresh at each fit, against the best cost known then.
@@ -327,8 +317,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
                     "elapsed, ~%s left\n",
                     name.c_str(), report.rounds, report.trials, options.trials,
                     report.best_gflops(), report.failures,
-                    detail_tuner::format_seconds(elapsed).c_str(),
-                    detail_tuner::format_seconds(left).c_str());
+                    ::loom::detail::format_duration(elapsed).c_str(),
+                    ::loom::detail::format_duration(left).c_str());
       log << line;
     }
   }
@@ -366,7 +356,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
     if (report.reranked > 0)
       log << "[loom] " << name << ": measured the " << options.rerank_top
           << " fastest again (" << report.reranked << " measurements, "
-          << detail_tuner::format_seconds(report.rerank_seconds) << "); best by median "
+          << ::loom::detail::format_duration(report.rerank_seconds) << "); best by median "
           << report.best_gflops() << " GFLOP/s\n";
     // Which errors, since most failures of a healthy run are the measurer's slow-program
     // cut-offs (timeouts), not broken programs.
@@ -383,7 +373,7 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
                   "[loom] %s: done (%s): %d trials (%s; %d resumed) in %s, best %.2f "
                   "GFLOP/s (%.3f ms); time: search %.1f s, model %.1f s, build %.1f s, run %.1f s\n",
                   name.c_str(), report.stop_reason.c_str(), report.trials, failed.c_str(),
-                  report.resumed, detail_tuner::format_seconds(report.wall_seconds).c_str(),
+                  report.resumed, ::loom::detail::format_duration(report.wall_seconds).c_str(),
                   report.best_gflops(), report.best_cost < kFailedCost ? report.best_cost * 1e3 : 0.0,
                   report.search_seconds, report.train_seconds, report.compile_seconds,
                   report.run_seconds);

@@ -3,10 +3,11 @@
 
 #include "loom/backend/cuda/driver.hpp"
 #include "loom/backend/cuda/program.hpp"
+#include "loom/detail/clock.hpp"
 #include "loom/dag/evaluate.hpp"
 #include "loom/lower/gpu.hpp"
 #include "loom/sched/default_schedule.hpp"
-#include "loom/search/measure_data.hpp"
+#include "loom/backend/measure_data.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -35,13 +36,11 @@ namespace cuda {
 namespace detail_measure {
 
 using search::MeasureError;
-using search::measure_data::OutputSpec;
+using backend::measure_data::OutputSpec;
 
 inline constexpr const char* kWorkerEnv = "LOOM_CUDA_MEASURE_WORKER";
 
-inline double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
+using ::loom::detail::seconds_since;
 
 // --- messages between the measurer and its worker ---------------------------------------------
 
@@ -249,7 +248,7 @@ struct WorkerTask {
       if (!args[i].is_output) continue;
       got.resize(args[i].bytes);
       buffers[i].download(got.data(), got.size());
-      std::string diff = search::measure_data::compare_output(args[i].spec, got.data(),
+      std::string diff = backend::measure_data::compare_output(args[i].spec, got.data(),
                                                               reference[i].data(), rtol, atol);
       if (!diff.empty()) return diff;
     }
@@ -285,7 +284,7 @@ inline double serve_setup(Reader& r, WorkerTask& t, int device) {
   for (std::size_t i = 0; i < n; ++i) {
     if (t.args[i].is_output) continue;
     host.resize(t.args[i].bytes);
-    search::measure_data::fill_random(host.data(), t.args[i].spec.dtype, t.args[i].spec.elements,
+    backend::measure_data::fill_random(host.data(), t.args[i].spec.dtype, t.args[i].spec.elements,
                                       seed + i);
     t.buffers[i].upload(host.data(), host.size());
   }
@@ -624,7 +623,7 @@ inline std::string make_setup(const Task& task, const std::vector<ArgSpec>& args
     for (std::size_t i = 0; i < args.size(); ++i) {
       data[i].resize(std::max<std::size_t>(args[i].bytes, 1));
       if (!args[i].is_output)
-        search::measure_data::fill_random(data[i].data(), args[i].spec.dtype,
+        backend::measure_data::fill_random(data[i].data(), args[i].spec.dtype,
                                           args[i].spec.elements, gpu.seed + i);
       ptrs.push_back(data[i].data());
     }

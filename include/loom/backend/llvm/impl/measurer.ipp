@@ -3,11 +3,12 @@
 
 #include "loom/backend/llvm/codegen.hpp"
 #include "loom/dag/evaluate.hpp"
+#include "loom/detail/clock.hpp"
 #include "loom/lower/lower.hpp"
 #include "loom/runtime/buffer.hpp"
 #include "loom/runtime/parallel.hpp"
 #include "loom/sched/default_schedule.hpp"
-#include "loom/search/measure_data.hpp"
+#include "loom/backend/measure_data.hpp"
 #include "loom/sched/layout_rewrite.hpp"
 
 #include <algorithm>
@@ -82,25 +83,17 @@ struct LocalMeasurer::TaskData {
 
 namespace measurer_detail {
 
-using search::measure_data::compare_output;
-using search::measure_data::coordinates;
-using search::measure_data::fill_random;
-using search::measure_data::poison;
+using backend::measure_data::compare_output;
+using backend::measure_data::coordinates;
+using backend::measure_data::fill_random;
+using backend::measure_data::poison;
 
 using clock = std::chrono::steady_clock;
 using search::MeasureError;
 using search::MeasureResult;
 
-inline double seconds_since(clock::time_point t0) {
-  return std::chrono::duration<double>(clock::now() - t0).count();
-}
-
-/// "1.5" rather than std::to_string's "1.500000"; 4 significant digits.
-inline std::string format_seconds(double s) {
-  std::ostringstream os;
-  os << std::setprecision(4) << s;
-  return os.str();
-}
+using ::loom::detail::format_seconds;
+using ::loom::detail::seconds_since;
 
 inline std::string signal_name(int sig) {
   switch (sig) {
