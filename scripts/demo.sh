@@ -10,7 +10,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 
-./scripts/install-deps.sh
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_EXAMPLES=ON
+./scripts/install-deps.sh --demo
+# The demo needs neither the tests nor the benchmarks (nor their packages); test.sh turns them
+# back on in the same build directory.
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_EXAMPLES=ON \
+  -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCHMARKS=OFF
 cmake --build "$build_dir" --target loom_demo -j"$jobs"
 exec "$build_dir/examples/loom_demo" "$@"

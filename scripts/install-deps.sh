@@ -1,34 +1,44 @@
 #!/usr/bin/env bash
-# Installs the Debian (bookworm) packages loom needs to build, test and benchmark.
-# Idempotent: apt-get runs only when a package of the list is missing.
+# Installs the Debian (bookworm) packages loom needs to build and run its tests (the default) or
+# only its demo (--demo). Idempotent: apt-get runs only when a package of the list is missing.
 set -euo pipefail
 
-packages=(
+# What the main demo needs (scripts/demo.sh: install-deps.sh --demo): the compiler, the JIT,
+# the records' JSON and Eigen, the demo's contender.
+demo_packages=(
   cmake g++ make          # toolchain
   llvm-19-dev             # loom::llvm, the ORC CPU JIT backend
   libeigen3-dev           # loom::eigen interop and reference kernels
-  doctest-dev             # tests
-  libboost-dev            # Boost.Hana (dsl/detail only)
   nlohmann-json3-dev      # tuning records
-  libbenchmark-dev        # benchmarks
+)
+# Everything the whole test suite builds and runs (scripts/test.sh, CI): the default.
+test_packages=(
+  "${demo_packages[@]}"
+  doctest-dev             # tests
+  libbenchmark-dev        # benchmarks (CI builds them, never runs them)
   libopenblas-dev         # benchmark baselines
   libdnnl-dev             # benchmark baselines
   ocl-icd-opencl-dev      # oneDNN's CMake config looks for OpenCL (Debian builds its GPU runtime)
-  libxgboost-dev          # benchmark baseline (cost model)
   zlib1g-dev              # cost-model data set (benchmarks)
   libonnx-dev libprotobuf-dev  # loom::onnx, the ONNX importer
   libonnx-testdata        # the ONNX node tests the importer is checked against
   libcli11-dev            # loomc, the command-line driver
 )
-# Opt-in extras, for benchmarks that CI never builds:
+packages=("${test_packages[@]}")
+# Opt-in extras, for benchmarks that CI never builds or runs:
+#   --demo     only the demo's packages (above) instead of the test suite's
 #   --halide   Halide 14 and its autoschedulers (configure with -DLOOM_BENCH_HALIDE=ON)
 #   --torch    PyTorch, torchvision, onnx and numpy for Python (scripts/export-models.sh and
 #              benchmarks/net, never CI's tests)
+#   --xgboost  XGBoost, bench_cost_model's optional contender
 for arg in "$@"; do
   case "$arg" in
+    --demo) packages=("${demo_packages[@]}") ;;
     --halide) packages+=(libhalide14-0-dev) ;;
     --torch) packages+=(python3-torch python3-torchvision python3-onnx python3-numpy) ;;
-    *) echo "install-deps: unknown option $arg (known: --halide, --torch)" >&2; exit 2 ;;
+    --xgboost) packages+=(libxgboost-dev) ;;
+    *) echo "install-deps: unknown option $arg (known: --demo, --halide, --torch, --xgboost)" >&2
+       exit 2 ;;
   esac
 done
 
