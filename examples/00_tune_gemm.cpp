@@ -34,7 +34,8 @@ double median_ms(int reps, const std::function<void()>& f) {
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -85,9 +86,10 @@ int main(int argc, char** argv) {
   opts.time_limit_s = seconds;
   opts.records = records;
   opts.name = "gemm 512";
-  std::printf("Tuning C = A * B at %lld^3 on %d threads: up to %d programs or %.0f s "
-              "(records: %s)\n",
-              static_cast<long long>(n), runtime::num_threads(), trials, seconds, records.c_str());
+  std::printf(
+      "Tuning C = A * B at %lld^3 on %d threads: up to %d programs or %.0f s "
+      "(records: %s)\n",
+      static_cast<long long>(n), runtime::num_threads(), trials, seconds, records.c_str());
   TuneResult r = tune(task, opts);
   if (!r.found()) {
     std::fprintf(stderr, "no correct program was found\n");
@@ -139,15 +141,16 @@ int main(int argc, char** argv) {
               flops / (med(t_naive) * 1e6), med(t_naive) / med(t_loom));
 #if LOOM_WITH_EIGEN
   if (Eigen::nbThreads() == runtime::num_threads())
-    std::printf("Eigen 3.4    : %9.3f ms  %7.1f GFLOP/s  (loom / Eigen speed: %.2fx, both on %d "
-                "thread(s))\n",
-                med(t_eigen), flops / (med(t_eigen) * 1e6), med(t_eigen) / med(t_loom),
-                runtime::num_threads());
+    std::printf(
+        "Eigen 3.4    : %9.3f ms  %7.1f GFLOP/s  (loom / Eigen speed: %.2fx, both on %d "
+        "thread(s))\n",
+        med(t_eigen), flops / (med(t_eigen) * 1e6), med(t_eigen) / med(t_loom),
+        runtime::num_threads());
   else  // Eigen without OpenMP runs on one thread: say so instead of a ratio that misleads
-    std::printf("Eigen 3.4    : %9.3f ms  %7.1f GFLOP/s  (on %d thread(s), loom on %d: not like for "
-                "like; build with OpenMP for Eigen's threads)\n",
-                med(t_eigen), flops / (med(t_eigen) * 1e6), Eigen::nbThreads(),
-                runtime::num_threads());
+    std::printf(
+        "Eigen 3.4    : %9.3f ms  %7.1f GFLOP/s  (on %d thread(s), loom on %d: not like for "
+        "like; build with OpenMP for Eigen's threads)\n",
+        med(t_eigen), flops / (med(t_eigen) * 1e6), Eigen::nbThreads(), runtime::num_threads());
 #endif
   std::printf("\nthe winning loop nest:\n%s", r.best_schedule().c_str());
   return 0;

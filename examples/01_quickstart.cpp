@@ -42,7 +42,8 @@ double median_ms(int reps, const std::function<void()>& f) {
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -59,12 +60,12 @@ bool jit_part() {
   Task task(ComputeDAG({A, B}, {C}));
   const int nr = 2 * task.target.vector_lanes(4);
   sched::State s(task.dag);
-  auto cl = s.cache_write("C", ir::MemoryScope::Local);   // register tile accumulator
-  s.split("C", 0, {6});                                    // i -> i.0, i.1 (6 rows)
-  s.split("C", 2, {nr});                                   // j -> j.0, j.1 (two vectors)
-  s.reorder("C", {2, 0, 1, 3});                            // j.0 i.0 i.1 j.1
-  s.compute_at(cl, "C", 1);                                // one tile per (j.0, i.0)
-  s.reorder(cl, {2, 0, 1});                                // k outside the tile
+  auto cl = s.cache_write("C", ir::MemoryScope::Local);  // register tile accumulator
+  s.split("C", 0, {6});                                  // i -> i.0, i.1 (6 rows)
+  s.split("C", 2, {nr});                                 // j -> j.0, j.1 (two vectors)
+  s.reorder("C", {2, 0, 1, 3});                          // j.0 i.0 i.1 j.1
+  s.compute_at(cl, "C", 1);                              // one tile per (j.0, i.0)
+  s.reorder(cl, {2, 0, 1});                              // k outside the tile
   s.annotate(cl, 1, sched::Annotation::Unroll);
   s.annotate(cl, 2, sched::Annotation::Vectorize);
   auto bl = s.cache_read("B", ir::MemoryScope::Local, {cl});  // pack B's column panel
@@ -74,11 +75,12 @@ bool jit_part() {
   s.annotate("C", 2, sched::Annotation::Unroll);
   s.annotate("C", 3, sched::Annotation::Vectorize);
   std::printf("\n== JIT: matmul %lld^3 on %s (%d threads), schedule ==\n%s",
-              static_cast<long long>(n), task.target.to_string().c_str(),
-              runtime::num_threads(), s.to_string().c_str());
+              static_cast<long long>(n), task.target.to_string().c_str(), runtime::num_threads(),
+              s.to_string().c_str());
   auto t0 = std::chrono::steady_clock::now();
   Kernel kernel = build(task, s);
-  double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   std::mt19937 gen(7);
   auto fill = [&](int64_t count) { return random_floats(gen, count); };
@@ -94,7 +96,8 @@ bool jit_part() {
   kernel(a.data(), b.data(), c.data());
   naive_loop();
   double err = 0;
-  for (int64_t x = 0; x < n * n; ++x) err = std::max(err, static_cast<double>(std::fabs(c[x] - naive[x])));
+  for (int64_t x = 0; x < n * n; ++x)
+    err = std::max(err, static_cast<double>(std::fabs(c[x] - naive[x])));
   const double flops = task.dag->flop_count();
   std::vector<double> t_loom, t_naive, t_eigen;
   for (int round = 0; round < 3; ++round) {
@@ -107,10 +110,14 @@ bool jit_part() {
     t_eigen.push_back(median_ms(5, [&] { ec.noalias() = ea * eb; }));
 #endif
   }
-  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   std::printf("lower + LLVM O3 + link : %9.1f ms\n", compile_ms);
   std::printf("max |loom - naive|     : %.3g\n", err);
-  std::printf("loom (JIT)             : %9.3f ms  %7.1f GFLOP/s\n", med(t_loom), flops / (med(t_loom) * 1e6));
+  std::printf("loom (JIT)             : %9.3f ms  %7.1f GFLOP/s\n", med(t_loom),
+              flops / (med(t_loom) * 1e6));
   std::printf("naive loop (g++ -O3)   : %9.3f ms  %7.1f GFLOP/s  (loom is %.1fx faster)\n",
               med(t_naive), flops / (med(t_naive) * 1e6), med(t_naive) / med(t_loom));
 #if LOOM_WITH_EIGEN
@@ -118,7 +125,8 @@ bool jit_part() {
               med(t_eigen), flops / (med(t_eigen) * 1e6), med(t_eigen) / med(t_loom));
 #endif
   const bool ok = err <= 1e-5 * n;
-  std::printf("%s\n", ok ? "OK: the JIT kernel matches the naive loop" : "FAILED: JIT kernel is wrong");
+  std::printf("%s\n",
+              ok ? "OK: the JIT kernel matches the naive loop" : "FAILED: JIT kernel is wrong");
   return ok;
 }
 #endif
@@ -168,8 +176,8 @@ int main() {
 
   auto k = reduce_axis(K, "k");
   auto C = compute("C", {M, N}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); }, "matmul");
-  auto D = compute("D", {M, N}, [&](Var i, Var j) { return max(C(i, j) + bias(j), 0.0f); },
-                   "bias_relu");
+  auto D =
+      compute("D", {M, N}, [&](Var i, Var j) { return max(C(i, j) + bias(j), 0.0f); }, "bias_relu");
 
   // Row-wise softmax: subtract the row maximum for stability, exponentiate, normalise.
   auto jm = reduce_axis(N, "jm");
@@ -216,8 +224,10 @@ int main() {
               dag.flop_count() / (interp_ms * 1e6));
   std::printf("plain C++ loops      : %9.3f ms  (%.3f GFLOP/s)\n", loop_ms,
               dag.flop_count() / (loop_ms * 1e6));
-  std::printf("interpreter / loops  : %9.1fx slower (the interpreter is the oracle, not a fast "
-              "path)\n", interp_ms / loop_ms);
+  std::printf(
+      "interpreter / loops  : %9.1fx slower (the interpreter is the oracle, not a fast "
+      "path)\n",
+      interp_ms / loop_ms);
 
   if (!(max_err <= tolerance)) {
     std::printf("FAILED: the interpreter disagrees with the plain loops\n");

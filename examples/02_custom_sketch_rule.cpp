@@ -37,11 +37,11 @@ search::SketchRule distance_register_tile() {
             const std::string name = in.stages()[stage].name;
             const int lanes = ctx.task().target.vector_lanes(4);
             const std::string local = s.cache_write(name, ir::MemoryScope::Local);
-            search::define_split(s, name, 0, 2);                // i -> i.0 i.1 (searched)
+            search::define_split(s, name, 0, 2);               // i -> i.0 i.1 (searched)
             search::define_split(s, name, 2, 2, {2 * lanes});  // j -> j.0 j.1 (two vectors)
-            s.reorder(name, {0, 2, 1, 3});                      // i.0 j.0 | i.1 j.1
-            s.compute_at(local, name, 1);                       // one tile per (i.0, j.0)
-            s.reorder(local, {2, 0, 1});                        // k outside the tile
+            s.reorder(name, {0, 2, 1, 3});                     // i.0 j.0 | i.1 j.1
+            s.compute_at(local, name, 1);                      // one tile per (i.0, j.0)
+            s.reorder(local, {2, 0, 1});                       // k outside the tile
             s.annotate(local, 2, sched::Annotation::Vectorize);
             // D.local now sits at `stage` and D after it: go on with the stage before both.
             return std::vector<std::pair<sched::State, int>>{{std::move(s), stage - 1}};

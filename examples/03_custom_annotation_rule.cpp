@@ -54,8 +54,8 @@ int main() {
 
   const int samples = 16;
   auto plain = loom_examples::random_search(task, sketches, options, samples, 3);
-  auto custom =
-      loom_examples::random_search(task, sketches, options, samples, 3, {innermost_vector_widths()});
+  auto custom = loom_examples::random_search(task, sketches, options, samples, 3,
+                                             {innermost_vector_widths()});
   const double gflop = task.dag->flop_count() * 1e-9;
   std::printf("best of %d random programs, built-in init rules: %7.3f ms (%5.1f GFLOP/s)\n",
               plain.measured, plain.best_ms, gflop / (plain.best_ms * 1e-3));
@@ -72,7 +72,8 @@ int main() {
         search::sample_program(sketch, task, options, rng, {innermost_vector_widths()});
     for (size_t k = 0; k < sketch.steps().size(); ++k)
       if (auto* sp = std::get_if<sched::SplitStep>(&p.steps()[k]); sp && sp->extent >= 2 * lanes)
-        lengths_ok = lengths_ok && (*sp->lengths.back() == lanes || *sp->lengths.back() == 2 * lanes);
+        lengths_ok =
+            lengths_ok && (*sp->lengths.back() == lanes || *sp->lengths.back() == 2 * lanes);
   }
   const bool ok = plain.wrong == 0 && custom.wrong == 0 && custom.best && lengths_ok;
   std::printf("%s\n", ok ? "OK: every program matched the reference interpreter"

@@ -24,7 +24,7 @@ int main() {
   // the column tile two vectors wide; row tile and k blocking left open.
   sched::State t(task.dag);
   const std::string out = t.stages().back().name;
-  search::define_split(t, out, 0, 2);                // i -> i.0 i.1 (searched)
+  search::define_split(t, out, 0, 2);               // i -> i.0 i.1 (searched)
   search::define_split(t, out, 2, 2, {2 * lanes});  // j -> j.0 j.1 (fixed)
   t.reorder(out, {0, 2, 1, 3});
   t.compute_at("C", out, 1);
@@ -46,9 +46,10 @@ int main() {
   std::printf("best program of the template:\n%s\n", templ.best->to_string().c_str());
   // The fixed parts survived: C stays inside the output's tiles, the column tile is fixed.
   const sched::State& best = *templ.best;
-  bool kept = best.stage("C").location == sched::ComputeLocation::At &&
-              best.stage("C").attach_stage == out;
-  if (auto* sp = std::get_if<sched::SplitStep>(&best.steps()[1])) kept = kept && *sp->lengths[0] == 2 * lanes;
+  bool kept =
+      best.stage("C").location == sched::ComputeLocation::At && best.stage("C").attach_stage == out;
+  if (auto* sp = std::get_if<sched::SplitStep>(&best.steps()[1]))
+    kept = kept && *sp->lengths[0] == 2 * lanes;
   const bool ok = templ.wrong == 0 && full.wrong == 0 && kept;
   std::printf("%s\n", ok ? "OK: every program matched the reference interpreter"
                          : "FAILED: a wrong result or the template was not kept");

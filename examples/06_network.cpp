@@ -58,9 +58,8 @@ int main(int argc, char** argv) {
   auto c1 = ops::relu(ops::bias_add(ops::conv2d_nchw(x, w1, {.padding = {1, 1}}), b1));
   auto c2 = ops::relu(ops::bias_add(ops::conv2d_nchw(c1, w2, {.padding = {1, 1}}), b2));
   auto pooled = ops::max_pool2d(c2, {2, 2}, {2, 2});  // [1, 32, 16, 16]
-  auto flat = compute("flatten", {1, 32 * 16 * 16}, [&](Var n, Var f) {
-    return pooled(n, f / 256, (f / 16) % 16, f % 16);
-  });
+  auto flat = compute("flatten", {1, 32 * 16 * 16},
+                      [&](Var n, Var f) { return pooled(n, f / 256, (f / 16) % 16, f % 16); });
   auto y = ops::softmax(ops::dense(flat, wd));
   std::vector<net::Constant> weights;
   uint32_t seed = 0;
@@ -102,13 +101,15 @@ int main(int argc, char** argv) {
   for (int r = 0; r < 20; ++r) {
     const auto start = std::chrono::steady_clock::now();
     compiled.run({BufferView(input.data(), {1, 3, 32, 32}), BufferView(output.data(), {1, 10})});
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::sort(ms.begin(), ms.end());
-  std::printf("%zu tasks tuned (%zu reading a packed weight), %zu on default schedules; median run "
-              "%.3f ms (%.1f GFLOP/s)\n",
-              compiled.tuned_tasks().size(), compiled.packed_tasks().size(),
-              compiled.untuned_tasks().size(), ms[ms.size() / 2],
-              network->flop_count() / (ms[ms.size() / 2] * 1e-3) * 1e-9);
+  std::printf(
+      "%zu tasks tuned (%zu reading a packed weight), %zu on default schedules; median run "
+      "%.3f ms (%.1f GFLOP/s)\n",
+      compiled.tuned_tasks().size(), compiled.packed_tasks().size(),
+      compiled.untuned_tasks().size(), ms[ms.size() / 2],
+      network->flop_count() / (ms[ms.size() / 2] * 1e-3) * 1e-9);
   return worst < 1e-5 ? 0 : 1;
 }

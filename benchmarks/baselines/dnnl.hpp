@@ -93,10 +93,9 @@ class DnnlMatmul {
     };
     const dnnl::memory::desc a_md = plain(m, k);
     const dnnl::memory::desc b_user_md = plain(k, n);
-    const dnnl::memory::desc b_md =
-        layout == DnnlBLayout::Prepacked
-            ? dnnl::memory::desc(b_user_md.dims(), dt::f32, tag::any)
-            : b_user_md;
+    const dnnl::memory::desc b_md = layout == DnnlBLayout::Prepacked
+                                        ? dnnl::memory::desc(b_user_md.dims(), dt::f32, tag::any)
+                                        : b_user_md;
     const dnnl::memory::desc c_md = plain(m, n);
     pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
     prim_ = dnnl::matmul(pd_);
@@ -308,8 +307,8 @@ class DnnlBatchMatmul : public DnnlMatmul {
 class DnnlDepthwiseConv2d : public DnnlConvPrimitive {
  public:
   // [C, 1, R, S] row-major has the bytes of goihw [C, 1, 1, R, S].
-  DnnlDepthwiseConv2d(const ConvShape& p, const float* src, const float* wei,
-                      DnnlConvLayout layout, int threads)
+  DnnlDepthwiseConv2d(const ConvShape& p, const float* src, const float* wei, DnnlConvLayout layout,
+                      int threads)
       : DnnlConvPrimitive({.src_dims = {p.n, p.c, p.h, p.w},
                            .wei_dims = {p.c, 1, 1, p.r, p.s},
                            .dst_dims = {p.n, p.c, p.oh(), p.ow()},

@@ -174,8 +174,7 @@ inline void run_gemm(benchmark::State& state, std::size_t contender, GemmShape s
   float* out = d.c.data();
   // GFLOPS is scaled to GFLOP per call (not FLOP with kIs1000) so that the plain number in
   // JSON/CSV reads in GFLOP/s.
-  run_timed(
-      state, [&] { call(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
+  run_timed(state, [&] { call(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
   state.SetLabel(instance->label);
 }
 

@@ -69,7 +69,9 @@ BENCHMARK(BM_Jit_LowerOnly)->Arg(1024)->Unit(benchmark::kMicrosecond);
 void BM_Jit_CompileAndDrop2000(benchmark::State& state) {
   Task task(gemm_dag(128));
   sched::State s = tiled(task.dag, 2 * task.target.vector_lanes(4));
-  { Kernel warm = build(task, s); }
+  {
+    Kernel warm = build(task, s);
+  }
   double before = 0, after = 0;
   for (auto _ : state) {
     before = rss_mb();

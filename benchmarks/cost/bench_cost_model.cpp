@@ -26,11 +26,12 @@
 //
 // Usage: bench_cost_model [DATASET] [key=value ...]
 //   gbdt.max_bins= gbdt.max_depth= gbdt.eta= gbdt.lambda= gbdt.min_child_weight= gbdt.gamma=
-//   gbdt.colsample= gbdt.subsample= gbdt.weight=y|1 gbdt.label=throughput|log xgb.tree_method=exact|hist|approx
-//   xgb.max_bin= models=gbdt,xgb-packsum,xgb-sumrows,random,roofline parts=random,lowo,timing
-//   dump=PATH (write every feature row as TSV: program, workload, seconds, label, values)
-//   logs=DIR (evaluate on the tuning logs DIR/<name>.jsonl of tune_workloads instead: programs
-//   the search chose to measure, as Ansor's training data were, timed by the tuner)
+//   gbdt.colsample= gbdt.subsample= gbdt.weight=y|1 gbdt.label=throughput|log
+//   xgb.tree_method=exact|hist|approx xgb.max_bin=
+//   models=gbdt,xgb-packsum,xgb-sumrows,random,roofline parts=random,lowo,timing dump=PATH (write
+//   every feature row as TSV: program, workload, seconds, label, values) logs=DIR (evaluate on the
+//   tuning logs DIR/<name>.jsonl of tune_workloads instead: programs the search chose to measure,
+//   as Ansor's training data were, timed by the tuner)
 // A plain program, not a Google Benchmark: the numbers are accuracies, not times.
 #include "cost_workloads.hpp"
 #include "gz_io.hpp"
@@ -173,11 +174,12 @@ Dataset load(const std::string& path, const std::string& logs_dir) {
   }
   for (Program& p : d.programs)
     p.label = std::isfinite(p.cost) ? best[static_cast<size_t>(p.workload)] / p.cost : 0.0;
-  std::printf("data set %s: %zu programs, %d replay failures, %d unknown lines, %d without "
-              "feature rows; features of all programs in %.2f s (%.0f programs/s)\n",
-              logs_dir.empty() ? path.c_str() : (logs_dir + " (tuning logs)").c_str(),
-              d.programs.size(), replay_failed, unknown, no_rows, extract_s,
-              static_cast<double>(d.programs.size()) / extract_s);
+  std::printf(
+      "data set %s: %zu programs, %d replay failures, %d unknown lines, %d without "
+      "feature rows; features of all programs in %.2f s (%.0f programs/s)\n",
+      logs_dir.empty() ? path.c_str() : (logs_dir + " (tuning logs)").c_str(), d.programs.size(),
+      replay_failed, unknown, no_rows, extract_s,
+      static_cast<double>(d.programs.size()) / extract_s);
   for (size_t w = 0; w < d.workloads.size(); ++w) {
     int n = 0, failed = 0, rows = 0;
     for (const Program& p : d.programs)
@@ -190,9 +192,10 @@ Dataset load(const std::string& path, const std::string& logs_dir) {
     for (const Program& p : d.programs)
       if (p.workload == static_cast<int>(w)) labels.push_back(p.label);
     std::sort(labels.begin(), labels.end());
-    std::printf("  %-38s %4d programs, %3d failed, %.1f rows/program, best %.3f ms, median y %.3f\n",
-                d.workloads[w].name.c_str(), n, failed, n ? double(rows) / n : 0.0,
-                best[w] * 1e3, labels.empty() ? 0.0 : labels[labels.size() / 2]);
+    std::printf(
+        "  %-38s %4d programs, %3d failed, %.1f rows/program, best %.3f ms, median y %.3f\n",
+        d.workloads[w].name.c_str(), n, failed, n ? double(rows) / n : 0.0, best[w] * 1e3,
+        labels.empty() ? 0.0 : labels[labels.size() / 2]);
   }
   return d;
 }
@@ -218,7 +221,9 @@ struct Settings {
   std::string dump;
   /// A directory of tuning logs to evaluate on instead of the data set (see logs_as_dataset).
   std::string logs;
-  bool has(const char* part) const { return ("," + parts + ",").find(std::string(",") + part + ",") != std::string::npos; }
+  bool has(const char* part) const {
+    return ("," + parts + ",").find(std::string(",") + part + ",") != std::string::npos;
+  }
 };
 
 /// The pack-sum training set of the programs `idx` that have rows (others are never learned
@@ -231,8 +236,8 @@ double train_label(double y, const std::string& kind) {
   return y > 0 ? std::max(0.0, std::log10(y) / 3.0 + 1.0) : 0.0;
 }
 
-cost::GbdtDataset packsum_dataset(const Dataset& d, const std::vector<size_t>& idx, bool weight_by_y,
-                                  const std::string& label = "throughput") {
+cost::GbdtDataset packsum_dataset(const Dataset& d, const std::vector<size_t>& idx,
+                                  bool weight_by_y, const std::string& label = "throughput") {
   cost::GbdtDataset data;
   data.num_features = cost::kNumFeatures;
   data.group_offsets.push_back(0);
@@ -310,11 +315,12 @@ struct XgbModel {
 
 /// Group sums of XGBoost's predictions for `data` (rows with `offsets`), `trees` trees (0: all).
 std::vector<double> xgb_group_predict(BoosterHandle b, DMatrixHandle data,
-                                      const std::vector<size_t>& offsets, int trees, bool training) {
-  const std::string config = std::string("{\"type\": 0, \"training\": ") +
-                             (training ? "true" : "false") +
-                             ", \"iteration_begin\": 0, \"iteration_end\": " +
-                             std::to_string(trees) + ", \"strict_shape\": false}";
+                                      const std::vector<size_t>& offsets, int trees,
+                                      bool training) {
+  const std::string config =
+      std::string("{\"type\": 0, \"training\": ") + (training ? "true" : "false") +
+      ", \"iteration_begin\": 0, \"iteration_end\": " + std::to_string(trees) +
+      ", \"strict_shape\": false}";
   const bst_ulong* shape = nullptr;
   bst_ulong dim = 0;
   const float* pred = nullptr;
@@ -331,14 +337,20 @@ std::shared_ptr<XgbModel> xgb_train(const cost::GbdtDataset& data, const Setting
   auto m = std::make_shared<XgbModel>();
   DMatrixHandle dtrain;
   const size_t rows = data.num_rows();
-  xgb_check(XGDMatrixCreateFromMat(data.features.data(), rows, static_cast<bst_ulong>(data.num_features),
+  xgb_check(XGDMatrixCreateFromMat(data.features.data(), rows,
+                                   static_cast<bst_ulong>(data.num_features),
                                    std::numeric_limits<float>::quiet_NaN(), &dtrain));
   xgb_check(XGBoosterCreate(&dtrain, 1, &m->booster));
-  const std::pair<const char*, std::string> params[] = {
-      {"max_depth", "10"}, {"gamma", "0.001"}, {"min_child_weight", "0"}, {"eta", "0.2"},
-      {"nthread", "1"}, {"seed", "43"}, {"disable_default_eval_metric", "1"},
-      {"verbosity", "0"}, {"tree_method", s.xgb_tree_method},
-      {"max_bin", std::to_string(s.xgb_max_bin)}};
+  const std::pair<const char*, std::string> params[] = {{"max_depth", "10"},
+                                                        {"gamma", "0.001"},
+                                                        {"min_child_weight", "0"},
+                                                        {"eta", "0.2"},
+                                                        {"nthread", "1"},
+                                                        {"seed", "43"},
+                                                        {"disable_default_eval_metric", "1"},
+                                                        {"verbosity", "0"},
+                                                        {"tree_method", s.xgb_tree_method},
+                                                        {"max_bin", std::to_string(s.xgb_max_bin)}};
   for (const auto& [k, v] : params) xgb_check(XGBoosterSetParam(m->booster, k, v.c_str()));
   // XGBoost starts every row at base_score 0.5, i.e. a program of n rows at n / 2, far above
   // labels in [0, 1]; with w = y the failed and slow programs (weight ~0) are never pulled
@@ -360,9 +372,11 @@ std::shared_ptr<XgbModel> xgb_train(const cost::GbdtDataset& data, const Setting
   for (int round = 0; round < 10000; ++round) {
     // Predictions with `round` trees (XGBoost caches them for the training matrix; with no
     // tree yet they are the base score).
-    const std::vector<double> sums = xgb_group_predict(m->booster, dtrain, data.group_offsets, 0, true);
+    const std::vector<double> sums =
+        xgb_group_predict(m->booster, dtrain, data.group_offsets, 0, true);
     double se = 0;
-    for (size_t g = 0; g < groups; ++g) se += (sums[g] - data.labels[g]) * (sums[g] - data.labels[g]);
+    for (size_t g = 0; g < groups; ++g)
+      se += (sums[g] - data.labels[g]) * (sums[g] - data.labels[g]);
     const double rmse = std::sqrt(se / static_cast<double>(groups));
     if (round > 0 && rmse < best_rmse) {
       best_rmse = rmse;
@@ -444,7 +458,9 @@ std::vector<cost::ProgramFeatures> features_of(const Dataset& d, const std::vect
 Trainer random_trainer(const Dataset& d) {
   return [&d](const std::vector<size_t>&) -> Predictor {
     auto model = std::make_shared<cost::RandomCostModel>(43);
-    return [&d, model](const std::vector<size_t>& test) { return model->predict(features_of(d, test)); };
+    return [&d, model](const std::vector<size_t>& test) {
+      return model->predict(features_of(d, test));
+    };
   };
 }
 
@@ -459,7 +475,9 @@ cost::AnalyticCostModel roofline_model() {
 Trainer roofline_trainer(const Dataset& d) {
   return [&d](const std::vector<size_t>&) -> Predictor {
     auto model = std::make_shared<cost::AnalyticCostModel>(roofline_model());
-    return [&d, model](const std::vector<size_t>& test) { return model->predict(features_of(d, test)); };
+    return [&d, model](const std::vector<size_t>& test) {
+      return model->predict(features_of(d, test));
+    };
   };
 }
 
@@ -471,8 +489,8 @@ struct Metrics {
 };
 
 /// Metrics of `scores` (one per program of `test`) per workload, and their mean.
-Metrics evaluate(const Dataset& d, const std::vector<size_t>& test, const std::vector<double>& scores,
-                 std::vector<Metrics>* per_workload = nullptr) {
+Metrics evaluate(const Dataset& d, const std::vector<size_t>& test,
+                 const std::vector<double>& scores, std::vector<Metrics>* per_workload = nullptr) {
   Metrics mean;
   for (size_t w = 0; w < d.workloads.size(); ++w) {
     std::vector<double> s, y;
@@ -484,7 +502,8 @@ Metrics evaluate(const Dataset& d, const std::vector<size_t>& test, const std::v
     if (s.empty()) continue;
     Metrics m;
     m.pairwise = cost::pairwise_accuracy(s, y);
-    const size_t k = std::max<size_t>(1, static_cast<size_t>(std::lround(kRecallFraction * s.size())));
+    const size_t k =
+        std::max<size_t>(1, static_cast<size_t>(std::lround(kRecallFraction * s.size())));
     m.recall = cost::recall_at_k(s, y, k);
     m.peak = cost::average_peak_score(s, y, kPeakN);
     m.workloads = 1;
@@ -503,7 +522,8 @@ Metrics evaluate(const Dataset& d, const std::vector<size_t>& test, const std::v
 }
 
 void print_row(const std::string& model, const Metrics& m, double train_s) {
-  std::printf("  %-12s %8.4f %10.4f %9.4f %9.2f\n", model.c_str(), m.pairwise, m.recall, m.peak, train_s);
+  std::printf("  %-12s %8.4f %10.4f %9.4f %9.2f\n", model.c_str(), m.pairwise, m.recall, m.peak,
+              train_s);
 }
 
 Settings parse(int argc, char** argv, std::string& path) {
@@ -518,22 +538,38 @@ Settings parse(int argc, char** argv, std::string& path) {
     }
     const std::string k = a.substr(0, eq), v = a.substr(eq + 1);
     const double x = std::atof(v.c_str());
-    if (k == "gbdt.max_bins") s.gbdt.max_bins = static_cast<int>(x);
-    else if (k == "gbdt.max_depth") s.gbdt.max_depth = static_cast<int>(x);
-    else if (k == "gbdt.eta") s.gbdt.learning_rate = x;
-    else if (k == "gbdt.lambda") s.gbdt.lambda = x;
-    else if (k == "gbdt.gamma") s.gbdt.gamma = x;
-    else if (k == "gbdt.min_child_weight") s.gbdt.min_child_weight = x;
-    else if (k == "gbdt.colsample") s.gbdt.colsample = x;
-    else if (k == "gbdt.subsample") s.gbdt.subsample = x;
-    else if (k == "gbdt.early_stopping") s.gbdt.early_stopping_rounds = static_cast<int>(x);
-    else if (k == "gbdt.weight") s.gbdt_weight_by_y = v == "y";
-    else if (k == "gbdt.label") s.gbdt_label = v;
-    else if (k == "xgb.tree_method") s.xgb_tree_method = v;
-    else if (k == "xgb.max_bin") s.xgb_max_bin = static_cast<int>(x);
-    else if (k == "parts") s.parts = v;
-    else if (k == "dump") s.dump = v;
-    else if (k == "logs") s.logs = v;
+    if (k == "gbdt.max_bins")
+      s.gbdt.max_bins = static_cast<int>(x);
+    else if (k == "gbdt.max_depth")
+      s.gbdt.max_depth = static_cast<int>(x);
+    else if (k == "gbdt.eta")
+      s.gbdt.learning_rate = x;
+    else if (k == "gbdt.lambda")
+      s.gbdt.lambda = x;
+    else if (k == "gbdt.gamma")
+      s.gbdt.gamma = x;
+    else if (k == "gbdt.min_child_weight")
+      s.gbdt.min_child_weight = x;
+    else if (k == "gbdt.colsample")
+      s.gbdt.colsample = x;
+    else if (k == "gbdt.subsample")
+      s.gbdt.subsample = x;
+    else if (k == "gbdt.early_stopping")
+      s.gbdt.early_stopping_rounds = static_cast<int>(x);
+    else if (k == "gbdt.weight")
+      s.gbdt_weight_by_y = v == "y";
+    else if (k == "gbdt.label")
+      s.gbdt_label = v;
+    else if (k == "xgb.tree_method")
+      s.xgb_tree_method = v;
+    else if (k == "xgb.max_bin")
+      s.xgb_max_bin = static_cast<int>(x);
+    else if (k == "parts")
+      s.parts = v;
+    else if (k == "dump")
+      s.dump = v;
+    else if (k == "logs")
+      s.logs = v;
     else if (k == "models") {
       s.models.clear();
       std::stringstream ss(v);
@@ -557,8 +593,8 @@ void dump_rows(const Dataset& d, const std::string& path) {
   for (size_t i = 0; i < d.programs.size(); ++i) {
     const Program& p = d.programs[i];
     for (int r = 0; r < p.features.num_rows; ++r) {
-      std::fprintf(f, "%zu\t%s\t%g\t%g", i, d.workloads[static_cast<size_t>(p.workload)].name.c_str(),
-                   p.cost, p.label);
+      std::fprintf(f, "%zu\t%s\t%g\t%g", i,
+                   d.workloads[static_cast<size_t>(p.workload)].name.c_str(), p.cost, p.label);
       const float* row = cost::feature_row(p.features, r);
       for (int k = 0; k < p.features.num_features; ++k) std::fprintf(f, "\t%g", row[k]);
       std::fprintf(f, "\n");
@@ -580,77 +616,84 @@ int main(int argc, char** argv) {
   for (const std::string& m : settings.models) {
     if (m == "gbdt") models.emplace_back(m, gbdt_trainer(d, settings));
 #if defined(LOOM_BENCH_HAVE_XGBOOST)
-    else if (m == "xgb-packsum") models.emplace_back(m, xgb_trainer(d, settings, false));
-    else if (m == "xgb-sumrows") models.emplace_back(m, xgb_trainer(d, settings, true));
+    else if (m == "xgb-packsum")
+      models.emplace_back(m, xgb_trainer(d, settings, false));
+    else if (m == "xgb-sumrows")
+      models.emplace_back(m, xgb_trainer(d, settings, true));
 #else
-    else if (m == "xgb-packsum" || m == "xgb-sumrows") std::printf("(%s: built without XGBoost)\n", m.c_str());
+    else if (m == "xgb-packsum" || m == "xgb-sumrows")
+      std::printf("(%s: built without XGBoost)\n", m.c_str());
 #endif
-    else if (m == "random") models.emplace_back(m, random_trainer(d));
-    else if (m == "roofline") models.emplace_back(m, roofline_trainer(d));
-    else std::printf("(unknown model %s)\n", m.c_str());
+    else if (m == "random")
+      models.emplace_back(m, random_trainer(d));
+    else if (m == "roofline")
+      models.emplace_back(m, roofline_trainer(d));
+    else
+      std::printf("(unknown model %s)\n", m.c_str());
   }
-  std::printf("gbdt params: depth %d, eta %g, lambda %g, gamma %g, min_child_weight %g, bins %d, "
-              "colsample %g, subsample %g, early stop %d, weight %s; xgboost tree_method %s, max_bin %d\n",
-              settings.gbdt.max_depth, settings.gbdt.learning_rate, settings.gbdt.lambda,
-              settings.gbdt.gamma, settings.gbdt.min_child_weight, settings.gbdt.max_bins,
-              settings.gbdt.colsample, settings.gbdt.subsample, settings.gbdt.early_stopping_rounds,
-              settings.gbdt_weight_by_y ? "y" : "1", settings.xgb_tree_method.c_str(),
-              settings.xgb_max_bin);
+  std::printf(
+      "gbdt params: depth %d, eta %g, lambda %g, gamma %g, min_child_weight %g, bins %d, "
+      "colsample %g, subsample %g, early stop %d, weight %s; xgboost tree_method %s, max_bin %d\n",
+      settings.gbdt.max_depth, settings.gbdt.learning_rate, settings.gbdt.lambda,
+      settings.gbdt.gamma, settings.gbdt.min_child_weight, settings.gbdt.max_bins,
+      settings.gbdt.colsample, settings.gbdt.subsample, settings.gbdt.early_stopping_rounds,
+      settings.gbdt_weight_by_y ? "y" : "1", settings.xgb_tree_method.c_str(),
+      settings.xgb_max_bin);
   const char* header = "  model        pairwise recall@10%% a-peak@32   train_s\n";
 
   if (settings.has("random")) {
-  // (a) random 80/20 split by program (Fisher-Yates on raw engine output: portable).
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::mt19937_64 rng(kSplitSeed);
-  for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
-  const size_t n_test = static_cast<size_t>(kTestFraction * static_cast<double>(n));
-  std::vector<size_t> test(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n_test));
-  std::vector<size_t> train(order.begin() + static_cast<std::ptrdiff_t>(n_test), order.end());
-  std::sort(test.begin(), test.end());
-  std::sort(train.begin(), train.end());
-  std::printf("\n(a) random split: %zu train / %zu test programs (seed %llu); metrics per workload, "
-              "averaged over the %zu workloads\n",
-              train.size(), test.size(), static_cast<unsigned long long>(kSplitSeed), d.workloads.size());
-  std::printf(header);
-  for (const auto& [name, trainer] : models) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const Predictor p = trainer(train);
-    const double train_s = seconds_since(t0);
-    std::vector<Metrics> per;
-    print_row(name, evaluate(d, test, p(test), &per), train_s);
-    std::printf("      pairwise per workload:");
-    for (const Metrics& m : per) std::printf(" %.3f", m.pairwise);
-    std::printf("\n");
-  }
-
-  }
-  if (settings.has("lowo")) {
-  // (b) leave one workload out.
-  std::printf("\n(b) leave-one-workload-out: train on %zu workloads, test on the other\n",
-              d.workloads.size() - 1);
-  std::map<std::string, Metrics> lowo_mean;
-  for (size_t w = 0; w < d.workloads.size(); ++w) {
-    std::vector<size_t> tr, te;
-    for (size_t i = 0; i < n; ++i) (d.programs[i].workload == static_cast<int>(w) ? te : tr).push_back(i);
-    std::printf(" held out %s (%zu test programs)\n", d.workloads[w].name.c_str(), te.size());
+    // (a) random 80/20 split by program (Fisher-Yates on raw engine output: portable).
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::mt19937_64 rng(kSplitSeed);
+    for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+    const size_t n_test = static_cast<size_t>(kTestFraction * static_cast<double>(n));
+    std::vector<size_t> test(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n_test));
+    std::vector<size_t> train(order.begin() + static_cast<std::ptrdiff_t>(n_test), order.end());
+    std::sort(test.begin(), test.end());
+    std::sort(train.begin(), train.end());
+    std::printf(
+        "\n(a) random split: %zu train / %zu test programs (seed %llu); metrics per workload, "
+        "averaged over the %zu workloads\n",
+        train.size(), test.size(), static_cast<unsigned long long>(kSplitSeed), d.workloads.size());
     std::printf(header);
     for (const auto& [name, trainer] : models) {
       const auto t0 = std::chrono::steady_clock::now();
-      const Predictor p = trainer(tr);
+      const Predictor p = trainer(train);
       const double train_s = seconds_since(t0);
-      const Metrics m = evaluate(d, te, p(te));
-      print_row(name, m, train_s);
-      Metrics& acc = lowo_mean[name];
-      acc.pairwise += m.pairwise / static_cast<double>(d.workloads.size());
-      acc.recall += m.recall / static_cast<double>(d.workloads.size());
-      acc.peak += m.peak / static_cast<double>(d.workloads.size());
+      std::vector<Metrics> per;
+      print_row(name, evaluate(d, test, p(test), &per), train_s);
+      std::printf("      pairwise per workload:");
+      for (const Metrics& m : per) std::printf(" %.3f", m.pairwise);
+      std::printf("\n");
     }
   }
-  std::printf(" mean over the held-out workloads\n");
-  std::printf(header);
-  for (const auto& [name, trainer] : models) print_row(name, lowo_mean[name], 0.0);
-
+  if (settings.has("lowo")) {
+    // (b) leave one workload out.
+    std::printf("\n(b) leave-one-workload-out: train on %zu workloads, test on the other\n",
+                d.workloads.size() - 1);
+    std::map<std::string, Metrics> lowo_mean;
+    for (size_t w = 0; w < d.workloads.size(); ++w) {
+      std::vector<size_t> tr, te;
+      for (size_t i = 0; i < n; ++i)
+        (d.programs[i].workload == static_cast<int>(w) ? te : tr).push_back(i);
+      std::printf(" held out %s (%zu test programs)\n", d.workloads[w].name.c_str(), te.size());
+      std::printf(header);
+      for (const auto& [name, trainer] : models) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const Predictor p = trainer(tr);
+        const double train_s = seconds_since(t0);
+        const Metrics m = evaluate(d, te, p(te));
+        print_row(name, m, train_s);
+        Metrics& acc = lowo_mean[name];
+        acc.pairwise += m.pairwise / static_cast<double>(d.workloads.size());
+        acc.recall += m.recall / static_cast<double>(d.workloads.size());
+        acc.peak += m.peak / static_cast<double>(d.workloads.size());
+      }
+    }
+    std::printf(" mean over the held-out workloads\n");
+    std::printf(header);
+    for (const auto& [name, trainer] : models) print_row(name, lowo_mean[name], 0.0);
   }
   if (!settings.has("timing")) return 0;
   // Timings on the full data set, one thread.
@@ -668,10 +711,11 @@ int main(int argc, char** argv) {
     const auto t1 = std::chrono::steady_clock::now();
     for (int r = 0; r < reps; ++r) (void)p(all);
     const double pred_s = seconds_since(t1) / reps;
-    std::printf("  %-12s train %.2f s, predict %.1f ms for all = %.0f programs/s, %.0f rows/s "
-                "(incl. gathering the rows)\n",
-                name.c_str(), train_s, pred_s * 1e3, static_cast<double>(n) / pred_s,
-                static_cast<double>(n_rows) / pred_s);
+    std::printf(
+        "  %-12s train %.2f s, predict %.1f ms for all = %.0f programs/s, %.0f rows/s "
+        "(incl. gathering the rows)\n",
+        name.c_str(), train_s, pred_s * 1e3, static_cast<double>(n) / pred_s,
+        static_cast<double>(n_rows) / pred_s);
   }
   {
     cost::GbdtDataset data = packsum_dataset(d, all, settings.gbdt_weight_by_y);
@@ -681,8 +725,9 @@ int main(int argc, char** argv) {
     const auto t1 = std::chrono::steady_clock::now();
     for (int r = 0; r < 10; ++r) g.predict_rows(rows.values.data(), n_rows, out.data());
     const double s = seconds_since(t1) / 10;
-    std::printf("  gbdt: %d trees kept of %d grown, train p-rmse %.4f; predict_rows alone %.0f rows/s\n",
-                info.best_rounds, info.rounds_trained, info.best_rmse, static_cast<double>(n_rows) / s);
+    std::printf(
+        "  gbdt: %d trees kept of %d grown, train p-rmse %.4f; predict_rows alone %.0f rows/s\n",
+        info.best_rounds, info.rounds_trained, info.best_rmse, static_cast<double>(n_rows) / s);
   }
   return 0;
 }

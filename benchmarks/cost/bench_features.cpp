@@ -46,7 +46,7 @@ Task workload_task(int w) {
 
 const char* workload_name(int w) {
   static const std::array<const char*, 3> names = {"GEMM 1024^3", "conv2d+bias+relu 1x64x56x56",
-                                                    "softmax 1024x1024"};
+                                                   "softmax 1024x1024"};
   return names[static_cast<size_t>(w)];
 }
 

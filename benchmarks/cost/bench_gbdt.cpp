@@ -66,7 +66,8 @@ GbdtDataset synthetic(size_t programs, uint64_t seed) {
 const GbdtDataset& dataset(size_t programs, uint64_t seed) {
   static std::map<std::pair<size_t, uint64_t>, GbdtDataset> cache;
   auto it = cache.find({programs, seed});
-  if (it == cache.end()) it = cache.emplace(std::pair{programs, seed}, synthetic(programs, seed)).first;
+  if (it == cache.end())
+    it = cache.emplace(std::pair{programs, seed}, synthetic(programs, seed)).first;
   return it->second;
 }
 

@@ -37,8 +37,10 @@ inline std::vector<CostWorkload> cost_workloads() {
   using namespace loom;
   const Target target = cost_target();
   std::vector<CostWorkload> out;
-  auto add = [&](std::string name, std::vector<ir::Tensor> inputs, std::vector<ir::Tensor> outputs) {
-    out.push_back({std::move(name), Task(ComputeDAG(std::move(inputs), std::move(outputs)), target)});
+  auto add = [&](std::string name, std::vector<ir::Tensor> inputs,
+                 std::vector<ir::Tensor> outputs) {
+    out.push_back(
+        {std::move(name), Task(ComputeDAG(std::move(inputs), std::move(outputs)), target)});
   };
   {  // GEMM 256^3: 33.6 MFLOP
     auto a = placeholder<float>("A", {256, 256});

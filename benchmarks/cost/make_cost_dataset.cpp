@@ -59,12 +59,12 @@ namespace {
 
 using namespace loom;
 
-constexpr double kSlowFactor = 20.0;   // slower than this × the best so far: measured once
-constexpr double kSlowSeconds = 0.25;  // ... and so is any program slower than this
-constexpr int kMinTimedCalls = 3;       // timed calls after the warm-up: at least this many,
-constexpr int kMaxTimedCalls = 20;      // ... and more, up to this many,
-constexpr double kTimedSeconds = 0.03;  // ... until they add up to this much time
-constexpr uint64_t kSeedPerfect = 0x10057001;      // + workload index
+constexpr double kSlowFactor = 20.0;           // slower than this × the best so far: measured once
+constexpr double kSlowSeconds = 0.25;          // ... and so is any program slower than this
+constexpr int kMinTimedCalls = 3;              // timed calls after the warm-up: at least this many,
+constexpr int kMaxTimedCalls = 20;             // ... and more, up to this many,
+constexpr double kTimedSeconds = 0.03;         // ... until they add up to this much time
+constexpr uint64_t kSeedPerfect = 0x10057001;  // + workload index
 constexpr uint64_t kSeedNonDivisible = 0x10057101;  // + workload index
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -89,7 +89,8 @@ Buffers make_buffers(const Kernel& k) {
     if (a.is_output) {
       b.output = i;
     } else {
-      for (float& v : b.data.back()) v = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0);
+      for (float& v : b.data.back())
+        v = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0);
     }
   }
   for (auto& d : b.data) b.args.push_back(d.data());
@@ -194,8 +195,8 @@ Outcome measure_isolated(const Task& task, const sched::State& p, Buffers& buffe
 
 /// Up to `count` distinct programs (by record) of each half: perfect tilings, then
 /// non-divisible ones not already drawn.
-std::vector<sched::State> sample_half(const Task& task, bool non_divisible, uint64_t seed, int count,
-                                      std::set<std::string>& seen) {
+std::vector<sched::State> sample_half(const Task& task, bool non_divisible, uint64_t seed,
+                                      int count, std::set<std::string>& seen) {
   search::SearchOptions options;
   options.allow_non_divisible_tiles = non_divisible;
   const auto sketches = search::generate_sketches(task, options);
@@ -205,7 +206,8 @@ std::vector<sched::State> sample_half(const Task& task, bool non_divisible, uint
   // draw a few more than needed and keep the new ones.
   for (int round = 0; round < 4 && static_cast<int>(out.size()) < count; ++round) {
     const int want = count - static_cast<int>(out.size());
-    for (sched::State& s : search::sample_programs(sketches, task, options, rng, want + want / 4 + 8)) {
+    for (sched::State& s :
+         search::sample_programs(sketches, task, options, rng, want + want / 4 + 8)) {
       if (static_cast<int>(out.size()) >= count) break;
       if (seen.insert(sched::to_record(s.steps())).second) out.push_back(std::move(s));
     }
@@ -320,8 +322,8 @@ int main(int argc, char** argv) {
       double cost = std::numeric_limits<double>::infinity();
       compile_seconds += o.compile_seconds;
       if (o.status == Outcome::kOk) {
-        cost = normalize && o.reference_cost > 0 ? o.cost * reference_base / o.reference_cost
-                                                 : o.cost;
+        cost =
+            normalize && o.reference_cost > 0 ? o.cost * reference_base / o.reference_cost : o.cost;
         if (timings)
           std::fprintf(timings, "%s\t%.6e\t%.6e\t%s\n", name.c_str(), o.cost, o.reference_cost,
                        record.c_str());
@@ -344,14 +346,15 @@ int main(int argc, char** argv) {
     }
     total += static_cast<int>(programs.size());
     total_failed += build_failed + wrong;
-    const std::string origin =
-        from.empty() ? std::to_string(perfect) + " perfect, " +
-                           std::to_string(programs.size() - perfect) + " non-divisible"
-                     : "re-timed from " + from;
-    std::printf("%-38s %4zu programs (%s), %d build failures or crashes, %d wrong, best %.3f ms, "
-                "%.0f ms compile/program, %.0f s\n",
-                name.c_str(), programs.size(), origin.c_str(), build_failed, wrong, best * 1e3,
-                1e3 * compile_seconds / std::max<size_t>(1, programs.size()), seconds_since(t0));
+    const std::string origin = from.empty() ? std::to_string(perfect) + " perfect, " +
+                                                  std::to_string(programs.size() - perfect) +
+                                                  " non-divisible"
+                                            : "re-timed from " + from;
+    std::printf(
+        "%-38s %4zu programs (%s), %d build failures or crashes, %d wrong, best %.3f ms, "
+        "%.0f ms compile/program, %.0f s\n",
+        name.c_str(), programs.size(), origin.c_str(), build_failed, wrong, best * 1e3,
+        1e3 * compile_seconds / std::max<size_t>(1, programs.size()), seconds_since(t0));
     std::fflush(stdout);
   }
   std::printf("%d programs, %d failed, %.0f s -> %s\n", total, total_failed, seconds_since(start),

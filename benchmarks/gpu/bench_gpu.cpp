@@ -16,9 +16,9 @@
 // With --trials=N (N > 0) each workload is first tuned for N more programs on this GPU
 // (cuda::tune, resuming from FILE, default gpu_tuned.jsonl); the LoomTuned contender is the best
 // program of FILE. Every contender's output is compared with LoomDefault's before timing.
-// Times come from CUDA events around 10 back-to-back calls (manual time, per call). cuBLAS and cuDNN are loaded with
-// dlopen (libcublas.so.13, libcudnn.so.9: set LD_LIBRARY_PATH when they are elsewhere); a
-// missing one only removes its contenders. Exits with 77 when there is no GPU.
+// Times come from CUDA events around 10 back-to-back calls (manual time, per call). cuBLAS and
+// cuDNN are loaded with dlopen (libcublas.so.13, libcudnn.so.9: set LD_LIBRARY_PATH when they are
+// elsewhere); a missing one only removes its contenders. Exits with 77 when there is no GPU.
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
 #include <loom/backend/measure_data.hpp>
@@ -76,8 +76,9 @@ struct Cublas {
   // Row-major C[m,n] = A[m,k] B[k,n], as column-major C^T = B^T A^T.
   void gemm(int m, int n, int k, cuda::CUdeviceptr a, cuda::CUdeviceptr b, cuda::CUdeviceptr c) {
     const float one = 1, zero = 0;
-    const int rc = sgemm(handle, 0, 0, n, m, k, &one, reinterpret_cast<const float*>(b), n,
-                         reinterpret_cast<const float*>(a), k, &zero, reinterpret_cast<float*>(c), n);
+    const int rc =
+        sgemm(handle, 0, 0, n, m, k, &one, reinterpret_cast<const float*>(b), n,
+              reinterpret_cast<const float*>(a), k, &zero, reinterpret_cast<float*>(c), n);
     if (rc != 0) throw std::runtime_error("cublasSgemm failed: " + std::to_string(rc));
   }
 };
@@ -109,7 +110,8 @@ struct Cudnn {
   Handle handle = nullptr;
 
   bool load() {
-    void* lib = open_first({"libcudnn.so.9", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "libcudnn.so"});
+    void* lib =
+        open_first({"libcudnn.so.9", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "libcudnn.so"});
     create = sym<decltype(create)>(lib, "cudnnCreate");
     create_tensor = sym<decltype(create_tensor)>(lib, "cudnnCreateTensorDescriptor");
     set_tensor4d = sym<decltype(set_tensor4d)>(lib, "cudnnSetTensor4dDescriptor");
@@ -122,14 +124,14 @@ struct Cudnn {
     workspace_size = sym<decltype(workspace_size)>(lib, "cudnnGetConvolutionForwardWorkspaceSize");
     forward = sym<decltype(forward)>(lib, "cudnnConvolutionForward");
     error_string = sym<decltype(error_string)>(lib, "cudnnGetErrorString");
-    return create && create_tensor && set_tensor4d && create_filter && set_filter4d && create_conv &&
-           set_conv2d && set_math_type && find_algo && workspace_size && forward &&
+    return create && create_tensor && set_tensor4d && create_filter && set_filter4d &&
+           create_conv && set_conv2d && set_math_type && find_algo && workspace_size && forward &&
            create(&handle) == 0;
   }
   void check(int rc, const char* what) const {
     if (rc != 0)
-      throw std::runtime_error(std::string(what) + " failed: " +
-                               (error_string ? error_string(rc) : std::to_string(rc)));
+      throw std::runtime_error(
+          std::string(what) + " failed: " + (error_string ? error_string(rc) : std::to_string(rc)));
   }
 };
 
@@ -141,32 +143,37 @@ struct CudnnConv {
   std::string algo_name;
   cuda::DeviceBuffer workspace;
 
-  CudnnConv(Cudnn& d, int n, int c, int h, int wd, int k, int r, int s, int pad, int math) : dnn(&d) {
+  CudnnConv(Cudnn& d, int n, int c, int h, int wd, int k, int r, int s, int pad, int math)
+      : dnn(&d) {
     d.check(d.create_tensor(&x), "cudnnCreateTensorDescriptor");
     d.check(d.set_tensor4d(x, 0, 0, n, c, h, wd), "cudnnSetTensor4dDescriptor");
     d.check(d.create_filter(&w), "cudnnCreateFilterDescriptor");
     d.check(d.set_filter4d(w, 0, 0, k, c, r, s), "cudnnSetFilter4dDescriptor");
     d.check(d.create_conv(&conv), "cudnnCreateConvolutionDescriptor");
-    d.check(d.set_conv2d(conv, pad, pad, 1, 1, 1, 1, 1 /*cross-correlation*/, 0), "cudnnSetConvolution2dDescriptor");
+    d.check(d.set_conv2d(conv, pad, pad, 1, 1, 1, 1, 1 /*cross-correlation*/, 0),
+            "cudnnSetConvolution2dDescriptor");
     d.check(d.set_math_type(conv, math), "cudnnSetConvolutionMathType");
     d.check(d.create_tensor(&y), "cudnnCreateTensorDescriptor");
     d.check(d.set_tensor4d(y, 0, 0, n, k, h + 2 * pad - r + 1, wd + 2 * pad - s + 1),
             "cudnnSetTensor4dDescriptor");
     Cudnn::AlgoPerf perf[16];
     int found = 0;
-    d.check(d.find_algo(d.handle, x, w, conv, y, 16, &found, perf), "cudnnFindConvolutionForwardAlgorithm");
+    d.check(d.find_algo(d.handle, x, w, conv, y, 16, &found, perf),
+            "cudnnFindConvolutionForwardAlgorithm");
     int best = -1;
     for (int i = 0; i < found; ++i)
       if (perf[i].status == 0 && (best < 0 || perf[i].time < perf[best].time)) best = i;
     if (best < 0) throw std::runtime_error("cuDNN found no convolution algorithm");
     algo = perf[best].algo;
-    static const char* names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                  "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char* names[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
     algo_name = algo >= 0 && algo < 8 ? names[algo] : "algo " + std::to_string(algo);
     std::printf("cuDNN (math type %d requested): %s, math type %d, %.1f us by cudnnFind\n", math,
                 algo_name.c_str(), perf[best].math_type, perf[best].time * 1e3);
     size_t bytes = 0;
-    d.check(d.workspace_size(d.handle, x, w, conv, y, algo, &bytes), "cudnnGetConvolutionForwardWorkspaceSize");
+    d.check(d.workspace_size(d.handle, x, w, conv, y, algo, &bytes),
+            "cudnnGetConvolutionForwardWorkspaceSize");
     if (bytes) workspace = cuda::DeviceBuffer(bytes);
   }
   void run(cuda::CUdeviceptr in, cuda::CUdeviceptr wt, cuda::CUdeviceptr out) {
@@ -204,10 +211,10 @@ std::string compare_with_default(Workload& w) {
   w.buffers.back().download(got.data(), got.size() * sizeof(float));
   const ir::Tensor& out = w.task.dag->outputs()[0];
   const backend::measure_data::OutputSpec spec{out.name(), out.dtype(), out.shape(),
-                                              out.num_elements()};
+                                               out.num_elements()};
   const search::MeasureOptions tolerances;
   return backend::measure_data::compare_output(spec, got.data(), w.reference.data(),
-                                              tolerances.rtol, tolerances.atol);
+                                               tolerances.rtol, tolerances.atol);
 }
 
 void add_contender(Workload& w, const std::string& name, std::function<void()> call,
@@ -224,28 +231,36 @@ void add_contender(Workload& w, const std::string& name, std::function<void()> c
   double bytes = 0;
   if (w.memory_bound)
     for (const cuda::DeviceBuffer& b : w.buffers) bytes += static_cast<double>(b.bytes());
-  benchmark::RegisterBenchmark((w.name + "/" + name).c_str(), [call, flops, bytes,
-                                                               dram_bytes_per_second](benchmark::State& st) {
-    double total = 0;
-    for (auto _ : st) {
-      // Ten calls back to back between two events, per call: the GPU's time, as a network
-      // runs its layers, rather than each call's host-side launch latency.
-      const double s = cuda::time_launches(call, 10);
-      st.SetIterationTime(s);
-      total += s;
-    }
-    const double per_call = total / static_cast<double>(st.iterations());
-    st.counters["GFLOPS"] = flops / per_call * 1e-9;
-    if (bytes > 0) {
-      st.counters["GBps"] = bytes / per_call * 1e-9;
-      st.counters["DRAM"] = bytes / per_call / dram_bytes_per_second;
-    }
-  })->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+  benchmark::RegisterBenchmark((w.name + "/" + name).c_str(),
+                               [call, flops, bytes, dram_bytes_per_second](benchmark::State& st) {
+                                 double total = 0;
+                                 for (auto _ : st) {
+                                   // Ten calls back to back between two events, per call: the GPU's
+                                   // time, as a network runs its layers, rather than each call's
+                                   // host-side launch latency.
+                                   const double s = cuda::time_launches(call, 10);
+                                   st.SetIterationTime(s);
+                                   total += s;
+                                 }
+                                 const double per_call =
+                                     total / static_cast<double>(st.iterations());
+                                 st.counters["GFLOPS"] = flops / per_call * 1e-9;
+                                 if (bytes > 0) {
+                                   st.counters["GBps"] = bytes / per_call * 1e-9;
+                                   st.counters["DRAM"] = bytes / per_call / dram_bytes_per_second;
+                                 }
+                               })
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.5);
 }
 
 Workload make_workload(const std::string& name, std::vector<ir::Tensor> in, ir::Tensor out,
                        const Target& target) {
-  Workload w{name, Task(std::make_shared<const ComputeDAG>(in, std::vector<ir::Tensor>{out}), target), {}, {}};
+  Workload w{name,
+             Task(std::make_shared<const ComputeDAG>(in, std::vector<ir::Tensor>{out}), target),
+             {},
+             {}};
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(0.5f, 1.5f);
   for (const ir::Tensor& t : in) {
@@ -335,9 +350,11 @@ int main(int argc, char** argv) {
       o.measure.run_timeout_s = 2;
       const cuda::TuneResult r = cuda::tune(w->task, o);
       const auto& rep = r.report();
-      std::printf("%s: tuned %d programs (%d failed) in %.1f s (search %.1f, model %.1f, build %.1f, run %.1f): best %.1f GFLOP/s\n",
-                  w->name.c_str(), rep.trials, rep.failures, rep.wall_seconds, rep.search_seconds,
-                  rep.train_seconds, rep.compile_seconds, rep.run_seconds, r.best_gflops());
+      std::printf(
+          "%s: tuned %d programs (%d failed) in %.1f s (search %.1f, model %.1f, build %.1f, run "
+          "%.1f): best %.1f GFLOP/s\n",
+          w->name.c_str(), rep.trials, rep.failures, rep.wall_seconds, rep.search_seconds,
+          rep.train_seconds, rep.compile_seconds, rep.run_seconds, r.best_gflops());
     }
   }
 
@@ -374,14 +391,18 @@ int main(int argc, char** argv) {
                   records.c_str());
     }
     if (w.name.rfind("gemm", 0) == 0 && have_cublas)
-      add_contender(w, "cuBLAS", [&blas, args] { blas.gemm(4096, 4096, 4096, args[0], args[1], args[2]); },
-                    dram);
+      add_contender(
+          w, "cuBLAS", [&blas, args] { blas.gemm(4096, 4096, 4096, args[0], args[1], args[2]); },
+          dram);
     if (w.name.rfind("conv", 0) == 0 && have_cudnn) {
       for (int math : {3 /*FMA*/, 0 /*default: TF32 allowed*/}) {
         auto conv = std::make_shared<CudnnConv>(dnn, 1, 64, 56, 56, 64, 3, 3, 1, math);
         convs.push_back(conv);
-        add_contender(w, std::string(math == 3 ? "cuDNN_fma_math" : "cuDNN_default_math") + "(" + conv->algo_name + ")",
-                      [conv, args] { conv->run(args[0], args[1], args[2]); }, dram);
+        add_contender(
+            w,
+            std::string(math == 3 ? "cuDNN_fma_math" : "cuDNN_default_math") + "(" +
+                conv->algo_name + ")",
+            [conv, args] { conv->run(args[0], args[1], args[2]); }, dram);
       }
     }
   }

@@ -122,7 +122,8 @@ std::vector<std::vector<float>> run_on_device(const cuda::CompiledProgram& c,
     if (i < inputs.size())
       args.back().upload(inputs[i].data(), c.plan.arg_bytes[i]);
     else
-      args.back().fill_bytes(0xFF);  // NaN everywhere, so that an element no kernel writes is caught
+      args.back().fill_bytes(
+          0xFF);  // NaN everywhere, so that an element no kernel writes is caught
     ptrs.push_back(args.back().ptr());
   }
   program.launch(ptrs);
@@ -158,7 +159,8 @@ int main(int argc, char** argv) {
     std::mt19937 data_rng(static_cast<uint32_t>(seed));
     std::vector<std::vector<float>> inputs, expected;
     std::vector<void*> ptrs;
-    for (const ir::Tensor& t : w.dag->inputs()) inputs.push_back(random_floats(t.num_elements(), data_rng));
+    for (const ir::Tensor& t : w.dag->inputs())
+      inputs.push_back(random_floats(t.num_elements(), data_rng));
     for (auto& v : inputs) ptrs.push_back(v.data());
     std::vector<int64_t> output_sizes;
     for (const ir::Tensor& t : w.dag->outputs()) {
@@ -169,7 +171,8 @@ int main(int argc, char** argv) {
     evaluate(*w.dag, ptrs);
     const Task task(w.dag, target);
     std::mt19937_64 rng(seed);
-    const auto programs = search::sample_programs(search::generate_sketches(task), task, {}, rng, per_op);
+    const auto programs =
+        search::sample_programs(search::generate_sketches(task), task, {}, rng, per_op);
     // NVRTC's optimizer takes 0.2-1 s per kernel: compile the workload's programs on every core
     // first, then run them one at a time.
     std::vector<std::optional<cuda::CompiledProgram>> compiled(programs.size());
@@ -203,7 +206,8 @@ int main(int argc, char** argv) {
             ok = std::abs(got[o][e] - expected[o][e]) <= 1e-3f + 1e-3f * std::abs(expected[o][e]);
         if (!ok) {
           ++wrong;
-          std::cout << "  WRONG: " << w.name << " program " << i << ":\n" << programs[i].to_string();
+          std::cout << "  WRONG: " << w.name << " program " << i << ":\n"
+                    << programs[i].to_string();
         }
       } catch (const std::exception& e) {
         ++failed;

@@ -96,8 +96,7 @@ std::vector<BatchContender> make_contenders() {
                        std::to_string(s.batch) + " products, Eigen threads per product, " +
                            loom_bench::eigen_simd());
                  },
-                 loom_bench::eigen_set_threads,
-                 loom_bench::eigen_max_threads()});
+                 loom_bench::eigen_set_threads, loom_bench::eigen_max_threads()});
 #if defined(_OPENMP)
   // The batch split across OpenMP threads, each product single-threaded (Eigen does not nest
   // its parallel GEMM inside a parallel region): one barrier per call instead of one per product.
@@ -113,9 +112,7 @@ std::vector<BatchContender> make_contenders() {
                        },
                        "batch split by OpenMP, " + loom_bench::eigen_simd());
                  },
-                 loom_bench::eigen_set_threads,
-                 loom_bench::eigen_max_threads(),
-                 2});
+                 loom_bench::eigen_set_threads, loom_bench::eigen_max_threads(), 2});
 #endif
 #endif
 #if defined(LOOM_BENCH_HAVE_OPENBLAS)
@@ -127,21 +124,18 @@ std::vector<BatchContender> make_contenders() {
                        batch_loop(loom_bench::gemm_openblas, s),
                        std::to_string(s.batch) + " x cblas_sgemm, " + openblas_get_corename());
                  },
-                 loom_bench::openblas_set_threads,
-                 loom_bench::openblas_max_threads()});
+                 loom_bench::openblas_set_threads, loom_bench::openblas_max_threads()});
 #endif
 #if defined(LOOM_BENCH_HAVE_DNNL)
-  all.push_back({"OneDNN",
-                 [](const BatchGemmShape& s, int threads) {
-                   auto mm = std::make_shared<loom_bench::DnnlBatchMatmul>(s.batch, s.m, s.n, s.k,
-                                                                          threads);
-                   std::string label = mm->impl_name() + ", one primitive, B row-major";
-                   return std::pair<BatchCall, std::string>(
-                       [mm](const float* a, const float* b, float* c) { (*mm)(a, b, c); },
-                       std::move(label));
-                 },
-                 loom_bench::dnnl_set_threads,
-                 loom_bench::dnnl_threads_controllable() ? (1 << 20) : 1});
+  all.push_back(
+      {"OneDNN",
+       [](const BatchGemmShape& s, int threads) {
+         auto mm = std::make_shared<loom_bench::DnnlBatchMatmul>(s.batch, s.m, s.n, s.k, threads);
+         std::string label = mm->impl_name() + ", one primitive, B row-major";
+         return std::pair<BatchCall, std::string>(
+             [mm](const float* a, const float* b, float* c) { (*mm)(a, b, c); }, std::move(label));
+       },
+       loom_bench::dnnl_set_threads, loom_bench::dnnl_threads_controllable() ? (1 << 20) : 1});
 #endif
 #if defined(LOOM_BENCH_HAVE_LOOM)
   // loom's tuned batch_matmul (baselines/loom_tuned.hpp), B read as it is.
@@ -162,8 +156,7 @@ std::vector<BatchContender> make_contenders() {
                        },
                        "tuned (" + best.second + ")");
                  },
-                 [](int n) { loom::runtime::set_num_threads(n); },
-                 2});
+                 [](int n) { loom::runtime::set_num_threads(n); }, 2});
 #endif
 #if defined(LOOM_BENCH_HAVE_HALIDE)
   // Halide 14's autoschedulers, compiled ahead of time for this shape (benchmarks/halide/).
@@ -244,8 +237,7 @@ void run_batch_matmul(benchmark::State& state, std::size_t ci, BatchGemmShape s,
   const float* a = d.a.data();
   const float* b = d.b.data();
   float* out = d.c.data();
-  loom_bench::run_timed(
-      state, [&] { prepared->first(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
+  loom_bench::run_timed(state, [&] { prepared->first(a, b, out); }, "GFLOPS", s.flop() * 1e-9);
   state.SetLabel(prepared->second);
 }
 

@@ -103,19 +103,18 @@ ConvInstance channels_last_instance(const ConvShape& p, std::shared_ptr<loom::Ke
       for (int64_t rs = 0; rs < p.r * p.s; ++rs)
         cl->wei[std::size_t((rs * p.c + ch) * p.k + k)] =
             d.wei[std::size_t((k * p.c + ch) * p.r * p.s + rs)];
-  return ConvInstance{[kernel, cl, &d] {
-                        void* args[] = {cl->src.data(), cl->wei.data(), d.bias.data(),
-                                        cl->out.data()};
-                        kernel->run_unchecked(args);
-                      },
-                      [cl, p, ohw](float* nchw) {
-                        for (int64_t n = 0; n < p.n; ++n)
-                          for (int64_t k = 0; k < p.k; ++k)
-                            for (int64_t i = 0; i < ohw; ++i)
-                              nchw[(n * p.k + k) * ohw + i] =
-                                  cl->out[std::size_t((n * ohw + i) * p.k + k)];
-                      },
-                      std::move(label)};
+  return ConvInstance{
+      [kernel, cl, &d] {
+        void* args[] = {cl->src.data(), cl->wei.data(), d.bias.data(), cl->out.data()};
+        kernel->run_unchecked(args);
+      },
+      [cl, p, ohw](float* nchw) {
+        for (int64_t n = 0; n < p.n; ++n)
+          for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < ohw; ++i)
+              nchw[(n * p.k + k) * ohw + i] = cl->out[std::size_t((n * ohw + i) * p.k + k)];
+      },
+      std::move(label)};
 }
 #endif
 
@@ -182,12 +181,13 @@ void add_contenders() {
       const std::string label = "tuned (" + best.second + ")";
       if (!nhwc) {
         float* out = d.out.data();
-        return ConvInstance{[kernel, &d, out] {
-                              void* args[] = {d.src.data(), d.wei.data(), d.bias.data(), out};
-                              kernel->run_unchecked(args);
-                            },
-                            [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
-                            label};
+        return ConvInstance{
+            [kernel, &d, out] {
+              void* args[] = {d.src.data(), d.wei.data(), d.bias.data(), out};
+              kernel->run_unchecked(args);
+            },
+            [&d](float* nchw) { std::copy(d.out.data(), d.out.data() + d.out.size(), nchw); },
+            label};
       }
       return channels_last_instance(p, std::move(kernel), d, label);
     };

@@ -132,8 +132,8 @@ void add_contenders() {
       // Built exactly as tune_workloads builds it, so that the workload keys match.
       auto x = placeholder<float>("X", {p.n, p.c, p.h, p.w});
       auto wt = placeholder<float>("W", {p.c, 1, p.r, p.s});
-      Task task(ComputeDAG(
-          {x, wt}, {ops::depthwise_conv2d_nchw(x, wt, {.padding = {p.pad, p.pad}})}));
+      Task task(
+          ComputeDAG({x, wt}, {ops::depthwise_conv2d_nchw(x, wt, {.padding = {p.pad, p.pad}})}));
       runtime::set_num_threads(threads);
       auto best = loom_bench::tuned_program(task);
       auto kernel = std::make_shared<Kernel>(build(task, best.first));

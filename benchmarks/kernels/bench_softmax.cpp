@@ -103,8 +103,7 @@ std::vector<SoftmaxContender> make_contenders() {
                        },
                        "tuned (" + best.second + ")");
                  },
-                 [](int n) { loom::runtime::set_num_threads(n); },
-                 2});
+                 [](int n) { loom::runtime::set_num_threads(n); }, 2});
 #endif
 #if defined(LOOM_BENCH_HAVE_HALIDE)
   // Halide 14's autoschedulers, compiled ahead of time per shape (benchmarks/halide/).

@@ -40,14 +40,14 @@ loom_bench::GemmInstance prepare(const loom_bench::GemmShape& shape, int threads
   auto A = placeholder<float>("A", {shape.m, shape.k});
   auto B = placeholder<float>("B", {shape.k, shape.n});
   auto k = reduce_axis(shape.k, "k");
-  auto C = compute("C", {shape.m, shape.n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); },
-                   "matmul");
+  auto C = compute(
+      "C", {shape.m, shape.n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); }, "matmul");
   Task task(ComputeDAG({A, B}, {C}));
   runtime::set_num_threads(threads);
   const search::SearchOptions options;
   std::mt19937_64 rng(2026);
-  auto programs =
-      search::sample_programs(search::generate_sketches(task, options), task, options, rng, samples());
+  auto programs = search::sample_programs(search::generate_sketches(task, options), task, options,
+                                          rng, samples());
   std::vector<float> c(static_cast<size_t>(shape.m * shape.n));
   auto best = std::make_shared<sampled_gemm>();
   double best_s = std::numeric_limits<double>::infinity();

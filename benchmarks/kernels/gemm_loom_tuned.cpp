@@ -12,7 +12,6 @@
 #include "baselines/gemm_bench.hpp"
 #include "baselines/loom_tuned.hpp"
 
-
 namespace {
 
 using namespace loom;

@@ -127,8 +127,7 @@ Task gemm_task(int64_t n, int threads) {
   auto A = placeholder<float>("A", {n, n});
   auto B = placeholder<float>("B", {n, n});
   auto k = reduce_axis(n, "k");
-  auto C = compute(
-      "C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); }, "matmul");
+  auto C = compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); }, "matmul");
   // The search sizes its parallel loops by the target's cores: the thread count of the run.
   Target target = Target::host();
   target.num_cores = threads;

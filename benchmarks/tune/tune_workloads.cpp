@@ -63,7 +63,8 @@ void write_svg(const std::string& path, const std::vector<std::string>& names,
   const int rows = static_cast<int>((names.size() + cols - 1) / cols);
   std::ofstream out(path);
   out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << cols * pw << "' height='" << rows * ph
-      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
+      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' "
+         "fill='white'/>\n";
   for (size_t c = 0; c < names.size(); ++c) {
     const int x0 = static_cast<int>(c % cols) * pw, y0 = static_cast<int>(c / cols) * ph;
     const auto& pts = curves[c];
@@ -80,7 +81,8 @@ void write_svg(const std::string& path, const std::vector<std::string>& names,
     out << "<line x1='" << X(0) << "' y1='" << Y(0) << "' x2='" << X(xmax) << "' y2='" << Y(0)
         << "' stroke='black'/>\n<line x1='" << X(0) << "' y1='" << Y(0) << "' x2='" << X(0)
         << "' y2='" << Y(ymax * 1.1) << "' stroke='black'/>\n";
-    out << "<text x='" << X(xmax) - 40 << "' y='" << Y(0) + 28 << "'>trials " << xmax << "</text>\n";
+    out << "<text x='" << X(xmax) - 40 << "' y='" << Y(0) + 28 << "'>trials " << xmax
+        << "</text>\n";
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", ymax);
     out << "<text x='" << X(0) + 4 << "' y='" << Y(ymax) - 4 << "'>" << buf << "</text>\n";
@@ -114,17 +116,28 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--trials") trials = std::atoi(next().c_str());
-    else if (a == "--dir") dir = next();
-    else if (a == "--only") only = split(next(), ',');
-    else if (a == "--seconds") seconds = std::atof(next().c_str());
-    else if (a == "--threads") threads = std::atoi(next().c_str());
-    else if (a == "--constant-weights") constant_weights = true;
-    else if (a == "--mode") mode = next();
-    else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--build-parallelism") build_parallelism = std::atoi(next().c_str());
-    else if (a == "--per-round") per_round = std::atoi(next().c_str());
-    else if (a == "--no-slow-kill") slow_kill = false;
+    if (a == "--trials")
+      trials = std::atoi(next().c_str());
+    else if (a == "--dir")
+      dir = next();
+    else if (a == "--only")
+      only = split(next(), ',');
+    else if (a == "--seconds")
+      seconds = std::atof(next().c_str());
+    else if (a == "--threads")
+      threads = std::atoi(next().c_str());
+    else if (a == "--constant-weights")
+      constant_weights = true;
+    else if (a == "--mode")
+      mode = next();
+    else if (a == "--seed")
+      seed = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--build-parallelism")
+      build_parallelism = std::atoi(next().c_str());
+    else if (a == "--per-round")
+      per_round = std::atoi(next().c_str());
+    else if (a == "--no-slow-kill")
+      slow_kill = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "

@@ -38,10 +38,10 @@ inline loom::Task conv2d_bias_relu_task(int64_t n, int64_t c, int64_t h, int64_t
                                         int64_t r, int64_t s, int64_t pad, bool channels_last,
                                         int64_t stride = 1) {
   using namespace loom;
-  auto x = channels_last ? placeholder<float>("X", {n, h, w, c})
-                         : placeholder<float>("X", {n, c, h, w});
-  auto wt = channels_last ? placeholder<float>("W", {r, s, c, k})
-                          : placeholder<float>("W", {k, c, r, s});
+  auto x =
+      channels_last ? placeholder<float>("X", {n, h, w, c}) : placeholder<float>("X", {n, c, h, w});
+  auto wt =
+      channels_last ? placeholder<float>("W", {r, s, c, k}) : placeholder<float>("W", {k, c, r, s});
   auto bias = placeholder<float>("bias", {k});
   const ops::ConvParams<2> params{.stride = {stride, stride}, .padding = {pad, pad}};
   auto conv = channels_last ? ops::conv2d_nhwc(x, wt, params) : ops::conv2d_nchw(x, wt, params);
@@ -66,27 +66,32 @@ inline std::vector<TuneWorkload> tune_workloads() {
                },
                {}});
   w.push_back({"conv2d_bias_relu_1x64x56x56_k64_3x3",
-               [] { return conv2d_bias_relu_task(1, 64, 56, 56, 64, 3, 3, 1, false); }, {"W"}});
+               [] { return conv2d_bias_relu_task(1, 64, 56, 56, 64, 3, 3, 1, false); },
+               {"W"}});
   // The same layer on channels-last data and HWIO weights: the layouts a network keeps when its
   // convolutions vectorize over output channels (oneDNN's blocked conv picks NHWC source here).
   w.push_back({"conv2d_nhwc_bias_relu_1x56x56x64_k64_3x3",
-               [] { return conv2d_bias_relu_task(1, 64, 56, 56, 64, 3, 3, 1, true); }, {"W"}});
+               [] { return conv2d_bias_relu_task(1, 64, 56, 56, 64, 3, 3, 1, true); },
+               {"W"}});
   // ResNet's late and strided layers: a 7x7 image leaves no vector along the rows, and a
   // stride-2 window reads every other column.
   w.push_back({"conv2d_bias_relu_1x512x7x7_k512_3x3",
-               [] { return conv2d_bias_relu_task(1, 512, 7, 7, 512, 3, 3, 1, false); }, {"W"}});
+               [] { return conv2d_bias_relu_task(1, 512, 7, 7, 512, 3, 3, 1, false); },
+               {"W"}});
   w.push_back({"conv2d_nhwc_bias_relu_1x7x7x512_k512_3x3",
-               [] { return conv2d_bias_relu_task(1, 512, 7, 7, 512, 3, 3, 1, true); }, {"W"}});
+               [] { return conv2d_bias_relu_task(1, 512, 7, 7, 512, 3, 3, 1, true); },
+               {"W"}});
   w.push_back({"conv2d_s2_bias_relu_1x128x28x28_k256_3x3",
-               [] { return conv2d_bias_relu_task(1, 128, 28, 28, 256, 3, 3, 1, false, 2); }, {"W"}});
-  w.push_back(
-      {"depthwise_1x32x112x112_3x3",
-       [] {
-         auto x = placeholder<float>("X", {1, 32, 112, 112});
-         auto wt = placeholder<float>("W", {32, 1, 3, 3});
-         return Task(ComputeDAG({x, wt}, {ops::depthwise_conv2d_nchw(x, wt, {.padding = {1, 1}})}));
-       },
-       {}});
+               [] { return conv2d_bias_relu_task(1, 128, 28, 28, 256, 3, 3, 1, false, 2); },
+               {"W"}});
+  w.push_back({"depthwise_1x32x112x112_3x3",
+               [] {
+                 auto x = placeholder<float>("X", {1, 32, 112, 112});
+                 auto wt = placeholder<float>("W", {32, 1, 3, 3});
+                 return Task(
+                     ComputeDAG({x, wt}, {ops::depthwise_conv2d_nchw(x, wt, {.padding = {1, 1}})}));
+               },
+               {}});
   w.push_back({"softmax_1024x1024",
                [] {
                  auto x = placeholder<float>("X", {1024, 1024});

@@ -25,9 +25,9 @@
 LOOM_BEGIN_NAMESPACE
 
 struct BenchmarkOptions {
-  double flops = -1;  ///< per call; < 0 means the DAG's FLOP count
-  double bytes = -1;  ///< per call; < 0 means the arguments' total size
-  uint32_t seed = 42; ///< inputs are uniform in [-1, 1) (floats) or [-8, 8] (integers)
+  double flops = -1;      ///< per call; < 0 means the DAG's FLOP count
+  double bytes = -1;      ///< per call; < 0 means the arguments' total size
+  uint32_t seed = 42;     ///< inputs are uniform in [-1, 1) (floats) or [-8, 8] (integers)
   bool real_time = true;  ///< wall clock (right for threaded kernels)
 };
 
@@ -66,8 +66,10 @@ inline benchmark::internal::Benchmark* register_benchmark(const std::string& nam
           kernel.run_unchecked(ptrs->data());
           benchmark::ClobberMemory();
         }
-        state.counters["GFLOPS"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-        state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+        state.counters["GFLOPS"] =
+            benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+        state.counters["GBps"] =
+            benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
       });
   if (options.real_time) b->UseRealTime();
   return b;

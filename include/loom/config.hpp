@@ -55,7 +55,11 @@
 #define LOOM_ENABLE_ASSERTS 0
 #endif
 
-#define LOOM_BEGIN_NAMESPACE namespace loom { inline namespace v0 {
-#define LOOM_END_NAMESPACE } }
+#define LOOM_BEGIN_NAMESPACE \
+  namespace loom {           \
+  inline namespace v0 {
+#define LOOM_END_NAMESPACE \
+  }                        \
+  }
 
 #endif  // LOOM_CONFIG_HPP

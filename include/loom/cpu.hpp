@@ -7,7 +7,9 @@
 #include "loom/loom.hpp"
 
 #if !LOOM_WITH_LLVM
+// clang-format off: the header test finds the target this #error names on its line
 #error "loom/cpu.hpp needs the LLVM backend: link the CMake target loom::llvm (apt install llvm-19-dev)"
+// clang-format on
 #endif
 
 #include "loom/backend/llvm/codegen.hpp"

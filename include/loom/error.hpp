@@ -64,12 +64,9 @@ class error_reporter {
   [[noreturn]] void issue() {
     std::string msg = out_.str();
     switch (tier_) {
-      case error_tier::user:
-        throw user_error(msg);
-      case error_tier::backend:
-        throw backend_error(msg);
-      case error_tier::internal:
-        break;
+      case error_tier::user: throw user_error(msg);
+      case error_tier::backend: throw backend_error(msg);
+      case error_tier::internal: break;
     }
     throw internal_error(msg + " (this is a bug in loom; please report it)");
   }
@@ -95,28 +92,28 @@ LOOM_END_NAMESPACE
 /// Throws loom::user_error with id `id` and the streamed message when `cond` is false.
 #define LOOM_USER_CHECK(cond, id)                                                              \
   for (bool loom_check_ok_ = static_cast<bool>(cond); !loom_check_ok_; loom_check_ok_ = true)  \
-    for (::loom::detail::error_reporter loom_reporter_(true, ::loom::detail::error_tier::user,  \
+    for (::loom::detail::error_reporter loom_reporter_(true, ::loom::detail::error_tier::user, \
                                                        id);                                    \
          loom_reporter_.active(); loom_reporter_.issue())                                      \
-    loom_reporter_.stream()
+  loom_reporter_.stream()
 
 /// Throws loom::user_error unconditionally.
 #define LOOM_USER_FAIL(id) LOOM_USER_CHECK(false, id)
 
 /// Throws loom::internal_error (with file, line and condition) when `cond` is false.
-#define LOOM_INTERNAL_CHECK(cond)                                                             \
-  for (bool loom_check_ok_ = static_cast<bool>(cond); !loom_check_ok_; loom_check_ok_ = true) \
-    for (::loom::detail::error_reporter loom_reporter_(true,                                  \
-                                                       ::loom::detail::error_tier::internal,  \
-                                                       "loom.internal", __FILE__, __LINE__, #cond); \
-         loom_reporter_.active(); loom_reporter_.issue())                                     \
-    loom_reporter_.stream()
+#define LOOM_INTERNAL_CHECK(cond)                                                                  \
+  for (bool loom_check_ok_ = static_cast<bool>(cond); !loom_check_ok_; loom_check_ok_ = true)      \
+    for (::loom::detail::error_reporter loom_reporter_(true, ::loom::detail::error_tier::internal, \
+                                                       "loom.internal", __FILE__, __LINE__,        \
+                                                       #cond);                                     \
+         loom_reporter_.active(); loom_reporter_.issue())                                          \
+  loom_reporter_.stream()
 
 /// Throws loom::backend_error with id `id` and the streamed message.
-#define LOOM_BACKEND_FAIL(id)                                                                \
+#define LOOM_BACKEND_FAIL(id)                                                                   \
   for (::loom::detail::error_reporter loom_reporter_(true, ::loom::detail::error_tier::backend, \
-                                                     id);                                   \
-       loom_reporter_.active(); loom_reporter_.issue())                                     \
+                                                     id);                                       \
+       loom_reporter_.active(); loom_reporter_.issue())                                         \
   loom_reporter_.stream()
 
 #if LOOM_ENABLE_ASSERTS

@@ -25,7 +25,9 @@
 #include "loom/cpu.hpp"
 
 #if !LOOM_WITH_LLVM
+// clang-format off: the header test finds the target this #error names on its line
 #error "loom/network.hpp needs the LLVM backend: link the CMake target loom::llvm (apt install llvm-19-dev)"
+// clang-format on
 #endif
 
 #include "loom/net/network.hpp"
@@ -56,7 +58,8 @@ class CompiledNetwork {
   /// Where the time goes: per group (partition order), the median seconds of its kernel over
   /// `repeat` runs of the whole network, each group timed in place between its neighbours (so
   /// the caches hold what they hold in a real run). Checks and throws as run().
-  std::vector<double> profile(const std::vector<BufferView>& inputs_then_outputs, int repeat = 10) const;
+  std::vector<double> profile(const std::vector<BufferView>& inputs_then_outputs,
+                              int repeat = 10) const;
   const net::Network& network() const { return *state_->network; }
   /// The tasks built from a record of `NetworkOptions::records`, and those that took the
   /// default schedule, by the task's output name.
@@ -67,7 +70,8 @@ class CompiledNetwork {
 
  private:
   friend CompiledNetwork compile(std::shared_ptr<const net::Network>, const NetworkOptions&);
-  void run_groups(const std::vector<BufferView>& inputs_then_outputs, std::vector<double>* seconds) const;
+  void run_groups(const std::vector<BufferView>& inputs_then_outputs,
+                  std::vector<double>* seconds) const;
   struct packed_weight {
     int argument = -1;  // which argument of the task's kernel reads it
     std::vector<int64_t> shape;
@@ -75,10 +79,10 @@ class CompiledNetwork {
   };
   struct state {
     std::shared_ptr<const net::Network> network;
-    std::vector<Kernel> kernels;       // per task
+    std::vector<Kernel> kernels;                // per task
     std::vector<packed_weight> packed_weights;  // per task; argument -1: none
-    std::vector<int> task_of_group;    // per group
-    std::vector<int> place_in_task;    // per group: its index among its task's groups
+    std::vector<int> task_of_group;             // per group
+    std::vector<int> place_in_task;             // per group: its index among its task's groups
     // Per group, its kernel's arguments (inputs, then output), and which of them are the
     // caller's buffers: (argument, index into run()'s buffers). run() fills those in.
     std::vector<std::vector<BufferView>> views;
@@ -91,7 +95,8 @@ class CompiledNetwork {
 };
 
 /// Compiles `network` for this CPU (see the top of this file).
-CompiledNetwork compile(std::shared_ptr<const net::Network> network, const NetworkOptions& options = {});
+CompiledNetwork compile(std::shared_ptr<const net::Network> network,
+                        const NetworkOptions& options = {});
 
 /// Tunes the network's tasks together with the task scheduler (tune_tasks; each task weighted
 /// by how often it runs per inference), with the network's constants named as constant inputs

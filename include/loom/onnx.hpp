@@ -42,7 +42,9 @@
 
 #include "loom/config.hpp"
 #if !LOOM_WITH_ONNX
+// clang-format off: the header test finds the target this #error names on its line
 #error "loom/onnx.hpp needs the ONNX importer: link the CMake target loom::onnx (apt install libonnx-dev libprotobuf-dev)"
+// clang-format on
 #endif
 #include "loom/net/network.hpp"
 #include "loom/runtime/host_tensor.hpp"
@@ -73,8 +75,8 @@ struct OnnxImportStats {
   int nodes = 0;             ///< nodes in the model's graph
   int folded_constants = 0;  ///< nodes evaluated at import (constant subgraphs)
   int folded_batch_norms = 0;
-  int dropped = 0;           ///< Identity and Dropout nodes
-  int fused_layer_norms = 0; ///< layer norms written out as nine nodes, imported as one
+  int dropped = 0;            ///< Identity and Dropout nodes
+  int fused_layer_norms = 0;  ///< layer norms written out as nine nodes, imported as one
 };
 
 /// An imported model: the network (inputs and outputs in the model's order) and their ONNX

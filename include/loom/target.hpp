@@ -15,14 +15,14 @@ LOOM_BEGIN_NAMESPACE
 struct Target {
   enum class Kind { CPU, CUDA };
   Kind kind = Kind::CPU;
-  std::string arch;          ///< "host" for the CPU, "sm_90" etc. for CUDA
-  int num_cores = 1;         ///< CPU cores kernels may use
-  int vector_bits = 128;     ///< widest SIMD register (CPU)
+  std::string arch;                  ///< "host" for the CPU, "sm_90" etc. for CUDA
+  int num_cores = 1;                 ///< CPU cores kernels may use
+  int vector_bits = 128;             ///< widest SIMD register (CPU)
   int max_threads_per_block = 1024;  ///< CUDA
   /// CUDA, bytes: what a block may use, static and dynamic (cuda::device_target sets the
   /// device's opt-in limit; Target::cuda keeps the 48 KiB every CUDA GPU allows).
   int max_shared_memory_per_block = 48 * 1024;
-  int warp_size = 32;        ///< CUDA
+  int warp_size = 32;  ///< CUDA
 
   bool is_cpu() const { return kind == Kind::CPU; }
   bool is_cuda() const { return kind == Kind::CUDA; }

@@ -9,7 +9,8 @@ int main() {
 #ifdef LOOM_SHOULD_FAIL_TO_BUILD
   auto C = compute("C", {4}, [&](Var i) { return cast<float>((A(i) > 0.0f) + (A(i) < 1.0f)); });
 #else
-  auto C = compute("C", {4}, [&](Var i) { return cast<float>(A(i) > 0.0f) + cast<float>(A(i) < 1.0f); });
+  auto C =
+      compute("C", {4}, [&](Var i) { return cast<float>(A(i) > 0.0f) + cast<float>(A(i) < 1.0f); });
 #endif
   return 0;
 }

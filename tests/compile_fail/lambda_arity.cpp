@@ -1,5 +1,5 @@
-// Must not compile with LOOM_SHOULD_FAIL_TO_BUILD: a compute lambda with fewer Vars than the shape has dimensions.
-// Without the macro the corrected line must compile (the control half of the case).
+// Must not compile with LOOM_SHOULD_FAIL_TO_BUILD: a compute lambda with fewer Vars than the shape
+// has dimensions. Without the macro the corrected line must compile (the control half of the case).
 #include <loom/loom.hpp>
 
 using namespace loom;

@@ -10,7 +10,8 @@ int main() {
 #ifdef LOOM_SHOULD_FAIL_TO_BUILD
   auto C = compute("C", {4}, [&](Var i) { return if_then_else(A(i) && B(i), A(i), 0.0f); });
 #else
-  auto C = compute("C", {4}, [&](Var i) { return if_then_else(A(i) > 0.0f && B(i) > 0.0f, A(i), 0.0f); });
+  auto C = compute("C", {4},
+                   [&](Var i) { return if_then_else(A(i) > 0.0f && B(i) > 0.0f, A(i), 0.0f); });
 #endif
   return 0;
 }

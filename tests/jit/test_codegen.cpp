@@ -194,8 +194,24 @@ TEST_SUITE("jit") {
   TEST_CASE("float exp and sigmoid agree with libm within a few ulp, vectorized or not") {
     // exp is generated inline (a polynomial, not a libm call); check it over the whole float
     // range, the overflow and subnormal ends and the special values.
-    std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1e-8f, -1e-8f, 88.0f, 88.7f, 88.73f,
-                            89.0f, 1000.0f, -87.0f, -87.4f, -100.0f, -103.9f, -104.5f, -1000.0f,
+    std::vector<float> x = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            0.5f,
+                            1e-8f,
+                            -1e-8f,
+                            88.0f,
+                            88.7f,
+                            88.73f,
+                            89.0f,
+                            1000.0f,
+                            -87.0f,
+                            -87.4f,
+                            -100.0f,
+                            -103.9f,
+                            -104.5f,
+                            -1000.0f,
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN()};
@@ -209,9 +225,10 @@ TEST_SUITE("jit") {
     auto ulps = [](float got, double want) {
       if (std::isnan(want)) return std::isnan(got) ? 0.0 : 1e30;
       if (std::isinf(want) || want == 0.0) return got == static_cast<float>(want) ? 0.0 : 1e30;
-      const double ulp = std::max(std::abs(static_cast<double>(std::nextafter(
-                                      static_cast<float>(want), INFINITY)) - static_cast<float>(want)),
-                                  1.4e-45);
+      const double ulp = std::max(
+          std::abs(static_cast<double>(std::nextafter(static_cast<float>(want), INFINITY)) -
+                   static_cast<float>(want)),
+          1.4e-45);
       return std::abs(got - want) / ulp;
     };
     // 16, 32: AVX-512 scales by 2^m with vscalefps, per whole register; 8, 12: with AVX512VL

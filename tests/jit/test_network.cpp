@@ -44,9 +44,8 @@ std::shared_ptr<const net::Network> small_cnn() {
   auto c1 = ops::relu(ops::bias_add(ops::conv2d_nchw(x, w1, {.padding = {1, 1}}), b1));
   auto p = ops::max_pool2d(c1, {2, 2}, {2, 2});
   auto c2 = ops::relu(ops::bias_add(ops::conv2d_nchw(p, w2, {.padding = {1, 1}}), b2));
-  auto flat = compute("flatten", {1, 288}, [&](Var n, Var f) {
-    return c2(n, f / 36, (f / 6) % 6, f % 6);
-  });
+  auto flat =
+      compute("flatten", {1, 288}, [&](Var n, Var f) { return c2(n, f / 36, (f / 6) % 6, f % 6); });
   auto y = ops::softmax(ops::dense(flat, wd));
   std::vector<net::Constant> constants;
   uint32_t seed = 1;
@@ -128,7 +127,8 @@ TEST_SUITE("network") {
     for (size_t a = 0; a < groups.size(); ++a)
       for (size_t b = a + 1; b < groups.size(); ++b) {
         if (m.offset[a] < 0 || m.offset[b] < 0 || last[a] < static_cast<int>(b)) continue;
-        const bool apart = m.offset[a] + bytes(a) <= m.offset[b] || m.offset[b] + bytes(b) <= m.offset[a];
+        const bool apart =
+            m.offset[a] + bytes(a) <= m.offset[b] || m.offset[b] + bytes(b) <= m.offset[a];
         CHECK_MESSAGE(apart, "groups " << a << " and " << b << " overlap while both live");
       }
   }
@@ -139,19 +139,19 @@ TEST_SUITE("network") {
     auto y = ops::dense(x, w);
     CHECK_THROWS_WITH_AS(net::constant(w, std::vector<float>(5)),
                          doctest::Contains("loom.net.E1002"), user_error);
-    CHECK_THROWS_WITH_AS(net::Network({x}, {}, {}), doctest::Contains("loom.net.E1003"), user_error);
+    CHECK_THROWS_WITH_AS(net::Network({x}, {}, {}), doctest::Contains("loom.net.E1003"),
+                         user_error);
     const net::Constant cw = net::constant(w, std::vector<float>(12, 0.5f));
     CHECK_THROWS_WITH_AS(net::Network({x, w}, {cw}, {y}), doctest::Contains("loom.net.E1004"),
                          user_error);
     // w neither an input nor a constant.
     CHECK_THROWS_AS(net::Network({x}, {}, {y}), user_error);
-    const auto n = std::make_shared<const net::Network>(std::vector<ir::Tensor>{x},
-                                                        std::vector<net::Constant>{cw},
-                                                        std::vector<ir::Tensor>{y});
+    const auto n = std::make_shared<const net::Network>(
+        std::vector<ir::Tensor>{x}, std::vector<net::Constant>{cw}, std::vector<ir::Tensor>{y});
     const CompiledNetwork c = compile(n);
     std::vector<float> xs(6, 1.0f), ys(8);
-    CHECK_THROWS_WITH_AS(c.run({BufferView(xs.data(), {2, 3})}), doctest::Contains("loom.net.E1005"),
-                         user_error);
+    CHECK_THROWS_WITH_AS(c.run({BufferView(xs.data(), {2, 3})}),
+                         doctest::Contains("loom.net.E1005"), user_error);
     CHECK_THROWS_WITH_AS(c.run({BufferView(xs.data(), {3, 2}), BufferView(ys.data(), {2, 4})}),
                          doctest::Contains("loom.net.E1006"), user_error);
     c.run({BufferView(xs.data(), {2, 3}), BufferView(ys.data(), {2, 4})});
@@ -178,7 +178,8 @@ TEST_SUITE("network") {
     CHECK(max_difference(ys, interpreted(*n, xs)) < 1e-5);
   }
 
-  TEST_CASE("a workload that reads a weight in one group and an activation in another is not packed") {
+  TEST_CASE(
+      "a workload that reads a weight in one group and an activation in another is not packed") {
     // dense(x, w) with w a weight, and dense(x, relu(v)) with the same shapes: one task.
     auto x = placeholder<float>("x", {8, 64});
     auto v = placeholder<float>("v", {32, 64});
@@ -222,8 +223,8 @@ TEST_SUITE("network") {
     const CompiledNetwork c = compile(n, {.records = log.path});
     CHECK(c.tuned_tasks().size() == n->tasks().size());
     // Which tuned programs read a packed weight depends on what won; each is checked below.
-    MESSAGE(c.packed_tasks().size() << " of " << n->tasks().size()
-                                    << " tasks read a weight packed at compile time");
+    MESSAGE(c.packed_tasks().size()
+            << " of " << n->tasks().size() << " tasks read a weight packed at compile time");
     std::vector<float> x = random_values(3 * 12 * 12, 21), y(10, NAN);
     c.run({BufferView(x.data(), {1, 3, 12, 12}), BufferView(y.data(), {1, 10})});
     CHECK(max_difference(y, interpreted(*n, x)) < 1e-5);

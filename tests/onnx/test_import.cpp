@@ -50,8 +50,8 @@ struct model_builder {
   }
   // An initializer from raw little-endian bytes, as exporters write them.
   template <class T>
-  model_builder& initializer(const std::string& name, int elem_type, const std::vector<int64_t>& shape,
-                             const std::vector<T>& v) {
+  model_builder& initializer(const std::string& name, int elem_type,
+                             const std::vector<int64_t>& shape, const std::vector<T>& v) {
     auto* t = graph->add_initializer();
     t->set_name(name);
     t->set_data_type(elem_type);
@@ -59,10 +59,12 @@ struct model_builder {
     t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
     return *this;
   }
-  model_builder& floats(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  model_builder& floats(const std::string& name, std::vector<int64_t> shape,
+                        const std::vector<float>& v) {
     return initializer(name, onnx::TensorProto::FLOAT, shape, v);
   }
-  model_builder& ints(const std::string& name, std::vector<int64_t> shape, const std::vector<int64_t>& v) {
+  model_builder& ints(const std::string& name, std::vector<int64_t> shape,
+                      const std::vector<int64_t>& v) {
     return initializer(name, onnx::TensorProto::INT64, shape, v);
   }
   onnx::NodeProto* node(const std::string& op, std::initializer_list<std::string> in,
@@ -95,7 +97,8 @@ struct model_builder {
 std::vector<float> evaluate(const loom::OnnxModel& m, std::vector<float> input) {
   const auto& net = *m.network;
   std::vector<void*> buffers{input.data()};
-  for (const auto& c : net.constants()) buffers.push_back(const_cast<unsigned char*>(c.bytes->data()));
+  for (const auto& c : net.constants())
+    buffers.push_back(const_cast<unsigned char*>(c.bytes->data()));
   std::vector<float> out(static_cast<size_t>(net.outputs()[0].num_elements()));
   buffers.push_back(out.data());
   loom::evaluate(net.dag(), buffers);
@@ -117,7 +120,9 @@ std::string refusal(const model_builder& b, const loom::OnnxOptions& options = {
   return error_of([&] { b.import(options); });
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 }  // namespace
 
@@ -130,10 +135,14 @@ TEST_CASE("BatchNormalization after a Conv folds into its weight and bias, exact
   const float eps = 1e-3f;
   model_builder m;
   m.input("x", {1, 2, 2, 2}).output("y");
-  m.floats("w", {3, 2, 1, 1}, w).floats("b", {3}, b).floats("gamma", {3}, gamma).floats("beta", {3}, beta);
+  m.floats("w", {3, 2, 1, 1}, w)
+      .floats("b", {3}, b)
+      .floats("gamma", {3}, gamma)
+      .floats("beta", {3}, beta);
   m.floats("mean", {3}, mean).floats("var", {3}, var);
   m.node("Conv", {"x", "w", "b"}, {"c"});
-  model_builder::attr(m.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"}), "epsilon", eps);
+  model_builder::attr(m.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"}),
+                      "epsilon", eps);
   m.node("Relu", {"n"}, {"y"});
 
   const std::vector<float> x = {1, -2, 0.5f, 3, -1, 0.25f, 2, -0.5f};
@@ -169,13 +178,16 @@ TEST_CASE("constant subgraphs fold at import; Identity and Dropout disappear") {
   m.node("Gather", {"s", "zero"}, {"n"});
   m.node("Unsqueeze", {"n", "axes"}, {"n1"});
   model_builder::attr(m.node("Concat", {"n1", "minus_one"}, {"shape"}), "axis", {0});
-  m.graph->mutable_node(m.graph->node_size() - 1)->mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+  m.graph->mutable_node(m.graph->node_size() - 1)
+      ->mutable_attribute(0)
+      ->set_type(onnx::AttributeProto::INT);
   m.graph->mutable_node(m.graph->node_size() - 1)->mutable_attribute(0)->set_i(0);
   m.node("Reshape", {"x2", "shape"}, {"r"});
   m.node("Relu", {"r"}, {"y"});
   const loom::OnnxModel imported = m.import();
   CHECK(imported.stats.dropped == 2);
-  CHECK(imported.stats.folded_constants >= 2);  // Gather and Concat (Shape and Unsqueeze are known outright)
+  CHECK(imported.stats.folded_constants >=
+        2);  // Gather and Concat (Shape and Unsqueeze are known outright)
   const auto& net = *imported.network;
   CHECK(net.outputs()[0].shape() == std::vector<int64_t>{2, 12});
   CHECK(net.constants().empty());  // the shape arithmetic left nothing to pass at run time
@@ -213,7 +225,9 @@ TEST_CASE("a layer norm written out node by node (opset 13 exports) imports as o
     for (int i = 0; i < 4; ++i) mean += x[r * 4 + i] / 4.0;
     for (int i = 0; i < 4; ++i) var += (x[r * 4 + i] - mean) * (x[r * 4 + i] - mean) / 4.0;
     for (int i = 0; i < 4; ++i)
-      CHECK(y[r * 4 + i] == doctest::Approx((x[r * 4 + i] - mean) / std::sqrt(var + 1e-5) * gamma[i] + beta[i]).epsilon(1e-5));
+      CHECK(y[r * 4 + i] ==
+            doctest::Approx((x[r * 4 + i] - mean) / std::sqrt(var + 1e-5) * gamma[i] + beta[i])
+                .epsilon(1e-5));
   }
 }
 
@@ -254,7 +268,8 @@ TEST_CASE("bad models are refused with a named error") {
       const std::string what = error_of([&] { loom::import_onnx_bytes(bytes.substr(0, cut)); });
       CHECK((starts_with(what, "[loom.onnx.E1101]") || starts_with(what, "[loom.onnx.E1105]")));
     }
-    CHECK(starts_with(error_of([] { loom::import_onnx("/nonexistent/model.onnx"); }), "[loom.onnx.E1101]"));
+    CHECK(starts_with(error_of([] { loom::import_onnx("/nonexistent/model.onnx"); }),
+                      "[loom.onnx.E1101]"));
   }
   SUBCASE("an operator loom does not import: the node and the op are named") {
     model_builder m;

@@ -78,8 +78,10 @@ outcome run_node_test(const fs::path& dir) {
   try {
     const fs::path data = dir / "test_data_set_0";
     std::vector<loom::HostTensor> inputs, expected;
-    for (const auto& p : numbered(data, "input_")) inputs.push_back(loom::read_tensor_proto(p.string()));
-    for (const auto& p : numbered(data, "output_")) expected.push_back(loom::read_tensor_proto(p.string()));
+    for (const auto& p : numbered(data, "input_"))
+      inputs.push_back(loom::read_tensor_proto(p.string()));
+    for (const auto& p : numbered(data, "output_"))
+      expected.push_back(loom::read_tensor_proto(p.string()));
     loom::OnnxModel m;
     try {
       m = loom::import_onnx((dir / "model.onnx").string());
@@ -92,23 +94,29 @@ outcome run_node_test(const fs::path& dir) {
     }
     const loom::net::Network& net = *m.network;
     if (inputs.size() != net.inputs().size() || expected.size() != net.outputs().size())
-      return {outcome::mismatch, "the test data has " + std::to_string(inputs.size()) + " inputs and " +
-                                     std::to_string(expected.size()) + " outputs, the network " +
-                                     std::to_string(net.inputs().size()) + " and " + std::to_string(net.outputs().size())};
+      return {outcome::mismatch, "the test data has " + std::to_string(inputs.size()) +
+                                     " inputs and " + std::to_string(expected.size()) +
+                                     " outputs, the network " +
+                                     std::to_string(net.inputs().size()) + " and " +
+                                     std::to_string(net.outputs().size())};
     std::vector<void*> buffers;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].shape != net.inputs()[i].shape() || !(inputs[i].dtype == net.inputs()[i].dtype()))
-        return {outcome::mismatch, "input " + std::to_string(i) + " has another shape or type than the model declares"};
+      if (inputs[i].shape != net.inputs()[i].shape() ||
+          !(inputs[i].dtype == net.inputs()[i].dtype()))
+        return {outcome::mismatch, "input " + std::to_string(i) +
+                                       " has another shape or type than the model declares"};
       buffers.push_back(inputs[i].bytes.data());
     }
-    for (const auto& c : net.constants()) buffers.push_back(const_cast<unsigned char*>(c.bytes->data()));
+    for (const auto& c : net.constants())
+      buffers.push_back(const_cast<unsigned char*>(c.bytes->data()));
     std::vector<loom::HostTensor> got;
     for (const auto& o : net.outputs()) got.emplace_back(o.name(), o.dtype(), o.shape());
     for (auto& g : got) buffers.push_back(g.bytes.data());
     loom::evaluate(net.dag(), buffers);
     for (size_t i = 0; i < got.size(); ++i) {
       std::string why;
-      if (!close(got[i], expected[i], &why)) return {outcome::mismatch, "output " + std::to_string(i) + ": " + why};
+      if (!close(got[i], expected[i], &why))
+        return {outcome::mismatch, "output " + std::to_string(i) + ": " + why};
     }
     return {outcome::passed, ""};
   } catch (const loom::user_error& e) {
@@ -163,7 +171,8 @@ TEST_CASE("ONNX node tests: imported ones match, refused ones are refused by nam
   }
   std::ostringstream report;
   report << "ONNX node tests: " << dirs.size() << " models, " << passed << " pass, " << refused
-         << " refused by name, " << mismatches.size() << " wrong, " << crashes.size() << " crashed\n";
+         << " refused by name, " << mismatches.size() << " wrong, " << crashes.size()
+         << " crashed\n";
   for (const auto& [reason, names] : refusals) {
     report << "  refused (" << names.size() << "): " << reason << "\n     ";
     for (size_t i = 0; i < names.size() && i < 8; ++i) report << ' ' << names[i];

@@ -19,7 +19,8 @@ inline workload make(std::string name, std::vector<ir::Tensor> inputs,
   return make_workload(std::move(name), std::move(inputs), std::move(outputs), reduction_length);
 }
 
-// --- operator-library workloads at small, odd shapes ----------------------------------------------
+// --- operator-library workloads at small, odd shapes
+// ----------------------------------------------
 
 inline workload op_matmul() {
   auto a = placeholder<float>("A", {13, 19});

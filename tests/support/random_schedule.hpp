@@ -42,7 +42,8 @@ struct workload {
 
 inline workload make_workload(std::string name, std::vector<loom::ir::Tensor> inputs,
                               std::vector<loom::ir::Tensor> outputs, int64_t reduction_length) {
-  return {std::move(name), std::make_shared<const loom::ComputeDAG>(std::move(inputs), std::move(outputs)),
+  return {std::move(name),
+          std::make_shared<const loom::ComputeDAG>(std::move(inputs), std::move(outputs)),
           reduction_length};
 }
 
@@ -282,10 +283,15 @@ inline check_result run_and_compare(const workload& w, const reference& ref,
   for (size_t o = 0; o < outs.size(); ++o) {
     std::string msg;
     const auto& dt = outs[o].dtype;
-    bool ok = dt == loom::ir::DType::f32()   ? compare_values<float>(outs[o], ref.outputs[o], static_cast<double>(w.reduction_length), msg)
-              : dt == loom::ir::DType::f64() ? compare_values<double>(outs[o], ref.outputs[o], static_cast<double>(w.reduction_length), msg)
-              : dt == loom::ir::DType::i32() ? compare_values<int32_t>(outs[o], ref.outputs[o], 0, msg)
-                                             : compare_values<int64_t>(outs[o], ref.outputs[o], 0, msg);
+    bool ok = dt == loom::ir::DType::f32()
+                  ? compare_values<float>(outs[o], ref.outputs[o],
+                                          static_cast<double>(w.reduction_length), msg)
+              : dt == loom::ir::DType::f64()
+                  ? compare_values<double>(outs[o], ref.outputs[o],
+                                           static_cast<double>(w.reduction_length), msg)
+              : dt == loom::ir::DType::i32()
+                  ? compare_values<int32_t>(outs[o], ref.outputs[o], 0, msg)
+                  : compare_values<int64_t>(outs[o], ref.outputs[o], 0, msg);
     if (!ok) {
       res.ok = false;
       res.message = "output '" + w.dag->outputs()[o].name() + "' " + msg;
@@ -319,7 +325,9 @@ struct random_schedule_stats {
 
 /// A random integer in [0, n). mt19937's output is fixed by the standard, unlike the library's
 /// distributions, so a seed means the same schedules on every platform.
-inline int pick(std::mt19937& rng, int n) { return n <= 1 ? 0 : static_cast<int>(rng() % static_cast<uint32_t>(n)); }
+inline int pick(std::mt19937& rng, int n) {
+  return n <= 1 ? 0 : static_cast<int>(rng() % static_cast<uint32_t>(n));
+}
 
 /// A random split length for a loop of `extent`: small factors, non-divisors, the whole extent.
 inline int64_t random_length(std::mt19937& rng, int64_t extent) {
@@ -464,7 +472,8 @@ inline const std::vector<random_step_kind>& random_step_kinds() {
            if (reads) readers.push_back(o.name);
          }
          if (readers.empty()) return std::nullopt;
-         return CacheReadStep{src.name, loom::ir::MemoryScope::Local,
+         return CacheReadStep{src.name,
+                              loom::ir::MemoryScope::Local,
                               {readers[pick(rng, static_cast<int>(readers.size()))]}};
        }},
       {1, PragmaStep::tag,
@@ -503,7 +512,8 @@ inline const std::vector<std::pair<std::string, std::string>>& steps_not_drawn()
 
 /// One random candidate step for `s`, or nothing when the drawn kind has no candidate. It may be
 /// illegal: the caller applies it and counts a loom::user_error as a rejection.
-inline std::optional<loom::sched::Step> random_step(const loom::sched::State& s, std::mt19937& rng) {
+inline std::optional<loom::sched::Step> random_step(const loom::sched::State& s,
+                                                    std::mt19937& rng) {
   using namespace loom::sched;
   std::vector<int> computed, all;
   for (size_t i = 0; i < s.stages().size(); ++i) {

@@ -89,9 +89,9 @@ inline int64_t window_out(int64_t in, int64_t kernel, int64_t stride, int64_t pa
 // OW]. Taps outside the input contribute zero. 1-D and 2-D convolutions are this one with
 // leading spatial extents (and kernel extents) of 1.
 template <class T>
-std::vector<T> conv3d_ncdhw(const std::vector<T>& x, const std::vector<T>& w, int64_t n,
-                            int64_t c, dims3 in, int64_t o, dims3 kernel, dims3 stride, dims3 pad,
-                            dims3 dil, int64_t groups) {
+std::vector<T> conv3d_ncdhw(const std::vector<T>& x, const std::vector<T>& w, int64_t n, int64_t c,
+                            dims3 in, int64_t o, dims3 kernel, dims3 stride, dims3 pad, dims3 dil,
+                            int64_t groups) {
   dims3 out;
   for (int d = 0; d < 3; ++d) out[d] = window_out(in[d], kernel[d], stride[d], pad[d], dil[d]);
   const int64_t cg = c / groups, og = o / groups;
@@ -176,8 +176,8 @@ std::vector<T> conv2d_nhwc(const std::vector<T>& x, const std::vector<T>& w, int
 // ic * M + m is input channel ic filtered by w[ic, m].
 template <class T>
 std::vector<T> depthwise_conv2d_nchw(const std::vector<T>& x, const std::vector<T>& w, int64_t n,
-                                     int64_t c, dims2 in, int64_t mult, dims2 kernel,
-                                     dims2 stride, dims2 pad, dims2 dil) {
+                                     int64_t c, dims2 in, int64_t mult, dims2 kernel, dims2 stride,
+                                     dims2 pad, dims2 dil) {
   const int64_t oh = window_out(in[0], kernel[0], stride[0], pad[0], dil[0]);
   const int64_t ow = window_out(in[1], kernel[1], stride[1], pad[1], dil[1]);
   std::vector<T> y(n * c * mult * oh * ow);

@@ -34,8 +34,9 @@ std::shared_ptr<const ComputeDAG> matmul_dag(int64_t n, bool scaled = false) {
   auto k = reduce_axis(n, "k");
   // `scaled` is another computation with the same arguments (a program of it is a genuinely
   // wrong program for the plain task).
-  auto C = scaled ? compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j) * 2.0f, k); })
-                  : compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); });
+  auto C =
+      scaled ? compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j) * 2.0f, k); })
+             : compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); });
   return std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{A, B},
                                             std::vector<ir::Tensor>{C});
 }
@@ -203,8 +204,9 @@ TEST_SUITE("tune") {
     CHECK(no_children_left());
   }
 
-  TEST_CASE("a first run of min_repeat_ms or more is the first repeat, and is cut off at "
-            "slow_long_program_factor") {
+  TEST_CASE(
+      "a first run of min_repeat_ms or more is the first repeat, and is cut off at "
+      "slow_long_program_factor") {
     const Task task(matmul_dag(32));
     const auto programs = sample(task, 3, 17);
     search::MeasureOptions o = quick_options();
@@ -285,8 +287,7 @@ TEST_SUITE("tune") {
     CHECK(results[4].costs.empty());
 
     CHECK(results[5].error == MeasureError::runtime);
-    CHECK(results[5].error_message.find("exited with status 3 while running") !=
-          std::string::npos);
+    CHECK(results[5].error_message.find("exited with status 3 while running") != std::string::npos);
 
     CHECK(results[6].error == MeasureError::instantiation);
     CHECK(results[6].error_message.find("[loom.lower.E410]") != std::string::npos);

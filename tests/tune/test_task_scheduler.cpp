@@ -222,7 +222,8 @@ TEST_CASE("tune_with: keep_samples returns the model's data, labelled against th
   REQUIRE(first.samples);
   CHECK(first.samples->features.size() == 32);
   CHECK(first.samples->labels.size() == 32);
-  CHECK(*std::max_element(first.samples->labels.begin(), first.samples->labels.end()) == doctest::Approx(1.0));
+  CHECK(*std::max_element(first.samples->labels.begin(), first.samples->labels.end()) ==
+        doctest::Approx(1.0));
   for (double l : first.samples->labels) CHECK((l >= 0 && l <= 1));
   // Another task's run learns from these as well (and is no longer warming up on its own):
   // it runs, and its own samples stay its own.

@@ -156,8 +156,9 @@ std::set<std::string> logged_programs(const std::string& path, const std::string
 
 }  // namespace
 
-TEST_CASE("the search finds, with 128 measurements, a GEMM program as good as the best of 3,000 "
-          "random ones (synthetic cost, fixed seed)") {
+TEST_CASE(
+    "the search finds, with 128 measurements, a GEMM program as good as the best of 3,000 "
+    "random ones (synthetic cost, fixed seed)") {
   const auto w = loom_test::matmul(64, 64, 64);
   Task task(w.dag);
 
@@ -192,8 +193,9 @@ TEST_CASE("the search finds, with 128 measurements, a GEMM program as good as th
     CHECK(r.curve[i].best_gflops >= r.curve[i - 1].best_gflops);
 }
 
-TEST_CASE("ranking again: the best is the fastest by the median of five measurements, not a "
-          "lucky single one; the extra measurements are logged, and a resumed run keeps them") {
+TEST_CASE(
+    "ranking again: the best is the fastest by the median of five measurements, not a "
+    "lucky single one; the extra measurements are logged, and a resumed run keeps them") {
   const auto w = loom_test::matmul(64, 64, 64);
   Task task(w.dag);
   TempLog log("rerank");
@@ -251,8 +253,9 @@ TEST_CASE("ranking again: the best is the fastest by the median of five measurem
                        user_error);
 }
 
-TEST_CASE("a tuner killed with SIGKILL in the middle of a batch keeps every record measured "
-          "before the kill, and resumes from them") {
+TEST_CASE(
+    "a tuner killed with SIGKILL in the middle of a batch keeps every record measured "
+    "before the kill, and resumes from them") {
   const auto w = loom_test::matmul(32, 48, 40);
   Task task(w.dag);
   TempLog log("tune_killed");
@@ -286,8 +289,9 @@ TEST_CASE("a tuner killed with SIGKILL in the middle of a batch keeps every reco
   CHECK(search::read_records(log.path).size() == static_cast<size_t>(kill_after + 16));
 }
 
-TEST_CASE("resume: records of another thread count are not this run's measurements; their "
-          "fastest programs are measured again first") {
+TEST_CASE(
+    "resume: records of another thread count are not this run's measurements; their "
+    "fastest programs are measured again first") {
   const auto w = loom_test::matmul(32, 48, 40);
   Task task(w.dag);
   TempLog log("tune_threads");
@@ -329,8 +333,9 @@ TEST_CASE("resume: records of another thread count are not this run's measuremen
   CHECK(off.trials == 8);
 }
 
-TEST_CASE("resume: records measured with the weights warm are not a cold run's measurements, "
-          "and the other way round") {
+TEST_CASE(
+    "resume: records measured with the weights warm are not a cold run's measurements, "
+    "and the other way round") {
   const auto w = loom_test::matmul(32, 48, 40);
   Task task(w.dag);
   TempLog log("tune_cold");
@@ -359,8 +364,9 @@ TEST_CASE("resume: records measured with the weights warm are not a cold run's m
   for (const auto& r : again.records) CHECK(!r.cold_constants);
 }
 
-TEST_CASE("resume: records of another device are not this run's measurements either; records "
-          "that name no device count as this run's") {
+TEST_CASE(
+    "resume: records of another device are not this run's measurements either; records "
+    "that name no device count as this run's") {
   const auto w = loom_test::matmul(32, 48, 40);
   Task task(w.dag);
   TempLog log("tune_device");
@@ -476,8 +482,8 @@ TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log an
     out << "this is not json\n{\"v\": \"loom-records/1\", \"w\": ";
   }
   std::vector<std::string> warnings;
-  const auto records = search::read_records(
-      log.path, [&](const std::string& m) { warnings.push_back(m); });
+  const auto records =
+      search::read_records(log.path, [&](const std::string& m) { warnings.push_back(m); });
   CHECK(records.size() == 24);
   CHECK(warnings.size() == 2);
   // Each record says how many threads its program ran with: the runtime's count here.
@@ -515,8 +521,8 @@ TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log an
   CHECK(sched::to_record(foreign->steps()) == sched::to_record(best->steps()));
   CHECK(err.str().find("measured on some-other-cpu") != std::string::npos);
   // One correct record of this CPU, however slow, wins over every record of the other.
-  const auto here = std::find_if(records.begin(), records.end(),
-                                 [](const auto& rec) { return rec.result.ok(); });
+  const auto here =
+      std::find_if(records.begin(), records.end(), [](const auto& rec) { return rec.result.ok(); });
   REQUIRE(here != records.end());
   search::append_records(moved.path, {*here});
   err.str("");
@@ -547,8 +553,9 @@ TEST_CASE("tune survives candidates that crash: they are recorded as failures") 
   CHECK(failed_records == 2);
 }
 
-TEST_CASE("tuned_kernel: the logged best, built once per process, or the default schedule with a "
-          "warning") {
+TEST_CASE(
+    "tuned_kernel: the logged best, built once per process, or the default schedule with a "
+    "warning") {
   const auto w = loom_test::matmul(24, 20, 16);
   Task task(w.dag);
   TempLog log("tuned_kernel");
@@ -559,7 +566,8 @@ TEST_CASE("tuned_kernel: the logged best, built once per process, or the default
     for (auto& i : ins) ptrs.push_back(i.data());
     for (auto& o : outs) ptrs.push_back(o.data());
     std::vector<BufferView> views;
-    for (size_t i = 0; i < ptrs.size(); ++i) views.push_back(as_buffer_view(static_cast<float*>(ptrs[i])));
+    for (size_t i = 0; i < ptrs.size(); ++i)
+      views.push_back(as_buffer_view(static_cast<float*>(ptrs[i])));
     k.run(views);
     return outs[0];
   };

@@ -134,8 +134,7 @@ inline std::string compare_output(const OutputSpec& a, const void* got_p, const 
     auto* w = static_cast<const unsigned char*>(want_p);
     for (int64_t i = 0; i < a.elements; ++i) {
       const int64_t gv = integer_at(g, t, i), wv = integer_at(w, t, i);
-      if (gv != wv)
-        note(i, std::abs(static_cast<double>(gv) - static_cast<double>(wv)));
+      if (gv != wv) note(i, std::abs(static_cast<double>(gv) - static_cast<double>(wv)));
     }
     if (worst >= 0) {
       got_s = std::to_string(integer_at(g, t, worst));

@@ -159,8 +159,8 @@ class Gbdt {
   LOOM_DECL std::vector<float> predict_rows(const std::vector<float>& rows) const;
   /// Predicts the sums of groups of rows: `group_offsets` holds `num_groups + 1` non-decreasing
   /// offsets from 0 into `rows` (`[loom.cost.E951]` otherwise); `out` gets `num_groups` sums.
-  LOOM_DECL void predict_groups(const float* rows, const size_t* group_offsets,
-                                size_t num_groups, double* out) const;
+  LOOM_DECL void predict_groups(const float* rows, const size_t* group_offsets, size_t num_groups,
+                                double* out) const;
 
   /// Writes the model as text: `loom-gbdt 1`, the parameters, the feature count, the base score
   /// and the trees. Floats are written in their shortest exact form, so load() rebuilds a model

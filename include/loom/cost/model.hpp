@@ -170,8 +170,7 @@ class AnalyticCostModel final : public CostModel {
   /// flops_per_byte that is not positive or an empty column list.
   LOOM_DECL static AnalyticCostModel roofline(const std::vector<int>& flops_features,
                                               const std::vector<int>& bytes_features,
-                                              double flops_per_byte = 8.0,
-                                              bool log_scaled = true);
+                                              double flops_per_byte = 8.0, bool log_scaled = true);
 
   /// Learns nothing (checks the arguments).
   LOOM_DECL void update(const std::vector<ProgramFeatures>& programs,
@@ -197,7 +196,8 @@ class AnalyticCostModel final : public CostModel {
   std::string name_;
 };
 
-// --- ranking metrics (ansor.md §4 and the paper's §7.5) -------------------------------------------
+// --- ranking metrics (ansor.md §4 and the paper's §7.5)
+// -------------------------------------------
 
 /// Fraction of the pairs of programs with different labels that `scores` order like `labels`
 /// (a tie in score counts as half right). NaN when no pair has different labels. O(n log n).

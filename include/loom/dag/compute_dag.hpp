@@ -29,9 +29,9 @@ struct OpInfo {
   /// the op reduces. Such ops get multi-level tiling.
   bool needs_multi_level_tiling = false;
   bool has_reduce = false;
-  int64_t spatial_size = 1;  ///< product of the output shape
-  int64_t reduce_size = 1;   ///< product of the reduce axes' extents
-  double flops = 0;          ///< arithmetic operations to compute the whole tensor
+  int64_t spatial_size = 1;    ///< product of the output shape
+  int64_t reduce_size = 1;     ///< product of the reduce axes' extents
+  double flops = 0;            ///< arithmetic operations to compute the whole tensor
   std::vector<int> producers;  ///< ops this op reads (indices into ops())
   std::vector<int> consumers;  ///< ops that read this op
 };

@@ -43,14 +43,16 @@ auto compute_impl(std::string name, const int64_t* shape, F&& f, std::string tag
   auto body = std::apply(f, vars);
   using E = decltype(body);
   LOOM_STATIC_ASSERT(dsl_operand<E>, LOOM_COMPUTE_LAMBDA_MUST_RETURN_A_LOOM_EXPRESSION);
-  using T = std::conditional_t<dsl_expr<E>, value_type_t<std::conditional_t<dsl_expr<E>, E, Const<float>>>,
+  using T = std::conditional_t<dsl_expr<E>,
+                               value_type_t<std::conditional_t<dsl_expr<E>, E, Const<float>>>,
                                std::remove_cvref_t<E>>;
   LOOM_STATIC_ASSERT((!std::is_same_v<T, bool>),
                      LOOM_COMPUTE_BODY_IS_A_CONDITION__CAST_IT_TO_A_NUMBER_WITH_CAST);
   LOOM_STATIC_ASSERT(element_type<T>, LOOM_TENSOR_ELEMENT_TYPE_MUST_BE_FLOAT_DOUBLE_INT32_OR_INT64);
   lower_ctx ctx{name, {}, false};
   ir::Expr ir_body = to_ir(as_expr<T>(body), ctx);
-  return Tensor<T, Rank>(ir::make_compute(std::move(name), std::move(axes), ir_body, std::move(tag)));
+  return Tensor<T, Rank>(
+      ir::make_compute(std::move(name), std::move(axes), ir_body, std::move(tag)));
 }
 
 }  // namespace detail
@@ -64,7 +66,8 @@ auto compute(std::string name, const int64_t (&shape)[Rank], F&& f, std::string 
 }
 
 template <std::size_t Rank, class F>
-auto compute(std::string name, const std::array<int64_t, Rank>& shape, F&& f, std::string tag = "") {
+auto compute(std::string name, const std::array<int64_t, Rank>& shape, F&& f,
+             std::string tag = "") {
   return detail::compute_impl<Rank>(std::move(name), shape.data(), std::forward<F>(f),
                                     std::move(tag));
 }

@@ -58,8 +58,8 @@ concept dsl_expr = decltype(detail::is_expr_impl(std::declval<std::remove_cvref_
 
 /// C++ arithmetic literals that may appear in an expression (they adopt the other operand's type).
 template <class T>
-concept dsl_literal = std::is_arithmetic_v<std::remove_cvref_t<T>> &&
-                      !std::is_same_v<std::remove_cvref_t<T>, bool>;
+concept dsl_literal =
+    std::is_arithmetic_v<std::remove_cvref_t<T>> && !std::is_same_v<std::remove_cvref_t<T>, bool>;
 
 template <class T>
 concept dsl_operand = dsl_expr<T> || dsl_literal<T>;
@@ -76,7 +76,8 @@ using value_type_t = typename std::remove_cvref_t<E>::value_type;
 /// Integer-valued expressions may index tensors.
 template <class E>
 concept index_expr =
-    (dsl_expr<E> && std::is_integral_v<value_type_t<E>> && !std::is_same_v<value_type_t<E>, bool>) ||
+    (dsl_expr<E> && std::is_integral_v<value_type_t<E>> &&
+     !std::is_same_v<value_type_t<E>, bool>) ||
     (std::is_integral_v<std::remove_cvref_t<E>> && !std::is_same_v<std::remove_cvref_t<E>, bool>);
 
 /// A constant of element type T.
@@ -116,9 +117,8 @@ class RVar : public expr_base<RVar> {
   using value_type = int64_t;
   RVar(int64_t extent, std::string name)
       : iv_{ir::Variable::make(std::move(name)), extent, ir::IterKind::Reduce} {
-    LOOM_USER_CHECK(extent > 0, "loom.dsl.E101")
-        << "reduce_axis '" << iv_.name() << "' has extent " << extent
-        << "; the extent must be positive";
+    LOOM_USER_CHECK(extent > 0, "loom.dsl.E101") << "reduce_axis '" << iv_.name() << "' has extent "
+                                                 << extent << "; the extent must be positive";
   }
   const ir::IterVar& iter_var() const { return iv_; }
   const std::string& name() const { return iv_.name(); }

@@ -57,7 +57,8 @@ auto make_binary(const A& a, const B& b) {
   }
   auto x = as_expr<T>(a);
   auto y = as_expr<T>(b);
-  using R = std::conditional_t<C == binary_class::comparison || C == binary_class::logical, bool, T>;
+  using R =
+      std::conditional_t<C == binary_class::comparison || C == binary_class::logical, bool, T>;
   return Binary<K, decltype(x), decltype(y), R>(std::move(x), std::move(y));
 }
 
@@ -113,8 +114,7 @@ auto operator-(const X& x) {
 
 template <class X>
 struct NotExpr : expr_base<NotExpr<X>> {
-  LOOM_STATIC_ASSERT((std::is_same_v<value_type_t<X>, bool>),
-                     LOOM_LOGICAL_NOT_NEEDS_A_CONDITION);
+  LOOM_STATIC_ASSERT((std::is_same_v<value_type_t<X>, bool>), LOOM_LOGICAL_NOT_NEEDS_A_CONDITION);
   using value_type = bool;
   X x;
   explicit NotExpr(X v) : x(std::move(v)) {}
@@ -147,10 +147,10 @@ ir::Expr to_ir(const CallExpr<Op, Args...>& e, detail::lower_ctx& ctx) {
   return ir::Call::make(Op, std::move(args));
 }
 
-#define LOOM_DSL_UNARY_CALL(name)                       \
-  template <dsl_expr X>                                 \
-  auto name(const X& x) {                               \
-    return CallExpr<ir::CallOp::name, X>(x);            \
+#define LOOM_DSL_UNARY_CALL(name)            \
+  template <dsl_expr X>                      \
+  auto name(const X& x) {                    \
+    return CallExpr<ir::CallOp::name, X>(x); \
   }
 LOOM_DSL_UNARY_CALL(exp)
 LOOM_DSL_UNARY_CALL(log)

@@ -28,7 +28,8 @@ struct no_condition {};
 /// A reduction; it may only be the whole body of a compute.
 template <class T, class Body, class Cond>
 struct ReduceExpr : expr_base<ReduceExpr<T, Body, Cond>> {
-  LOOM_STATIC_ASSERT((!std::is_same_v<T, bool>), LOOM_REDUCTION_OVER_CONDITIONS__CAST_TO_INT32_FIRST);
+  LOOM_STATIC_ASSERT((!std::is_same_v<T, bool>),
+                     LOOM_REDUCTION_OVER_CONDITIONS__CAST_TO_INT32_FIRST);
   using value_type = T;
   ir::ReduceOp op;
   Body body;
@@ -65,14 +66,14 @@ auto make_reduce(ir::ReduceOp op, const E& body, reduce_axes axes, const C& wher
 }
 }  // namespace detail
 
-#define LOOM_DSL_REDUCTION(name, op)                                             \
-  template <dsl_expr E>                                                          \
-  auto name(const E& body, reduce_axes axes) {                                   \
-    return detail::make_reduce(op, body, std::move(axes), no_condition{});       \
-  }                                                                              \
-  template <dsl_expr E, dsl_expr C>                                              \
-  auto name(const E& body, reduce_axes axes, const C& where) {                   \
-    return detail::make_reduce(op, body, std::move(axes), where);                \
+#define LOOM_DSL_REDUCTION(name, op)                                       \
+  template <dsl_expr E>                                                    \
+  auto name(const E& body, reduce_axes axes) {                             \
+    return detail::make_reduce(op, body, std::move(axes), no_condition{}); \
+  }                                                                        \
+  template <dsl_expr E, dsl_expr C>                                        \
+  auto name(const E& body, reduce_axes axes, const C& where) {             \
+    return detail::make_reduce(op, body, std::move(axes), where);          \
   }
 /// `sum(A(i, k) * B(k, j), k)`, `sum(x, {rc, ry, rx})`, `sum(x, k, k < i)` (with a condition).
 LOOM_DSL_REDUCTION(sum, ir::ReduceOp::Sum)

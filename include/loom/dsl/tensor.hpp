@@ -70,9 +70,7 @@ template <class T, std::size_t Rank, class... Idx>
 ir::Expr to_ir(const Access<T, Rank, Idx...>& a, detail::lower_ctx& ctx) {
   std::vector<ir::Expr> idx;
   std::apply(
-      [&](const auto&... i) {
-        (idx.push_back(to_ir(detail::as_expr<int64_t>(i), ctx)), ...);
-      },
+      [&](const auto&... i) { (idx.push_back(to_ir(detail::as_expr<int64_t>(i), ctx)), ...); },
       a.indices);
   return ir::TensorRead::make(a.tensor, std::move(idx));
 }
@@ -80,8 +78,8 @@ ir::Expr to_ir(const Access<T, Rank, Idx...>& a, detail::lower_ctx& ctx) {
 /// A new input tensor, e.g. `placeholder<float>("A", {M, K})`.
 template <class T, std::size_t Rank>
 Tensor<T, Rank> placeholder(std::string name, const int64_t (&shape)[Rank]) {
-  return Tensor<T, Rank>(
-      ir::make_placeholder(std::move(name), ir::dtype_v<T>, std::vector<int64_t>(shape, shape + Rank)));
+  return Tensor<T, Rank>(ir::make_placeholder(std::move(name), ir::dtype_v<T>,
+                                              std::vector<int64_t>(shape, shape + Rank)));
 }
 
 template <class T, std::size_t Rank>

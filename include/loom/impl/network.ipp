@@ -67,8 +67,9 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
     // layer's output in another (an attention's two matmuls). Pack only a weight of every group.
     if (!packable.empty()) {
       const auto& args = t.dag->inputs();
-      const auto at = std::find_if(args.begin(), args.end(),
-                                   [&](const ir::Tensor& a) { return a.name() == packable.front(); });
+      const auto at = std::find_if(args.begin(), args.end(), [&](const ir::Tensor& a) {
+        return a.name() == packable.front();
+      });
       const size_t k = static_cast<size_t>(at - args.begin());
       for (int g : t.groups)
         if (!constant_of.count(network->groups()[g].inputs[k].get())) packable.clear();
@@ -88,8 +89,9 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
       int64_t elements = 1;
       for (int64_t e : pk.packed_shape) elements *= e;
       aligned_vector<unsigned char> bytes(static_cast<size_t>(elements * weight.dtype().bytes()));
-      pk.pack.run({BufferView(const_cast<unsigned char*>(c->bytes->data()), weight.dtype(), weight.shape()),
-                   BufferView(bytes.data(), weight.dtype(), pk.packed_shape)});
+      pk.pack.run(
+          {BufferView(const_cast<unsigned char*>(c->bytes->data()), weight.dtype(), weight.shape()),
+           BufferView(bytes.data(), weight.dtype(), pk.packed_shape)});
       packed.per_group.push_back(std::move(bytes));
     }
     s.packed.push_back(name);
@@ -140,7 +142,8 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
         data = in_arena.at(t.get());
       s.views[g].emplace_back(data, t.dtype(), t.shape());
     }
-    const CompiledNetwork::packed_weight& packed = s.packed_weights[static_cast<size_t>(s.task_of_group[g])];
+    const CompiledNetwork::packed_weight& packed =
+        s.packed_weights[static_cast<size_t>(s.task_of_group[g])];
     if (packed.argument >= 0) {
       BufferView& v = s.views[g][static_cast<size_t>(packed.argument)];
       auto& bytes = packed.per_group[static_cast<size_t>(s.place_in_task[g])];
@@ -163,9 +166,8 @@ LOOM_DECL void CompiledNetwork::run(const std::vector<BufferView>& inputs_then_o
                         (!v.has_shape() || v.shape == t.shape()),
                     "loom.net.E1006")
         << "CompiledNetwork::run: buffer " << i << " is for " << (i < ni ? "input " : "output ")
-        << detail_network::describe(t) << ", but it is "
-        << (v.data ? "" : "a null pointer, ") << ir::to_string(v.dtype)
-        << (v.has_shape() ? " of another shape" : "");
+        << detail_network::describe(t) << ", but it is " << (v.data ? "" : "a null pointer, ")
+        << ir::to_string(v.dtype) << (v.has_shape() ? " of another shape" : "");
   }
   std::lock_guard<std::mutex> lock(state_->running);
   run_groups(inputs_then_outputs, nullptr);
@@ -180,16 +182,19 @@ LOOM_DECL void CompiledNetwork::run_groups(const std::vector<BufferView>& inputs
     const auto start = std::chrono::steady_clock::now();
     state_->kernels[static_cast<size_t>(state_->task_of_group[g])].run(views);
     if (seconds)
-      (*seconds)[g] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      (*seconds)[g] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 }
 
 LOOM_DECL std::vector<double> CompiledNetwork::profile(
     const std::vector<BufferView>& inputs_then_outputs, int repeat) const {
-  LOOM_USER_CHECK(repeat >= 1, "loom.net.E1005") << "CompiledNetwork::profile: repeat " << repeat << " (>= 1)";
+  LOOM_USER_CHECK(repeat >= 1, "loom.net.E1005")
+      << "CompiledNetwork::profile: repeat " << repeat << " (>= 1)";
   run(inputs_then_outputs);  // the checks, and a warm-up
   const size_t groups = state_->views.size();
-  std::vector<std::vector<double>> samples(groups, std::vector<double>(static_cast<size_t>(repeat)));
+  std::vector<std::vector<double>> samples(groups,
+                                           std::vector<double>(static_cast<size_t>(repeat)));
   std::vector<double> one(groups);
   std::lock_guard<std::mutex> lock(state_->running);
   for (int r = 0; r < repeat; ++r) {

@@ -73,9 +73,9 @@ LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
                             const BuildOptions& options) {
   std::optional<sched::State> best = best_recorded_schedule(task, records);
   LOOM_USER_CHECK(best.has_value(), "loom.search.E851")
-      << "build_best(): " << records << " has no correct record of workload "
-      << task.workload_key() << " on " << task.target.to_string()
-      << "; tune this task with TuneOptions::records = \"" << records << "\" first";
+      << "build_best(): " << records << " has no correct record of workload " << task.workload_key()
+      << " on " << task.target.to_string() << "; tune this task with TuneOptions::records = \""
+      << records << "\" first";
   return build(task, *best, options);
 }
 

@@ -34,10 +34,10 @@ class Expr {
   Expr() = default;
   Expr(const ExprNode* n) : node_(n) {}  // NOLINT: nodes convert to handles
   /// Integer and float literals become IntImm(int64) / FloatImm(float32) / FloatImm(float64).
-  Expr(int v);           // NOLINT
-  Expr(int64_t v);       // NOLINT
-  Expr(float v);         // NOLINT
-  Expr(double v);        // NOLINT
+  Expr(int v);      // NOLINT
+  Expr(int64_t v);  // NOLINT
+  Expr(float v);    // NOLINT
+  Expr(double v);   // NOLINT
 
   bool defined() const { return static_cast<bool>(node_); }
   const ExprNode* get() const { return node_.get(); }
@@ -116,8 +116,7 @@ constexpr bool is_binary(NodeKind k) {
     LOOM_FOR_EACH_BINARY(LOOM_X)
 #undef LOOM_X
     return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 constexpr bool is_comparison(NodeKind k) {
@@ -141,7 +140,9 @@ struct Select final : ExprNode {
   static constexpr NodeKind node_kind = NodeKind::Select;
   Expr condition, true_value, false_value;
   Select(DType t, Expr c, Expr x, Expr y)
-      : ExprNode(node_kind, t), condition(std::move(c)), true_value(std::move(x)),
+      : ExprNode(node_kind, t),
+        condition(std::move(c)),
+        true_value(std::move(x)),
         false_value(std::move(y)) {}
   static Expr make(Expr condition, Expr true_value, Expr false_value);
 };
@@ -151,7 +152,8 @@ struct Call final : ExprNode {
   static constexpr NodeKind node_kind = NodeKind::Call;
   CallOp op;
   std::vector<Expr> args;
-  Call(DType t, CallOp o, std::vector<Expr> a) : ExprNode(node_kind, t), op(o), args(std::move(a)) {}
+  Call(DType t, CallOp o, std::vector<Expr> a)
+      : ExprNode(node_kind, t), op(o), args(std::move(a)) {}
   static Expr make(CallOp op, std::vector<Expr> args);
 };
 
@@ -177,7 +179,10 @@ struct Reduce final : ExprNode {
   std::vector<IterVar> axes;
   Expr condition;
   Reduce(DType t, ReduceOp o, Expr s, std::vector<IterVar> a, Expr c)
-      : ExprNode(node_kind, t), op(o), source(std::move(s)), axes(std::move(a)),
+      : ExprNode(node_kind, t),
+        op(o),
+        source(std::move(s)),
+        axes(std::move(a)),
         condition(std::move(c)) {}
   static Expr make(ReduceOp op, Expr source, std::vector<IterVar> axes, Expr condition = Expr());
 };
@@ -211,7 +216,8 @@ struct Load final : ExprNode {
   static constexpr NodeKind node_kind = NodeKind::Load;
   Buffer buffer;
   Expr index;
-  Load(DType t, Buffer b, Expr i) : ExprNode(node_kind, t), buffer(std::move(b)), index(std::move(i)) {}
+  Load(DType t, Buffer b, Expr i)
+      : ExprNode(node_kind, t), buffer(std::move(b)), index(std::move(i)) {}
   static Expr make(Buffer buffer, Expr index);
 };
 

@@ -21,8 +21,8 @@
 ///  1. Add it to LOOM_FOR_EACH_EXPR (and to LOOM_FOR_EACH_BINARY if it is a plain binary op).
 ///  2. Declare the node in ir/expr.hpp with a validating static make().
 ///  3. Teach the printer (ir/impl/printer.ipp), structural equality and hashing
-///     (ir/impl/equal_hash.ipp), the mutator (ir/impl/visitor.ipp), the simplifier where it can fold
-///     it, and the reference interpreter (dag/impl/evaluate.ipp).
+///     (ir/impl/equal_hash.ipp), the mutator (ir/impl/visitor.ipp), the simplifier where it can
+///     fold it, and the reference interpreter (dag/impl/evaluate.ipp).
 ///  4. Add tests: printing (golden), equality/hash, interpreter.
 /// Load, Ramp and Broadcast appear only in lowered loop nests (after lower/), never in a compute
 /// body; statements (LOOM_FOR_EACH_STMT, ir/stmt.hpp) likewise.

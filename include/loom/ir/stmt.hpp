@@ -48,8 +48,12 @@ struct For final : StmtNode {
   ForKind for_kind;
   Stmt body;
   For(Expr v, Expr mn, Expr ext, ForKind k, Stmt b)
-      : StmtNode(node_kind), var(std::move(v)), min(std::move(mn)), extent(std::move(ext)),
-        for_kind(k), body(std::move(b)) {}
+      : StmtNode(node_kind),
+        var(std::move(v)),
+        min(std::move(mn)),
+        extent(std::move(ext)),
+        for_kind(k),
+        body(std::move(b)) {}
   static Stmt make(Expr var, Expr min, Expr extent, ForKind kind, Stmt body);
   const Variable* variable() const { return var.as<Variable>(); }
 };
@@ -85,7 +89,9 @@ struct IfThenElse final : StmtNode {
   Expr condition;
   Stmt then_case, else_case;  ///< else_case may be undefined
   IfThenElse(Expr c, Stmt t, Stmt e)
-      : StmtNode(node_kind), condition(std::move(c)), then_case(std::move(t)),
+      : StmtNode(node_kind),
+        condition(std::move(c)),
+        then_case(std::move(t)),
         else_case(std::move(e)) {}
   static Stmt make(Expr condition, Stmt then_case, Stmt else_case = Stmt());
 };

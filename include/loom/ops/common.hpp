@@ -102,9 +102,8 @@ std::array<int64_t, N> window_out_shape(const char* op, const std::array<int64_t
     const int64_t padded = in[d] + 2 * padding[d];
     LOOM_USER_CHECK(padded >= span, "loom.ops.E309")
         << op << ": the window (kernel " << shape_str(kernel) << ", dilation "
-        << shape_str(dilation) << ") does not fit in the input " << shape_str(in)
-        << " padded by " << shape_str(padding)
-        << "; use a smaller kernel or dilation, or more padding";
+        << shape_str(dilation) << ") does not fit in the input " << shape_str(in) << " padded by "
+        << shape_str(padding) << "; use a smaller kernel or dilation, or more padding";
     out[d] = (padded - span) / stride[d] + 1;
   }
   return out;

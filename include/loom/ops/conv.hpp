@@ -64,8 +64,8 @@ void check_conv_channels(const char* op, const Tensor<T, R>& x, const Tensor<T, 
       << describe(w);
   LOOM_USER_CHECK(weight_c * groups == c, "loom.ops.E306")
       << op << ": weight " << describe(w) << " expects " << weight_c
-      << " input channels per group, but data " << describe(x) << " has " << c
-      << " channels in " << groups << " group(s) (" << c / groups << " per group)";
+      << " input channels per group, but data " << describe(x) << " has " << c << " channels in "
+      << groups << " group(s) (" << c / groups << " per group)";
 }
 
 /// The input channel that reduction index `rc` reads for output channel `o`: `rc` itself for a
@@ -194,8 +194,8 @@ Tensor<T, 3> conv1d_ncw(const Tensor<T, 3>& x, const Tensor<T, 3>& w, const Conv
 /// With groups G, output channel o reads input channels [g * C / G, (g + 1) * C / G) of its
 /// group g = o / (O / G); G = C with a [C * M, 1, KH, KW] weight is a depthwise convolution.
 template <class T>
-Tensor<T, 4> conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
-                         const ConvParams<2>& p = {}, std::string name = "conv2d_nchw") {
+Tensor<T, 4> conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w, const ConvParams<2>& p = {},
+                         std::string name = "conv2d_nchw") {
   return detail::conv_channels_first<2>(x, w, p, "conv2d_nchw", std::move(name));
 }
 
@@ -203,8 +203,8 @@ Tensor<T, 4> conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
 /// [N, O, OD, OH, OW]. Tagged "conv3d_ncdhw" (its pad stage "pad"). Errors as conv1d_ncw.
 /// The kernel axes are named rz, ry, rx (depth, height, width).
 template <class T>
-Tensor<T, 5> conv3d_ncdhw(const Tensor<T, 5>& x, const Tensor<T, 5>& w,
-                          const ConvParams<3>& p = {}, std::string name = "conv3d_ncdhw") {
+Tensor<T, 5> conv3d_ncdhw(const Tensor<T, 5>& x, const Tensor<T, 5>& w, const ConvParams<3>& p = {},
+                          std::string name = "conv3d_ncdhw") {
   return detail::conv_channels_first<3>(x, w, p, "conv3d_ncdhw", std::move(name));
 }
 
@@ -213,8 +213,8 @@ Tensor<T, 5> conv3d_ncdhw(const Tensor<T, 5>& x, const Tensor<T, 5>& w,
 /// runs over (ry, rx, rc), channels innermost, matching the layout. Tagged "conv2d_nhwc" (its
 /// pad stage "pad"). Errors as conv1d_ncw.
 template <class T>
-Tensor<T, 4> conv2d_nhwc(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
-                         const ConvParams<2>& p = {}, std::string name = "conv2d_nhwc") {
+Tensor<T, 4> conv2d_nhwc(const Tensor<T, 4>& x, const Tensor<T, 4>& w, const ConvParams<2>& p = {},
+                         std::string name = "conv2d_nhwc") {
   const char* op = "conv2d_nhwc";
   const auto xs = x.shape();
   const auto ws = w.shape();
@@ -262,8 +262,9 @@ Tensor<T, 4> depthwise_conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
       << " was given, but a depthwise convolution already puts every channel in its own group; "
          "leave groups at 1 (or use conv2d_nchw with groups)";
   LOOM_USER_CHECK(ws[0] == xs[1], "loom.ops.E306")
-      << op << ": weight " << detail::describe(w) << " must be [C, multiplier, KH, KW] with C = "
-      << xs[1] << ", the channels of data " << detail::describe(x);
+      << op << ": weight " << detail::describe(w)
+      << " must be [C, multiplier, KH, KW] with C = " << xs[1] << ", the channels of data "
+      << detail::describe(x);
   detail::check_window(op, p.stride, p.padding, p.dilation);
   const auto out = detail::window_out_shape<2>(op, {xs[2], xs[3]}, {ws[2], ws[3]}, p.stride,
                                                p.padding, p.dilation);
@@ -278,25 +279,24 @@ Tensor<T, 4> depthwise_conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
   const std::array<int64_t, 4> shape{xs[0], xs[1] * mult, out[0], out[1]};
   // Multiplier 1 (the common case) reads channel c itself: no division in the IR.
   auto build = [&](const auto&, const auto& window) {
-    return mult == 1
-               ? compute(
-                     std::move(name), shape,
-                     [&](Var n, Var c, Var h, Var x_) {
-                       return sum(xp(n, c, window.template at<0>(h, ry),
-                                     window.template at<1>(x_, rx)) *
-                                      w(c, 0, ry, rx),
-                                  {ry, rx});
-                     },
-                     op)
-               : compute(
-                     std::move(name), shape,
-                     [&](Var n, Var c, Var h, Var x_) {
-                       return sum(xp(n, floordiv(c, mult), window.template at<0>(h, ry),
-                                     window.template at<1>(x_, rx)) *
-                                      w(floordiv(c, mult), floormod(c, mult), ry, rx),
-                                  {ry, rx});
-                     },
-                     op);
+    return mult == 1 ? compute(
+                           std::move(name), shape,
+                           [&](Var n, Var c, Var h, Var x_) {
+                             return sum(xp(n, c, window.template at<0>(h, ry),
+                                           window.template at<1>(x_, rx)) *
+                                            w(c, 0, ry, rx),
+                                        {ry, rx});
+                           },
+                           op)
+                     : compute(
+                           std::move(name), shape,
+                           [&](Var n, Var c, Var h, Var x_) {
+                             return sum(xp(n, floordiv(c, mult), window.template at<0>(h, ry),
+                                           window.template at<1>(x_, rx)) *
+                                            w(floordiv(c, mult), floormod(c, mult), ry, rx),
+                                        {ry, rx});
+                           },
+                           op);
   };
   return detail::with_conv_indices(p, 1, 1, build);
 }
@@ -370,7 +370,9 @@ Tensor<T, 4> conv2d_transpose_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
   }
   const Tensor<T, 6> cols = compute(
       name + "_cols", {xs[0], ws[1], kh, kw, xs[2], xs[3]},
-      [&](Var n, Var o, Var ky, Var kx, Var h, Var x_) { return sum(x(n, rc, h, x_) * w(rc, o, ky, kx), rc); },
+      [&](Var n, Var o, Var ky, Var kx, Var h, Var x_) {
+        return sum(x(n, rc, h, x_) * w(rc, o, ky, kx), rc);
+      },
       "conv2d_transpose_cols");
   const int64_t jh = (kh + sh - 1) / sh, jw = (kw + sw - 1) / sw;
   const RVar rj = reduce_axis(jh, "rj");

@@ -21,8 +21,7 @@ namespace ops {
 /// A NaN input gives 0: the DSL's max follows fmax, which prefers the number to the NaN.
 template <class T, std::size_t R>
 Tensor<T, R> relu(const Tensor<T, R>& x, std::string name = "relu") {
-  return compute(
-      std::move(name), x.shape(), [&](auto... v) { return max(x(v...), T(0)); }, "relu");
+  return compute(std::move(name), x.shape(), [&](auto... v) { return max(x(v...), T(0)); }, "relu");
 }
 
 /// `x + bias` with the vector `bias` added along dimension `axis` of `x` (negative counts from

@@ -23,8 +23,8 @@ namespace detail {
 /// expressions in the reads, which the DSL records in the expression's type.
 template <bool TransA, bool TransB, class T, std::size_t R>
 Tensor<T, R> matmul_compute(const Tensor<T, R>& a, const Tensor<T, R>& b,
-                            const std::array<int64_t, R>& shape, int64_t k_extent,
-                            std::string name, std::string tag) {
+                            const std::array<int64_t, R>& shape, int64_t k_extent, std::string name,
+                            std::string tag) {
   const RVar k = reduce_axis(k_extent, "k");
   return compute(
       std::move(name), shape,
@@ -79,9 +79,10 @@ Tensor<T, R> matmul_nd(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_
       << "); all but the last two dimensions must be equal (there is no broadcasting)";
   LOOM_USER_CHECK(ka == kb, "loom.ops.E301")
       << op << ": " << describe(a) << " and " << describe(b)
-      << " disagree on the reduction length K (" << ka << " vs " << kb << "); with trans_a = "
-      << (trans_a ? "true" : "false") << " and trans_b = " << (trans_b ? "true" : "false")
-      << ", a must be " << matmul_layout(R > 2, trans_a, "M", "K") << " and b must be "
+      << " disagree on the reduction length K (" << ka << " vs " << kb
+      << "); with trans_a = " << (trans_a ? "true" : "false")
+      << " and trans_b = " << (trans_b ? "true" : "false") << ", a must be "
+      << matmul_layout(R > 2, trans_a, "M", "K") << " and b must be "
       << matmul_layout(R > 2, trans_b, "K", "N");
   std::array<int64_t, R> shape = as;
   shape[R - 2] = m;

@@ -90,9 +90,8 @@ Tensor<T, R> softmax(const Tensor<T, R>& x, std::string name = "softmax") {
 ///
 /// `eps` is converted to T; float element types only (a compile error otherwise).
 template <class T, std::size_t R>
-Tensor<T, R> layer_norm(const Tensor<T, R>& x, const Tensor<T, 1>& gamma,
-                        const Tensor<T, 1>& beta, double eps = 1e-5,
-                        std::string name = "layer_norm") {
+Tensor<T, R> layer_norm(const Tensor<T, R>& x, const Tensor<T, 1>& gamma, const Tensor<T, 1>& beta,
+                        double eps = 1e-5, std::string name = "layer_norm") {
   LOOM_STATIC_ASSERT(std::is_floating_point_v<T>, LOOM_LAYER_NORM_NEEDS_A_FLOAT_TENSOR);
   static_assert(R >= 1);
   const int64_t len = x.shape(R - 1);
@@ -120,8 +119,7 @@ Tensor<T, R> layer_norm(const Tensor<T, R>& x, const Tensor<T, 1>& gamma,
       std::move(name), x.shape(),
       [&](auto... v) {
         return detail::split_last(std::array<Var, R>{v...}, [&](const Var& last, const auto&... r) {
-          return (x(r..., last) - mean(r...)) * rsqrt(var(r...) + eps_t) * gamma(last) +
-                 beta(last);
+          return (x(r..., last) - mean(r...)) * rsqrt(var(r...) + eps_t) * gamma(last) + beta(last);
         });
       },
       "layer_norm");

@@ -32,9 +32,13 @@ struct HostTensor {
   int64_t num_elements() const;
   BufferView view() { return BufferView(bytes.data(), dtype, shape); }
   template <class T>
-  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   template <class T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
 };
 
 /// Reads a `.npy` file (see the top of this file).

@@ -30,7 +30,10 @@ class Kernel {
   Kernel() = default;
   Kernel(std::string name, std::vector<KernelArg> args, entry_fn fn, std::shared_ptr<void> owner,
          std::string source)
-      : name_(std::move(name)), args_(std::move(args)), fn_(fn), owner_(std::move(owner)),
+      : name_(std::move(name)),
+        args_(std::move(args)),
+        fn_(fn),
+        owner_(std::move(owner)),
         source_(std::move(source)) {}
 
   explicit operator bool() const { return fn_ != nullptr; }
@@ -65,8 +68,8 @@ class Kernel {
           << "argument " << i << " ('" << a.name << "') of kernel '" << name_ << "' must hold "
           << ir::to_string(a.dtype) << ", got " << ir::to_string(v.dtype);
       LOOM_USER_CHECK(!v.has_shape() || v.shape == a.shape, "loom.runtime.E604")
-          << "argument " << i << " ('" << a.name << "') of kernel '" << name_ << "' must have shape "
-          << shape_string(a.shape) << ", got " << shape_string(v.shape);
+          << "argument " << i << " ('" << a.name << "') of kernel '" << name_
+          << "' must have shape " << shape_string(a.shape) << ", got " << shape_string(v.shape);
       ptrs[i] = v.data;
     }
     fn_(ptrs.data());

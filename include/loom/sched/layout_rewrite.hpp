@@ -9,12 +9,13 @@
 /// split into tiles, and the packed tensor has one dimension per tile loop, in the stage's loop
 /// order, except that the innermost tile (of extent > 1) of the input's last, contiguous axis
 /// stays innermost unless the stage's innermost loop is vectorized and walks the input (an
-/// NCHW convolution vectorized along the output channel: its OIHW weights end with that tile). For C[i, j] = sum_k A[i, k] B[k, j] tiled as (j.0 k.0 j.1 k.1 j.2 ...), B
-/// becomes B_packed[j.0][k.0][j.1][k.1][j.2], and C reads B_packed at the tile coordinates of
-/// (k, j); tiled as (j.0 k.0 j.1 k.1), it becomes B_packed[j.0][k.0][k.1][j.1]. Tiles that do
-/// not divide the extent are padded with zeros; lowering lets the last tile of a stage whose
-/// reads along that axis are all of such padded inputs run past the end instead of shifting it
-/// back, so it reads one whole packed tile.
+/// NCHW convolution vectorized along the output channel: its OIHW weights end with that tile). For
+/// C[i, j] = sum_k A[i, k] B[k, j] tiled as (j.0 k.0 j.1 k.1 j.2 ...), B becomes
+/// B_packed[j.0][k.0][j.1][k.1][j.2], and C reads B_packed at the tile coordinates of (k, j); tiled
+/// as (j.0 k.0 j.1 k.1), it becomes B_packed[j.0][k.0][k.1][j.1]. Tiles that do not divide the
+/// extent are padded with zeros; lowering lets the last tile of a stage whose reads along that axis
+/// are all of such padded inputs run past the end instead of shifting it back, so it reads one
+/// whole packed tile.
 ///
 /// The result is two computations: `transform` (input → packed input, run once per weight
 /// value) and `dag`, the original computation with the packed input in the input's place among

@@ -88,8 +88,8 @@ struct Stage {
   std::vector<SplitRelation> splits;
   std::vector<FuseRelation> fuses;
   ComputeLocation location = ComputeLocation::Root;
-  std::string attach_stage;  ///< with location At
-  int attach_iter = -1;      ///< iterator id in attach_stage
+  std::string attach_stage;                         ///< with location At
+  int attach_iter = -1;                             ///< iterator id in attach_stage
   ir::MemoryScope scope = ir::MemoryScope::Global;  ///< where an intermediate buffer lives
   int auto_unroll_max_step = 0;
   std::vector<StorageAlign> storage_aligns;
@@ -140,8 +140,8 @@ class State {
   void pragma_unroll(const std::string& stage, int iter, int max_step);
   void storage_align(const std::string& stage, int axis, int64_t factor, int64_t offset);
   void follow_split(const std::string& stage, int iter, int src_step, int n_split);
-  void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps,
-                          int level, bool factor_or_nparts);
+  void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps, int level,
+                          bool factor_or_nparts);
 
   /// Rewrites the lengths of split step `step` in the history (std::nullopt: unset) and leaves
   /// the stages as they are until the history is replayed. For sketch rules whose later steps

@@ -43,7 +43,7 @@ enum class FieldRange : uint8_t { NonNegative, Any };
 template <class S, class T>
 struct StepField {
   const char* name;
-  T S::*member;
+  T S::* member;
   FieldRange range = FieldRange::NonNegative;
 };
 
@@ -56,9 +56,9 @@ struct SplitStep {
   std::vector<std::optional<int64_t>> lengths;
 
   static constexpr const char* tag = "SP";
-  static constexpr auto fields =
-      std::tuple{StepField{"stage", &SplitStep::stage}, StepField{"iter", &SplitStep::iter},
-                 StepField{"extent", &SplitStep::extent}, StepField{"lengths", &SplitStep::lengths}};
+  static constexpr auto fields = std::tuple{
+      StepField{"stage", &SplitStep::stage}, StepField{"iter", &SplitStep::iter},
+      StepField{"extent", &SplitStep::extent}, StepField{"lengths", &SplitStep::lengths}};
   bool operator==(const SplitStep&) const = default;
 };
 /// Split like the (n_split - 1) innermost lengths of an earlier split step (cache stages follow
@@ -70,10 +70,10 @@ struct FollowSplitStep {
   int n_split;
 
   static constexpr const char* tag = "FSP";
-  static constexpr auto fields = std::tuple{
-      StepField{"stage", &FollowSplitStep::stage}, StepField{"iter", &FollowSplitStep::iter},
-      StepField{"src_step", &FollowSplitStep::src_step},
-      StepField{"n_split", &FollowSplitStep::n_split}};
+  static constexpr auto fields = std::tuple{StepField{"stage", &FollowSplitStep::stage},
+                                            StepField{"iter", &FollowSplitStep::iter},
+                                            StepField{"src_step", &FollowSplitStep::src_step},
+                                            StepField{"n_split", &FollowSplitStep::n_split}};
   bool operator==(const FollowSplitStep&) const = default;
 };
 /// Split by the product of `level`-th lengths of several earlier split steps (GPU thread binding
@@ -86,12 +86,12 @@ struct FollowFusedSplitStep {
   bool factor_or_nparts;
 
   static constexpr const char* tag = "FFSP";
-  static constexpr auto fields = std::tuple{
-      StepField{"stage", &FollowFusedSplitStep::stage},
-      StepField{"iter", &FollowFusedSplitStep::iter},
-      StepField{"src_steps", &FollowFusedSplitStep::src_steps},
-      StepField{"level", &FollowFusedSplitStep::level},
-      StepField{"factor_or_nparts", &FollowFusedSplitStep::factor_or_nparts}};
+  static constexpr auto fields =
+      std::tuple{StepField{"stage", &FollowFusedSplitStep::stage},
+                 StepField{"iter", &FollowFusedSplitStep::iter},
+                 StepField{"src_steps", &FollowFusedSplitStep::src_steps},
+                 StepField{"level", &FollowFusedSplitStep::level},
+                 StepField{"factor_or_nparts", &FollowFusedSplitStep::factor_or_nparts}};
   bool operator==(const FollowFusedSplitStep&) const = default;
 };
 /// Fuse consecutive leaves into one loop.
@@ -192,9 +192,10 @@ struct StorageAlignStep {
   int64_t factor, offset;
 
   static constexpr const char* tag = "SA";
-  static constexpr auto fields = std::tuple{
-      StepField{"stage", &StorageAlignStep::stage}, StepField{"axis", &StorageAlignStep::axis},
-      StepField{"factor", &StorageAlignStep::factor}, StepField{"offset", &StorageAlignStep::offset}};
+  static constexpr auto fields = std::tuple{StepField{"stage", &StorageAlignStep::stage},
+                                            StepField{"axis", &StorageAlignStep::axis},
+                                            StepField{"factor", &StorageAlignStep::factor},
+                                            StepField{"offset", &StorageAlignStep::offset}};
   bool operator==(const StorageAlignStep&) const = default;
 };
 /// Factor a reduction: leaf `iter` (a reduce loop, typically one part of a split reduction) becomes
@@ -207,9 +208,9 @@ struct RfactorStep {
   int factor_axis;
 
   static constexpr const char* tag = "RF";
-  static constexpr auto fields = std::tuple{StepField{"stage", &RfactorStep::stage},
-                                            StepField{"iter", &RfactorStep::iter},
-                                            StepField{"factor_axis", &RfactorStep::factor_axis}};
+  static constexpr auto fields =
+      std::tuple{StepField{"stage", &RfactorStep::stage}, StepField{"iter", &RfactorStep::iter},
+                 StepField{"factor_axis", &RfactorStep::factor_axis}};
   bool operator==(const RfactorStep&) const = default;
 };
 
@@ -219,8 +220,7 @@ struct RfactorStep {
 /// that one of them does not handle fails to compile. See sched/state.hpp for the checklist.
 using Step = std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
                           AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep,
-                          CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep,
-                          RfactorStep>;
+                          CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep, RfactorStep>;
 
 /// Calls `f(field, value)` for each field of step `s` in record order (`value` a const
 /// reference to the member).

@@ -76,8 +76,7 @@ const std::vector<InitRule>& init_rules(const Target& target);
 /// illegal in the state it met, e.g. a split length that leaves no loop to fuse).
 /// `custom_rules` run before the built-in ones.
 std::optional<sched::State> try_sample_program(const sched::State& sketch, const Task& task,
-                                               const SearchOptions& options,
-                                               std::mt19937_64& rng,
+                                               const SearchOptions& options, std::mt19937_64& rng,
                                                const std::vector<InitRule>& custom_rules = {});
 
 /// Like try_sample_program, retrying up to `options.max_sample_attempts` draws. Throws
@@ -105,8 +104,7 @@ void define_split(sched::State& state, const std::string& stage, int iter, int p
 
 /// Every ordered list of `n` inner split lengths (outer to inner) whose product divides `extent`
 /// and whose last entry is at most `max_innermost`; the outer loop takes the rest. Memoized.
-const std::vector<std::vector<int64_t>>& perfect_tilings(int64_t extent, int n,
-                                                         int max_innermost);
+const std::vector<std::vector<int64_t>>& perfect_tilings(int64_t extent, int n, int max_innermost);
 
 /// FillTileSize: the sketch replayed with every unset split length drawn. Throws
 /// loom::user_error from replay if a drawn length is illegal, and `[loom.search.E811]` if a
@@ -119,8 +117,7 @@ sched::State fill_tile_sizes(const sched::State& sketch, const SearchOptions& op
 /// and the others are computed inside it: then the candidates are that root's loops down to
 /// the outermost loop where one of the others is computed.
 std::vector<std::pair<int, int>> compute_location_candidates(const SketchContext& ctx,
-                                                             const sched::State& state,
-                                                             int stage);
+                                                             const sched::State& state, int stage);
 /// ChangeComputeLocation (see the file comment).
 void change_compute_location(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
 /// Parallel (see the file comment).

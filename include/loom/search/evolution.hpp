@@ -128,7 +128,8 @@ class EvolutionarySearch {
   /// Tells the search that these programs were measured, with their throughputs (higher is
   /// better, any unit that stays the same across calls, 0 for a failure): they are never picked
   /// again, and the best seed the next initial population.
-  void add_measured(const std::vector<sched::State>& states, const std::vector<double>& throughputs);
+  void add_measured(const std::vector<sched::State>& states,
+                    const std::vector<double>& throughputs);
 
   /// Whether a program with these steps was measured (or announced through add_measured).
   bool was_measured(const sched::State& state) const;
@@ -162,7 +163,8 @@ class EvolutionarySearch {
   uint64_t seed_;
   uint64_t round_ = 0;
   std::unordered_set<ProgramKey, ProgramKey::Hash> measured_keys_;
-  std::unordered_map<ProgramKey, int, ProgramKey::Hash> sketch_of_;  // sketch of each picked program
+  std::unordered_map<ProgramKey, int, ProgramKey::Hash>
+      sketch_of_;  // sketch of each picked program
   // Best measured programs, kept sorted by throughput (best first), for the initial population.
   std::vector<std::pair<double, Candidate>> measured_best_;
   RoundStats stats_;

@@ -56,8 +56,7 @@ namespace search {
 /// use only `rng()` for randomness to stay reproducible across platforms.
 struct MutationRule {
   using ApplyFn = std::function<std::optional<sched::State>(const SketchContext&,
-                                                            const sched::State&,
-                                                            std::mt19937_64&)>;
+                                                            const sched::State&, std::mt19937_64&)>;
   std::string name;
   double weight = 0;
   ApplyFn apply;
@@ -105,8 +104,8 @@ std::optional<sched::State> mutate_register_tile(const SketchContext& ctx,
                                                  const sched::State& state, std::mt19937_64& rng);
 /// MutateAutoUnroll: sets one `auto_unroll_max_step` pragma step, chosen uniformly, to another of
 /// the options' candidates (uniformly among the values other than its own).
-std::optional<sched::State> mutate_auto_unroll(const SketchContext& ctx,
-                                               const sched::State& state, std::mt19937_64& rng);
+std::optional<sched::State> mutate_auto_unroll(const SketchContext& ctx, const sched::State& state,
+                                               std::mt19937_64& rng);
 /// MutateComputeLocation: one of ChangeComputeLocation's steps (see the file comment), chosen
 /// uniformly, becomes, uniformly among the choices other than itself, a compute_at at one of the
 /// compute_location_candidates() of the state before that step, or compute_root. The stages

@@ -20,7 +20,8 @@
 /// | `run_s`         | wall seconds spent checking and timing it                           |
 /// | `timestamp`     | when it was measured, unix seconds                                  |
 /// | `threads`       | optional: the threads the program ran with (absent: not recorded)   |
-/// | `device`        | optional: the processor it ran on, LLVM's CPU name for the CPU (`"znver5"`) |
+/// | `device`        | optional: the processor it ran on, LLVM's CPU name for the CPU (`"znver5"`)
+/// |
 ///
 /// For example (one line in the file, wrapped here):
 ///

@@ -133,7 +133,7 @@ enum class RuleCondition : uint8_t {
 /// cache_write made it. The DAG's static analysis (OpInfo) is per op, so the rules look a stage
 /// up through this.
 struct StageOrigin {
-  int op = -1;                    ///< index into dag.ops(); -1 for stages the DAG does not have
+  int op = -1;                     ///< index into dag.ops(); -1 for stages the DAG does not have
   bool cache_write_local = false;  ///< "X.local": computes X's body (X is `op`)
   bool cache_write_copy = false;   ///< X after cache_write(X): only copies "X.local"
 };

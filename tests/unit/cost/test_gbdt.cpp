@@ -284,7 +284,7 @@ TEST_SUITE("cost") {
     CHECK(saved(back) == text);
     // Features never seen in training (NaN, infinities) also land in the same leaves.
     std::vector<float> odd = {std::numeric_limits<float>::quiet_NaN(), 0.5f, -1e30f, 1e30f,
-                              std::numeric_limits<float>::infinity(), 0.0f, 0.0f, 0.0f};
+                              std::numeric_limits<float>::infinity(),  0.0f, 0.0f,   0.0f};
     CHECK(bit_identical(back.predict_rows(odd), m.predict_rows(odd)));
     // An empty model round-trips too and predicts 0.
     const Gbdt empty = load_text(saved(Gbdt{}));
@@ -352,8 +352,7 @@ TEST_SUITE("cost") {
     CHECK(info.rounds_trained == info.best_rounds + 10);
     CHECK(m.num_trees() == info.best_rounds);
     CHECK(info.rmse_history.size() == static_cast<size_t>(info.rounds_trained) + 1);
-    CHECK(info.best_rmse == *std::min_element(info.rmse_history.begin(),
-                                              info.rmse_history.end()));
+    CHECK(info.best_rmse == *std::min_element(info.rmse_history.begin(), info.rmse_history.end()));
     // Without early stopping every round is kept.
     p.early_stopping_rounds = 0;
     p.max_rounds = 25;
@@ -425,11 +424,13 @@ TEST_SUITE("cost") {
     const std::vector<float> p0 = m.predict_rows(std::vector<float>{3.0f, 0.0f, 3.0f, 1.0f});
     CHECK(p0[0] == doctest::Approx(0.0).epsilon(0.01));
     CHECK(p0[1] > 0.5f);
-    const std::vector<float> edges = detail_gbdt::quantile_edges([] {
-      std::vector<float> v(700, 0.0f);
-      for (int i = 1; i <= 300; ++i) v.push_back(static_cast<float>(i));
-      return v;
-    }(), 16);
+    const std::vector<float> edges = detail_gbdt::quantile_edges(
+        [] {
+          std::vector<float> v(700, 0.0f);
+          for (int i = 1; i <= 300; ++i) v.push_back(static_cast<float>(i));
+          return v;
+        }(),
+        16);
     CHECK(edges.size() <= 15);
     CHECK(edges.size() >= 14);
     CHECK(edges[0] == 0.5f);  // zero alone, then the 300 others spread over the other bins
@@ -647,9 +648,9 @@ TEST_SUITE("cost") {
     CHECK(roof.name() == "roofline");
     CHECK(roof.feature_indices() == std::vector<int>{1, 2, 3});
     // Costs: max(1000, 4·100) + 1 = 1001; max(100, 4·1000) + 1 = 4001; two rows: 1001 + 4001.
-    const std::vector<double> s = roof.predict(
-        {program({{1000, 100}}), program({{100, 1000}}), program({{1000, 100}, {100, 1000}}),
-         ProgramFeatures{}});
+    const std::vector<double> s =
+        roof.predict({program({{1000, 100}}), program({{100, 1000}}),
+                      program({{1000, 100}, {100, 1000}}), ProgramFeatures{}});
     CHECK(s[0] == doctest::Approx(1.0 / 1001).epsilon(1e-5));
     CHECK(s[1] == doctest::Approx(1.0 / 4001).epsilon(1e-5));
     CHECK(s[2] == doctest::Approx(1.0 / 5002).epsilon(1e-5));
@@ -659,19 +660,20 @@ TEST_SUITE("cost") {
     CHECK(custom.name() == "c0");
     CHECK(custom.predict({program({{1, 1}})})[0] == doctest::Approx(1.0 / 7));
     CHECK_THROWS_WITH_AS(
-        AnalyticCostModel({5}, [](std::span<const float>) { return 1.0; }, "five")
+        AnalyticCostModel(
+            {5}, [](std::span<const float>) { return 1.0; }, "five")
             .predict({program({{1, 1}})}),
         "[loom.cost.E969] AnalyticCostModel 'five' reads feature 5 but program 0 has only 4 "
         "features per row",
         user_error);
     CHECK(error_id([&] {
-            (void)AnalyticCostModel({0}, [](std::span<const float>) { return -1.0; })
-                .predict({program({{1, 1}})});
+            (void)AnalyticCostModel({0}, [](std::span<const float>) {
+              return -1.0;
+            }).predict({program({{1, 1}})});
           }) == "[loom.cost.E969]");
     CHECK(error_id([] { AnalyticCostModel({-1}, [](std::span<const float>) { return 1.0; }); }) ==
           "[loom.cost.E969]");
-    CHECK(error_id([] { (void)AnalyticCostModel::roofline({1}, {2}, 0.0); }) ==
-          "[loom.cost.E969]");
+    CHECK(error_id([] { (void)AnalyticCostModel::roofline({1}, {2}, 0.0); }) == "[loom.cost.E969]");
     CHECK(error_id([] { (void)AnalyticCostModel::roofline({}, {2}); }) == "[loom.cost.E969]");
     // Save and load check the columns; the formula cannot travel.
     std::stringstream file;

@@ -69,68 +69,41 @@ bool is_allocated(CUdeviceptr ptr, std::size_t bytes) {
 
 const char* error_name(CUresult rc) {
   switch (rc) {
-    case SUCCESS:
-      return "CUDA_SUCCESS";
-    case INVALID_VALUE:
-      return "CUDA_ERROR_INVALID_VALUE";
-    case INVALID_DEVICE:
-      return "CUDA_ERROR_INVALID_DEVICE";
-    case INVALID_PTX:
-      return "CUDA_ERROR_INVALID_PTX";
-    case INVALID_HANDLE:
-      return "CUDA_ERROR_INVALID_HANDLE";
-    case NOT_FOUND:
-      return "CUDA_ERROR_NOT_FOUND";
-    case ILLEGAL_ADDRESS:
-      return "CUDA_ERROR_ILLEGAL_ADDRESS";
-    default:
-      return nullptr;
+    case SUCCESS: return "CUDA_SUCCESS";
+    case INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+    case INVALID_PTX: return "CUDA_ERROR_INVALID_PTX";
+    case INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+    case NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    case ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    default: return nullptr;
   }
 }
 
 // The attributes of an H100 (CUdevice_attribute numbers of cuda.h).
 int device_attribute(int which) {
   switch (which) {
-    case 1:
-      return 1024;  // MAX_THREADS_PER_BLOCK
+    case 1: return 1024;  // MAX_THREADS_PER_BLOCK
     case 2:
-    case 3:
-      return 1024;  // MAX_BLOCK_DIM_X, _Y
-    case 4:
-      return 64;  // MAX_BLOCK_DIM_Z
-    case 5:
-      return 2147483647;  // MAX_GRID_DIM_X
+    case 3: return 1024;        // MAX_BLOCK_DIM_X, _Y
+    case 4: return 64;          // MAX_BLOCK_DIM_Z
+    case 5: return 2147483647;  // MAX_GRID_DIM_X
     case 6:
-    case 7:
-      return 65535;  // MAX_GRID_DIM_Y, _Z
-    case 8:
-      return 48 * 1024;  // MAX_SHARED_MEMORY_PER_BLOCK
-    case 10:
-      return 32;  // WARP_SIZE
-    case 12:
-      return 65536;  // MAX_REGISTERS_PER_BLOCK
-    case 16:
-      return 132;  // MULTIPROCESSOR_COUNT
-    case 36:
-      return 2619000;  // MEMORY_CLOCK_RATE (kHz; HBM3)
-    case 37:
-      return 5120;  // GLOBAL_MEMORY_BUS_WIDTH (bits)
-    case 38:
-      return 50 * 1024 * 1024;  // L2_CACHE_SIZE
-    case 39:
-      return 2048;  // MAX_THREADS_PER_MULTIPROCESSOR
-    case 75:
-      return 9;  // COMPUTE_CAPABILITY_MAJOR
-    case 76:
-      return 0;  // COMPUTE_CAPABILITY_MINOR
-    case 81:
-      return 228 * 1024;  // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-    case 82:
-      return 65536;  // MAX_REGISTERS_PER_MULTIPROCESSOR
-    case 97:
-      return 227 * 1024;  // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-    default:
-      return -1;
+    case 7: return 65535;              // MAX_GRID_DIM_Y, _Z
+    case 8: return 48 * 1024;          // MAX_SHARED_MEMORY_PER_BLOCK
+    case 10: return 32;                // WARP_SIZE
+    case 12: return 65536;             // MAX_REGISTERS_PER_BLOCK
+    case 16: return 132;               // MULTIPROCESSOR_COUNT
+    case 36: return 2619000;           // MEMORY_CLOCK_RATE (kHz; HBM3)
+    case 37: return 5120;              // GLOBAL_MEMORY_BUS_WIDTH (bits)
+    case 38: return 50 * 1024 * 1024;  // L2_CACHE_SIZE
+    case 39: return 2048;              // MAX_THREADS_PER_MULTIPROCESSOR
+    case 75: return 9;                 // COMPUTE_CAPABILITY_MAJOR
+    case 76: return 0;                 // COMPUTE_CAPABILITY_MINOR
+    case 81: return 228 * 1024;        // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+    case 82: return 65536;             // MAX_REGISTERS_PER_MULTIPROCESSOR
+    case 97: return 227 * 1024;        // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    default: return -1;
   }
 }
 
@@ -325,23 +298,12 @@ CUresult cuModuleGetFunction(void** function, void* module, const char* name) {
 CUresult cuFuncGetAttribute(int* value, int which, void* function) {
   auto* f = static_cast<fake_function*>(function);
   switch (which) {
-    case 0:
-      *value = 1024;
-      return SUCCESS;  // MAX_THREADS_PER_BLOCK
-    case 1:
-      *value = 0;
-      return SUCCESS;  // SHARED_SIZE_BYTES
-    case 3:
-      *value = 0;
-      return SUCCESS;  // LOCAL_SIZE_BYTES
-    case 4:
-      *value = 16;
-      return SUCCESS;  // NUM_REGS
-    case 8:
-      *value = f->max_dynamic_shared;
-      return SUCCESS;  // MAX_DYNAMIC_SHARED_SIZE_BYTES
-    default:
-      return INVALID_VALUE;
+    case 0: *value = 1024; return SUCCESS;                   // MAX_THREADS_PER_BLOCK
+    case 1: *value = 0; return SUCCESS;                      // SHARED_SIZE_BYTES
+    case 3: *value = 0; return SUCCESS;                      // LOCAL_SIZE_BYTES
+    case 4: *value = 16; return SUCCESS;                     // NUM_REGS
+    case 8: *value = f->max_dynamic_shared; return SUCCESS;  // MAX_DYNAMIC_SHARED_SIZE_BYTES
+    default: return INVALID_VALUE;
   }
 }
 CUresult cuFuncSetAttribute(void* function, int which, int value) {

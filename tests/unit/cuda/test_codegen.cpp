@@ -68,7 +68,8 @@ std::vector<gpu_workload> operator_library() {
   {
     auto x = placeholder<float>("X", {1, 28, 28, 32});
     auto wt = placeholder<float>("W", {3, 3, 32, 32});
-    w.push_back(make("conv2d nhwc 32x28x28", {x, wt}, {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
+    w.push_back(
+        make("conv2d nhwc 32x28x28", {x, wt}, {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
   }
   {
     auto x = placeholder<float>("X", {1, 16, 100});
@@ -78,8 +79,8 @@ std::vector<gpu_workload> operator_library() {
   {
     auto x = placeholder<float>("X", {1, 8, 8, 14, 14});
     auto wt = placeholder<float>("W", {16, 8, 3, 3, 3});
-    w.push_back(make("conv3d 8->16 8x14x14", {x, wt},
-                     {ops::conv3d_ncdhw(x, wt, {.padding = {1, 1, 1}})}));
+    w.push_back(
+        make("conv3d 8->16 8x14x14", {x, wt}, {ops::conv3d_ncdhw(x, wt, {.padding = {1, 1, 1}})}));
   }
   {
     auto x = placeholder<float>("X", {1, 32, 112, 112});
@@ -118,9 +119,8 @@ std::vector<gpu_workload> operator_library() {
   {
     auto a = placeholder<float>("A", {512, 512});
     auto b = placeholder<float>("B", {512, 512});
-    auto y = compute("y", {512, 512}, [&](Var i, Var j) {
-      return max(a(i, j) + b(i, j), 0.0f) * a(i, j);
-    });
+    auto y = compute("y", {512, 512},
+                     [&](Var i, Var j) { return max(a(i, j) + b(i, j), 0.0f) * a(i, j); });
     w.push_back(make("elementwise max(a + b, 0) * a", {a, b}, {y}));
   }
   return w;
@@ -132,8 +132,8 @@ lower::GpuProgram row_reduction(bool maximum, int64_t threads, const std::string
   auto x = placeholder<float>("X", {4, 1000});
   const RVar k = reduce_axis(1000, "k");
   auto r = compute("R", {4}, [&](Var i) { return maximum ? max(x(i, k), k) : sum(x(i, k), k); });
-  sched::State s(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{x},
-                                                    std::vector<ir::Tensor>{r}));
+  sched::State s(
+      std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{x}, std::vector<ir::Tensor>{r}));
   s.split("R", 1, {threads});
   s.annotate("R", 0, sched::Annotation::BlockIdxX);
   s.annotate("R", 2, sched::Annotation::ThreadIdxX);
@@ -164,7 +164,8 @@ TEST_SUITE("cuda") {
         in_batch = 0;
       };
       for (size_t i = 0; i < programs.size(); ++i) {
-        const lower::GpuProgram g = lower::lower_gpu(programs[i], task.target, "p" + std::to_string(i));
+        const lower::GpuProgram g =
+            lower::lower_gpu(programs[i], task.target, "p" + std::to_string(i));
         kernels += static_cast<int>(g.kernels.size());
         const std::string one = cuda::to_cuda_source(g);
         CHECK(one.find("__global__") != std::string::npos);
@@ -192,9 +193,9 @@ TEST_SUITE("cuda") {
       int shuffles;         // xor steps within a warp (or within a row shorter than one)
       bool shared_scratch;  // the warps' (or every thread's) values through shared memory
     };
-    for (const expectation& e : {expectation{8, 3, false}, expectation{32, 5, false},
-                                 expectation{256, 5, true}, expectation{96, 5, true},
-                                 expectation{48, 0, true}}) {
+    for (const expectation& e :
+         {expectation{8, 3, false}, expectation{32, 5, false}, expectation{256, 5, true},
+          expectation{96, 5, true}, expectation{48, 0, true}}) {
       CAPTURE(e.threads);
       const lower::GpuProgram g = row_reduction(false, e.threads, "row_sum");
       const std::string src = cuda::to_cuda_source(g);
@@ -213,7 +214,8 @@ TEST_SUITE("cuda") {
     }
   }
 
-  TEST_CASE("every lane shuffles: a max across threads shuffles once per step, outside its select") {
+  TEST_CASE(
+      "every lane shuffles: a max across threads shuffles once per step, outside its select") {
     // Found on an H100: `v = shfl(v, o) > v ? shfl(v, o) : v` ran the second shuffle in only
     // the lanes whose condition held, and softmax's row maxima came out wrong or hung.
     const std::string src = cuda::to_cuda_source(row_reduction(true, 32, "row_max"));
@@ -237,7 +239,8 @@ TEST_SUITE("cuda") {
                                                        std::vector<ir::Tensor>{ops::matmul(a, b)}),
                     Target::cuda());
     std::mt19937_64 rng(3);
-    const sched::State p = search::sample_program(search::generate_sketches(task)[0], task, {}, rng);
+    const sched::State p =
+        search::sample_program(search::generate_sketches(task)[0], task, {}, rng);
     const lower::GpuProgram g = lower::lower_gpu(p, task.target, "gemm");
     const std::string src = cuda::to_cuda_source(g);
     INFO(src);

@@ -305,7 +305,9 @@ TEST_SUITE("cuda.device") {
     CHECK(wrong == 0);
   }
 
-  TEST_CASE("a kernel that crashes is a sticky error that Context::reset() recovers from, or says the process must restart") {
+  TEST_CASE(
+      "a kernel that crashes is a sticky error that Context::reset() recovers from, or says the "
+      "process must restart") {
     cuda::Context& context = cuda::Context::get();
     cuda::DeviceBuffer before(1024);
     cuda::Module old_module(kernels_ptx());

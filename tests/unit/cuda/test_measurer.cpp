@@ -93,9 +93,8 @@ TEST_SUITE("cuda.measurer") {
         search::sample_programs(search::generate_sketches(task), task, {}, rng, 4);
     programs.push_back(sched::default_schedule(task.dag, task.target));
     std::vector<int> told(programs.size(), 0);
-    const auto results = m.measure_each(task, programs, [&](size_t i, const search::MeasureResult&) {
-      ++told[i];
-    });
+    const auto results =
+        m.measure_each(task, programs, [&](size_t i, const search::MeasureResult&) { ++told[i]; });
     REQUIRE(results.size() == programs.size());
     for (size_t i = 0; i < results.size(); ++i) {
       CAPTURE(results[i].error_message);

@@ -63,7 +63,9 @@ TEST_SUITE("cuda.nvrtc") {
   TEST_CASE("compile_to_cubin gives machine code for the real architecture") {
     const std::string cubin = cuda::compile_to_cubin(saxpy_source, "sm_90");
     REQUIRE(cubin.size() > 4);
-    CHECK(cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    CHECK(cubin.compare(0, 4,
+                        "\x7f"
+                        "ELF") == 0);
     CHECK(contains(cubin, "saxpy"));  // the symbol table names the kernel
     // A virtual architecture names the same machine.
     CHECK(cuda::compile_to_cubin(saxpy_source, "compute_90").size() > 4);

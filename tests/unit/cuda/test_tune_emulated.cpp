@@ -22,7 +22,8 @@ namespace {
 
 class EmulatingMeasurer final : public search::Measurer {
  public:
-  explicit EmulatingMeasurer(loom_test::workload w) : w_(std::move(w)), ref_(loom_test::make_reference(w_, 9)) {}
+  explicit EmulatingMeasurer(loom_test::workload w)
+      : w_(std::move(w)), ref_(loom_test::make_reference(w_, 9)) {}
 
   std::vector<search::MeasureResult> measure(const Task& task,
                                              const std::vector<sched::State>& states) override {
@@ -102,7 +103,9 @@ TEST_SUITE("cuda.tune") {
     REQUIRE(best.has_value());
     const cuda::CompiledProgram c = cuda::build(task, *best);
     CHECK(c.source.find("__global__") != std::string::npos);
-    CHECK(c.image.compare(0, 4, "\x7f" "ELF") == 0);
+    CHECK(c.image.compare(0, 4,
+                          "\x7f"
+                          "ELF") == 0);
     CHECK(c.plan.arg_bytes.size() == 3);
     CHECK(!c.plan.kernels.empty());
     // A workload the log does not know has no record.

@@ -145,8 +145,7 @@ TEST_SUITE("dag") {
                          user_error);
     CHECK_THROWS_WITH_AS(ComputeDAG({g.A}, {}), doctest::Contains("[loom.dag.E201]"), user_error);
     auto other = placeholder<float>("other", {3});
-    CHECK_THROWS_WITH_AS(g.dag().op_index(other), doctest::Contains("[loom.dag.E207]"),
-                         user_error);
+    CHECK_THROWS_WITH_AS(g.dag().op_index(other), doctest::Contains("[loom.dag.E207]"), user_error);
   }
 
   TEST_CASE("several outputs and unused inputs are kept as arguments") {

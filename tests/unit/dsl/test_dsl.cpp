@@ -98,9 +98,9 @@ TEST_SUITE("dsl") {
                          "[loom.dsl.E104] reduce axis 'k' is used outside a reduction in compute "
                          "'bad'; use it only inside sum/min/max/prod over 'k'",
                          user_error);
-    CHECK_THROWS_WITH_AS(reduce_axis(0, "r"),
-                         "[loom.dsl.E101] reduce_axis 'r' has extent 0; the extent must be positive",
-                         user_error);
+    CHECK_THROWS_WITH_AS(
+        reduce_axis(0, "r"),
+        "[loom.dsl.E101] reduce_axis 'r' has extent 0; the extent must be positive", user_error);
     CHECK_THROWS_WITH_AS(placeholder<float>("Z", {4, -1}),
                          "[loom.ir.E029] tensor 'Z' has extent -1 in dimension 1; extents must be "
                          "positive",

@@ -18,12 +18,13 @@ TEST_SUITE("ir") {
     CHECK_THROWS_WITH_AS(TensorRead::make(A, {i, f}),
                          "[loom.ir.E021] index 1 of 'A' has type float32; indices must be integers",
                          user_error);
-    CHECK_THROWS_WITH_AS(Call::make(CallOp::exp, {i}),
-                         "[loom.ir.E017] exp needs a float argument, got int64; cast it to float first",
-                         user_error);
-    CHECK_THROWS_WITH_AS(make_placeholder("B", DType::f32(), {3, 0}),
-                         "[loom.ir.E029] tensor 'B' has extent 0 in dimension 1; extents must be positive",
-                         user_error);
+    CHECK_THROWS_WITH_AS(
+        Call::make(CallOp::exp, {i}),
+        "[loom.ir.E017] exp needs a float argument, got int64; cast it to float first", user_error);
+    CHECK_THROWS_WITH_AS(
+        make_placeholder("B", DType::f32(), {3, 0}),
+        "[loom.ir.E029] tensor 'B' has extent 0 in dimension 1; extents must be positive",
+        user_error);
     CHECK_THROWS_AS(Select::make(i, f, f), user_error);
     CHECK_THROWS_AS(And::make(i, i), user_error);
   }
@@ -64,7 +65,8 @@ TEST_SUITE("ir") {
     CHECK(structural_hash(i * 2) != structural_hash(i * 3));
 
     Tensor A = make_placeholder("A", DType::f32(), {8});
-    IterVar k1{Variable::make("k"), 8, IterKind::Reduce}, k2{Variable::make("r"), 8, IterKind::Reduce};
+    IterVar k1{Variable::make("k"), 8, IterKind::Reduce},
+        k2{Variable::make("r"), 8, IterKind::Reduce};
     Expr s1 = Reduce::make(ReduceOp::Sum, TensorRead::make(A, {k1.var}), {k1});
     Expr s2 = Reduce::make(ReduceOp::Sum, TensorRead::make(A, {k2.var}), {k2});
     CHECK(structural_equal(s1, s2));  // bound variables match by position

@@ -62,10 +62,14 @@ TEST_SUITE("ir") {
     // Exhaustive check over small ranges against direct evaluation.
     Expr x = Variable::make("x"), y = Variable::make("y");
     RangeMap r{{x.as<Variable>(), Interval::range(9)}, {y.as<Variable>(), Interval::range(5)}};
-    std::vector<Expr> cases = {floordiv(x * 5 + y, 5), floormod(x * 6 + y * 2 + 3, 4),
-                               floordiv(x + y * 3 - 4, 3), (x + 1) * (y + 2) - x * y,
-                               min(x * 2, y + 9), max(x - y, Expr(2)),
-                               floordiv(floordiv(x * 7 + y, 2), 3), floormod(x - 10, 4)};
+    std::vector<Expr> cases = {floordiv(x * 5 + y, 5),
+                               floormod(x * 6 + y * 2 + 3, 4),
+                               floordiv(x + y * 3 - 4, 3),
+                               (x + 1) * (y + 2) - x * y,
+                               min(x * 2, y + 9),
+                               max(x - y, Expr(2)),
+                               floordiv(floordiv(x * 7 + y, 2), 3),
+                               floormod(x - 10, 4)};
     for (auto& e : cases) {
       Expr s = simplify(e, r);
       for (int64_t xv = 0; xv < 9; ++xv)

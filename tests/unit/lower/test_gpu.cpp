@@ -46,9 +46,9 @@ size_t count(const std::string& hay, const std::string& needle) {
 /// `shared`, A's rows of a block are fetched into shared memory per 4-step slice of k.
 State tiled_matmul(const workload& w, bool shared) {
   State s(w.dag);
-  s.split("C", 0, {4});  // i.0 i.1 j k
-  s.split("C", 2, {8});  // i.0 i.1 j.0 j.1 k
-  s.split("C", 4, {4});  // i.0 i.1 j.0 j.1 k.0 k.1
+  s.split("C", 0, {4});                // i.0 i.1 j k
+  s.split("C", 2, {8});                // i.0 i.1 j.0 j.1 k
+  s.split("C", 4, {4});                // i.0 i.1 j.0 j.1 k.0 k.1
   s.reorder("C", {0, 2, 1, 3, 4, 5});  // i.0 j.0 i.1 j.1 k.0 k.1
   s.fuse("C", {0, 1});
   s.fuse("C", {1, 2});  // (i.0 j.0) (i.1 j.1) k.0 k.1
@@ -78,7 +78,7 @@ State row_sum_across(const workload& w, int64_t threads) {
 State softmax_one_kernel(const workload& w, int64_t threads) {
   State s(w.dag);
   s.compute_inline("exp");
-  s.split("softmax", 1, {threads});  // i j.0 j.1
+  s.split("softmax", 1, {threads});         // i j.0 j.1
   for (const char* r : {"rsum", "rmax"}) {  // rmax's readers must be inside first
     s.compute_at(r, "softmax", 0);
     s.split(r, 1, {threads});  // i k.0 k.1

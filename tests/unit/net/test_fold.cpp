@@ -62,9 +62,8 @@ bool has_tag(const std::vector<ir::Tensor>& inputs, const std::vector<net::Const
   std::vector<ir::Tensor> args = inputs;
   for (const net::Constant& c : constants) args.push_back(c.tensor);
   const ComputeDAG dag(args, outputs);
-  return std::any_of(dag.ops().begin(), dag.ops().end(), [&](const ir::Tensor& t) {
-    return !t.is_placeholder() && t->tag == tag;
-  });
+  return std::any_of(dag.ops().begin(), dag.ops().end(),
+                     [&](const ir::Tensor& t) { return !t.is_placeholder() && t->tag == tag; });
 }
 
 struct BatchNorm {
@@ -73,8 +72,11 @@ struct BatchNorm {
 };
 
 BatchNorm batch_norm_params(const std::string& name, int64_t c, uint32_t seed) {
-  BatchNorm bn{placeholder<float>(name + "_gamma", {c}), placeholder<float>(name + "_beta", {c}),
-               placeholder<float>(name + "_mean", {c}), placeholder<float>(name + "_var", {c}), {}};
+  BatchNorm bn{placeholder<float>(name + "_gamma", {c}),
+               placeholder<float>(name + "_beta", {c}),
+               placeholder<float>(name + "_mean", {c}),
+               placeholder<float>(name + "_var", {c}),
+               {}};
   bn.constants = {random_constant(bn.gamma, seed, 0.5f, 2), random_constant(bn.beta, seed + 1),
                   random_constant(bn.mean, seed + 2), random_constant(bn.var, seed + 3, 0.1f, 3)};
   return bn;
@@ -172,7 +174,7 @@ TEST_SUITE("net") {
   TEST_CASE("batch_norm_affine is the per-channel scale and shift") {
     const net::ChannelAffine a = net::batch_norm_affine({2, 1}, {1, 0}, {3, -1}, {3, 0}, 1);
     REQUIRE(a.scale.size() == 2);
-    CHECK(a.scale[0] == doctest::Approx(1.0));  // 2 / sqrt(4)
+    CHECK(a.scale[0] == doctest::Approx(1.0));   // 2 / sqrt(4)
     CHECK(a.shift[0] == doctest::Approx(-2.0));  // 1 - 3 * 1
     CHECK(a.scale[1] == doctest::Approx(1.0));
     CHECK(a.shift[1] == doctest::Approx(1.0));

@@ -58,7 +58,8 @@ double groups_vs_network(const ComputeDAG& net, const std::vector<net::FusedGrou
   std::vector<std::vector<float>> whole;
   std::vector<void*> ptrs;
   for (const ir::Tensor& t : net.inputs()) ptrs.push_back(data.at(t.get()).data());
-  for (const ir::Tensor& t : net.outputs()) whole.emplace_back(static_cast<size_t>(t.num_elements()));
+  for (const ir::Tensor& t : net.outputs())
+    whole.emplace_back(static_cast<size_t>(t.num_elements()));
   for (auto& v : whole) ptrs.push_back(v.data());
   evaluate(net, ptrs);
   double worst = 0;
@@ -89,8 +90,10 @@ TEST_SUITE("net") {
     auto p = ops::max_pool2d(y, {2, 2}, {2, 2});
     const auto dag = network({x, w, b}, {p});
     std::unordered_map<std::string, net::OpPattern> want = {
-        {"conv2d_nchw_pad", net::OpPattern::Injective},        {"conv2d_nchw", net::OpPattern::Anchor},
-        {"bias_add", net::OpPattern::Broadcast},   {"relu", net::OpPattern::ElementWise},
+        {"conv2d_nchw_pad", net::OpPattern::Injective},
+        {"conv2d_nchw", net::OpPattern::Anchor},
+        {"bias_add", net::OpPattern::Broadcast},
+        {"relu", net::OpPattern::ElementWise},
         {"max_pool2d", net::OpPattern::Reduction}};
     int seen = 0;
     for (int i = 0; i < dag->num_ops(); ++i) {
@@ -102,8 +105,7 @@ TEST_SUITE("net") {
       ++seen;
     }
     CHECK(seen == 5);
-    CHECK_THROWS_WITH_AS(net::op_pattern(*dag, 0), doctest::Contains("loom.net.E1001"),
-                         user_error);
+    CHECK_THROWS_WITH_AS(net::op_pattern(*dag, 0), doctest::Contains("loom.net.E1001"), user_error);
   }
 
   TEST_CASE("a convolution takes its padding, bias and relu; the pool after it is its own") {
@@ -114,7 +116,8 @@ TEST_SUITE("net") {
     const auto dag = network({x, w, b}, {p});
     const auto groups = net::partition(*dag);
     REQUIRE(groups.size() == 2);
-    CHECK(names(*dag, groups[0]) == std::vector<std::string>{"conv2d_nchw_pad", "conv2d_nchw", "bias_add", "relu"});
+    CHECK(names(*dag, groups[0]) ==
+          std::vector<std::string>{"conv2d_nchw_pad", "conv2d_nchw", "bias_add", "relu"});
     CHECK(groups[0].pattern == net::OpPattern::Anchor);
     CHECK(groups[0].inputs.size() == 3);  // x, w, b
     CHECK(names(*dag, groups[1]) == std::vector<std::string>{"max_pool2d"});
@@ -170,9 +173,8 @@ TEST_SUITE("net") {
     auto b = placeholder<float>("b", {8});
     auto wd = placeholder<float>("wd", {10, 128});
     auto pooled = ops::max_pool2d(conv_block(x, w, b), {2, 2}, {2, 2});  // [1, 8, 4, 4]
-    auto flat = compute("flatten", {1, 128}, [&](Var n, Var f) {
-      return pooled(n, f / 16, (f / 4) % 4, f % 4);
-    });
+    auto flat = compute("flatten", {1, 128},
+                        [&](Var n, Var f) { return pooled(n, f / 16, (f / 4) % 4, f % 4); });
     auto y = ops::softmax(ops::dense(flat, wd));
     const auto dag = network({x, w, b, wd}, {y});
     const auto groups = net::partition(*dag);
@@ -196,7 +198,8 @@ TEST_SUITE("net") {
       ptrs.back() = got.data();
       lower::interpret(lower::lower(p, "task"), ptrs);
       double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double(std::abs(got[i] - want[i])));
+      for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, double(std::abs(got[i] - want[i])));
       CHECK(worst < 1e-4);
     }
     CHECK(groups_vs_network(*dag, groups) < 1e-5);
@@ -207,15 +210,14 @@ TEST_SUITE("net") {
     auto w = placeholder<float>("w", {8, 8, 3, 3});
     auto b = placeholder<float>("b", {8});
     auto c = ops::bias_add(ops::conv2d_nchw(x, w, {.padding = {1, 1}}), b);
-    auto sum = compute("residual", c.shape(), [&](Var n, Var k, Var i, Var j) {
-      return c(n, k, i, j) + x(n, k, i, j);
-    });
+    auto sum = compute("residual", c.shape(),
+                       [&](Var n, Var k, Var i, Var j) { return c(n, k, i, j) + x(n, k, i, j); });
     auto y = ops::relu(sum);
     const auto dag = network({x, w, b}, {y});
     const auto groups = net::partition(*dag);
     REQUIRE(groups.size() == 1);
-    CHECK(names(*dag, groups[0]) ==
-          std::vector<std::string>{"conv2d_nchw_pad", "conv2d_nchw", "bias_add", "residual", "relu"});
+    CHECK(names(*dag, groups[0]) == std::vector<std::string>{"conv2d_nchw_pad", "conv2d_nchw",
+                                                             "bias_add", "residual", "relu"});
     CHECK(groups[0].inputs.size() == 3);  // x once, though two ops read it
     CHECK(groups_vs_network(*dag, groups) < 1e-5);
   }

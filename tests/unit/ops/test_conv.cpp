@@ -59,8 +59,8 @@ TEST_SUITE("ops") {
       REQUIRE(y.shape() == std::array<int64_t, 4>{n, o, oh, ow});
       ComputeDAG dag({x, wt}, {y});
       auto wv = loom_test::random_vector<float>(o * (c / g) * kh * kw, 22);
-      auto want = ref::conv2d_nchw(xv, wv, n, c, {h, w}, o, {kh, kw}, p.stride, p.padding,
-                                   p.dilation, g);
+      auto want =
+          ref::conv2d_nchw(xv, wv, n, c, {h, w}, o, {kh, kw}, p.stride, p.padding, p.dilation, g);
       CHECK(scaled_error(run<float>(dag, {&xv, &wv}), want,
                          ref::float_tolerance(c / g * kh * kw)) <= 1);
     }
@@ -74,8 +74,7 @@ TEST_SUITE("ops") {
     ComputeDAG dag({x, wt}, {ops::conv2d_nchw(x, wt, {.padding = {1, 1}})});
     auto xv = loom_test::random_vector<float>(c * h * h, 37);
     auto wv = loom_test::random_vector<float>(o * c * k * k, 38);
-    auto want =
-        ref::conv2d_nchw(xv, wv, 1, c, {h, h}, o, {k, k}, {1, 1}, {1, 1}, {1, 1}, 1);
+    auto want = ref::conv2d_nchw(xv, wv, 1, c, {h, h}, o, {k, k}, {1, 1}, {1, 1}, {1, 1}, 1);
     CHECK(scaled_error(run<float>(dag, {&xv, &wv}), want, ref::float_tolerance(c * k * k)) <= 1);
   }
 
@@ -95,8 +94,8 @@ TEST_SUITE("ops") {
       REQUIRE(y.shape() == std::array<int64_t, 4>{n, oh, ow, o});
       ComputeDAG dag({x, wt}, {y});
       auto wv = loom_test::random_vector<float>(kh * kw * (c / g) * o, 24);
-      auto want = ref::conv2d_nhwc(xv, wv, n, {h, w}, c, {kh, kw}, o, p.stride, p.padding,
-                                   p.dilation, g);
+      auto want =
+          ref::conv2d_nhwc(xv, wv, n, {h, w}, c, {kh, kw}, o, p.stride, p.padding, p.dilation, g);
       CHECK(scaled_error(run<float>(dag, {&xv, &wv}), want,
                          ref::float_tolerance(c / g * kh * kw)) <= 1);
     }
@@ -123,7 +122,10 @@ TEST_SUITE("ops") {
   TEST_CASE("conv1d_ncw matches the plain loop for strides, padding, dilation and groups") {
     const int64_t n = 2, c = 4, w = 11, o = 6, k = 3;
     const ops::ConvParams<1> cases[] = {
-        {}, {.stride = {2}, .padding = {1}}, {.padding = {2}, .dilation = {2}}, {.groups = 2},
+        {},
+        {.stride = {2}, .padding = {1}},
+        {.padding = {2}, .dilation = {2}},
+        {.groups = 2},
         {.stride = {3}, .padding = {1}, .dilation = {2}, .groups = 2}};
     auto xv = loom_test::random_vector<float>(n * c * w, 27);
     for (const auto& p : cases) {
@@ -135,8 +137,8 @@ TEST_SUITE("ops") {
       CHECK(y.ir()->tag == "conv1d_ncw");
       ComputeDAG dag({x, wt}, {y});
       auto wv = loom_test::random_vector<float>(o * (c / p.groups) * k, 28);
-      auto want = ref::conv1d_ncw(xv, wv, n, c, w, o, k, p.stride[0], p.padding[0],
-                                  p.dilation[0], p.groups);
+      auto want = ref::conv1d_ncw(xv, wv, n, c, w, o, k, p.stride[0], p.padding[0], p.dilation[0],
+                                  p.groups);
       CHECK(scaled_error(run<float>(dag, {&xv, &wv}), want,
                          ref::float_tolerance(c / p.groups * k)) <= 1);
     }
@@ -145,11 +147,10 @@ TEST_SUITE("ops") {
   TEST_CASE("conv3d_ncdhw matches the plain loop for strides, padding, dilation and groups") {
     const int64_t n = 1, c = 4, d = 5, h = 6, w = 5, o = 4;
     const ref::dims3 kernel{2, 3, 3};
-    const ops::ConvParams<3> cases[] = {
-        {},
-        {.stride = {2, 2, 1}, .padding = {1, 1, 1}},
-        {.padding = {1, 2, 0}, .dilation = {2, 2, 1}},
-        {.stride = {1, 2, 2}, .padding = {0, 1, 1}, .groups = 2}};
+    const ops::ConvParams<3> cases[] = {{},
+                                        {.stride = {2, 2, 1}, .padding = {1, 1, 1}},
+                                        {.padding = {1, 2, 0}, .dilation = {2, 2, 1}},
+                                        {.stride = {1, 2, 2}, .padding = {0, 1, 1}, .groups = 2}};
     auto xv = loom_test::random_vector<float>(n * c * d * h * w, 29);
     for (const auto& p : cases) {
       CAPTURE(p.stride[0]);
@@ -189,8 +190,8 @@ TEST_SUITE("ops") {
       CHECK(y.shape(1) == c * tc.multiplier);
       ComputeDAG dag({x, wt}, {y});
       auto wv = loom_test::random_vector<float>(c * tc.multiplier * k * k, 32);
-      auto want = ref::depthwise_conv2d_nchw(xv, wv, n, c, {h, w}, tc.multiplier, {k, k},
-                                             p.stride, p.padding, p.dilation);
+      auto want = ref::depthwise_conv2d_nchw(xv, wv, n, c, {h, w}, tc.multiplier, {k, k}, p.stride,
+                                             p.padding, p.dilation);
       CHECK(scaled_error(run<float>(dag, {&xv, &wv}), want, ref::float_tolerance(k * k)) <= 1);
     }
   }

@@ -90,8 +90,7 @@ TEST_SUITE("ops") {
     auto quotient = ops::div(b, a);
     REQUIRE(quotient.shape() == std::array<int64_t, 4>{2, 3, 4, 5});
     CHECK(run<float>(ComputeDAG({a, b}, {quotient}), {&av, &bv}) ==
-          ref::broadcast_binary(av, big, bv, small,
-                                [](double x, double y) { return y / x; }));
+          ref::broadcast_binary(av, big, bv, small, [](double x, double y) { return y / x; }));
   }
 
   TEST_CASE("transpose permutes axes like numpy.transpose") {

@@ -25,8 +25,8 @@ TEST_SUITE("ops") {
         "(4 vs 3); with trans_a = true and trans_b = true, a must be [K, M] and b must be [N, K]",
         user_error);
     // The same shapes are fine once the flags make them agree.
-    CHECK_NOTHROW(ops::matmul(placeholder<float>("A", {4, 5}), placeholder<float>("B", {3, 5}),
-                              false, true));
+    CHECK_NOTHROW(
+        ops::matmul(placeholder<float>("A", {4, 5}), placeholder<float>("B", {3, 5}), false, true));
   }
 
   TEST_CASE("batch_matmul reports different batch dimensions and reduction lengths") {
@@ -155,10 +155,10 @@ TEST_SUITE("ops") {
         "[loom.ops.E308] conv1d_ncw: stride [1], padding [-1] and dilation [1] are invalid; "
         "strides and dilations must be positive and paddings non-negative",
         user_error);
-    CHECK_THROWS_WITH_AS(ops::conv3d_ncdhw(placeholder<float>("X", {1, 2, 4, 4, 4}),
-                                           placeholder<float>("W", {2, 2, 1, 1, 1}),
-                                           {.dilation = {1, 0, 1}}),
-                         doctest::Contains("[loom.ops.E308] conv3d_ncdhw:"), user_error);
+    CHECK_THROWS_WITH_AS(
+        ops::conv3d_ncdhw(placeholder<float>("X", {1, 2, 4, 4, 4}),
+                          placeholder<float>("W", {2, 2, 1, 1, 1}), {.dilation = {1, 0, 1}}),
+        doctest::Contains("[loom.ops.E308] conv3d_ncdhw:"), user_error);
     CHECK_THROWS_WITH_AS(ops::max_pool2d(x, {0, 3}, {1, 1}),
                          "[loom.ops.E308] max_pool2d: kernel [0, 3] is invalid; kernel extents "
                          "must be positive",

@@ -24,8 +24,8 @@ using namespace loom_test;
 namespace {
 
 struct property_stats {
-  int checked = 0;      ///< schedules lowered, run and compared
-  int known_bugs = 0;   ///< legal schedules not run because of a known bug (see known_bug())
+  int checked = 0;         ///< schedules lowered, run and compared
+  int known_bugs = 0;      ///< legal schedules not run because of a known bug (see known_bug())
   int lower_rejected = 0;  ///< states sched/ accepted but lower() refused ([loom.lower.E41x])
   random_schedule_stats steps;
 };

@@ -89,7 +89,8 @@ TEST_SUITE("sched") {
   }
 
   TEST_CASE("Ansor's 0/1 spelling of follow_fused_split's flag is accepted") {
-    auto s = std::get<FollowFusedSplitStep>(step_from_json(json::parse(R"(["FFSP","A",0,[1],0,0])")));
+    auto s =
+        std::get<FollowFusedSplitStep>(step_from_json(json::parse(R"(["FFSP","A",0,[1],0,0])")));
     CHECK(!s.factor_or_nparts);
     s = std::get<FollowFusedSplitStep>(step_from_json(json::parse(R"(["FFSP","A",0,[1],0,1])")));
     CHECK(s.factor_or_nparts);
@@ -134,7 +135,8 @@ TEST_SUITE("sched") {
       const char* message;
     };
     const bad cases[] = {
-        {R"([["SP","C",0,8,[4]], ["XX","C"]])", "[loom.sched.E250] step 1: unknown step tag \"XX\""},
+        {R"([["SP","C",0,8,[4]], ["XX","C"]])",
+         "[loom.sched.E250] step 1: unknown step tag \"XX\""},
         {R"([["SP","C",0,8]])",
          "[loom.sched.E250] step 0 (SP): expected 4 fields after the tag (stage, iter, extent, "
          "lengths), got 3"},
@@ -142,41 +144,52 @@ TEST_SUITE("sched") {
         {R"([["SP","C",-1,8,[4]]])",
          "[loom.sched.E250] step 0 (SP): field 2 (iter) must be a non-negative integer, got "
          "integer -1"},
-        {R"([["SP","C","0",8,[4]]])", "field 2 (iter) must be a non-negative integer, got string \"0\""},
-        {R"([["SP","C",0.5,8,[4]]])", "field 2 (iter) must be a non-negative integer, got number 0.5"},
+        {R"([["SP","C","0",8,[4]]])",
+         "field 2 (iter) must be a non-negative integer, got string \"0\""},
+        {R"([["SP","C",0.5,8,[4]]])",
+         "field 2 (iter) must be a non-negative integer, got number 0.5"},
         {R"([["SP","C",0,8,4]])", "step 0 (SP): field 4 (lengths) must be an array, got integer 4"},
         {R"([["SP","C",0,8,[4,"x"]]])",
          "field 4 (lengths) element 1 must be an integer or null (unset), got string \"x\""},
-        {R"([["SP","C",0,8,[4.0]]])", "element 0 must be an integer or null (unset), got number 4.0"},
+        {R"([["SP","C",0,8,[4.0]]])",
+         "element 0 must be an integer or null (unset), got number 4.0"},
         {R"([["SP","C",0,8,[18446744073709551615]]])", "element 0 must be an integer or null"},
         {R"([["SP","C",0,18446744073709551615,[4]]])", "field 3 (extent) is out of range"},
-        {R"([["SP","C",4294967296,8,[4]]])", "field 2 (iter) is out of range, got integer 4294967296"},
+        {R"([["SP","C",4294967296,8,[4]]])",
+         "field 2 (iter) is out of range, got integer 4294967296"},
         {R"([["SP",7,0,8,[4]]])", "step 0 (SP): field 1 (stage) must be a string, got integer 7"},
         {R"([["FU","C",[0,-1]]])",
          "step 0 (FU): field 2 (iters) element 1 must be a non-negative integer, got integer -1"},
         {R"([["RE","C",{"a":1}]])", "step 0 (RE): field 2 (order) must be an array, got object"},
-        {R"([["AN","C",0,"fast"]])",
-         "step 0 (AN): field 3 (annotation) is not a loop annotation"},
+        {R"([["AN","C",0,"fast"]])", "step 0 (AN): field 3 (annotation) is not a loop annotation"},
         {R"([["AN","C",0,2]])", "field 3 (annotation) must be a string, got integer 2"},
-        {R"([["CA","C","D",-3]])", "step 0 (CA): field 3 (target_iter) must be a non-negative integer"},
+        {R"([["CA","C","D",-3]])",
+         "step 0 (CA): field 3 (target_iter) must be a non-negative integer"},
         {R"([["CA","C",1,0]])", "field 2 (target) must be a string"},
         {R"([["CHR","A","texture",["C"]]])",
          "step 0 (CHR): field 2 (scope) is not a memory scope (global, local or shared)"},
         {R"([["CHR","A","local",["C",3]]])", "field 3 (readers) element 1 must be a string"},
         {R"([["CHW","C",null]])", "step 0 (CHW): field 2 (scope) must be a string, got null"},
-        {R"([["PR","C",0,"auto_unroll_max_step$16"]])", "step 0 (PR): field 3 (max_step) must be an integer"},
+        {R"([["PR","C",0,"auto_unroll_max_step$16"]])",
+         "step 0 (PR): field 3 (max_step) must be an integer"},
         {R"([["PR","C",0,4294967296]])", "step 0 (PR): field 3 (max_step) is out of range"},
         {R"([["SA","C",-1,4,0]])", "step 0 (SA): field 2 (axis) must be a non-negative integer"},
-        {R"([["FSP","C",0,-1,2]])", "step 0 (FSP): field 3 (src_step) must be a non-negative integer"},
-        {R"([["FFSP","C",0,[0],0,2]])", "step 0 (FFSP): field 5 (factor_or_nparts) must be true or false"},
+        {R"([["FSP","C",0,-1,2]])",
+         "step 0 (FSP): field 3 (src_step) must be a non-negative integer"},
+        {R"([["FFSP","C",0,[0],0,2]])",
+         "step 0 (FFSP): field 5 (factor_or_nparts) must be true or false"},
         {R"([["FFSP","C",0,[-2],0,true]])", "field 3 (src_steps) element 0 must be a non-negative"},
-        {R"([["RF","C",0,-1]])", "step 0 (RF): field 3 (factor_axis) must be a non-negative integer"},
-        {R"([["RF","C",0]])", "step 0 (RF): expected 3 fields after the tag (stage, iter, "
-                              "factor_axis), got 2"},
+        {R"([["RF","C",0,-1]])",
+         "step 0 (RF): field 3 (factor_axis) must be a non-negative integer"},
+        {R"([["RF","C",0]])",
+         "step 0 (RF): expected 3 fields after the tag (stage, iter, "
+         "factor_axis), got 2"},
         {R"([["CR","C"], "CR"])", "[loom.sched.E250] step 1: a step record is a JSON array"},
-        {R"([["CR","C"], []])", "[loom.sched.E250] step 1: a step record starts with its tag string"},
+        {R"([["CR","C"], []])",
+         "[loom.sched.E250] step 1: a step record starts with its tag string"},
         {R"([[1,"C"]])", "step 0: a step record starts with its tag string"},
-        {R"({"SP": 1})", "[loom.sched.E250] a step history is a JSON array of step records, got object"},
+        {R"({"SP": 1})",
+         "[loom.sched.E250] a step history is a JSON array of step records, got object"},
         {R"("steps")", "a step history is a JSON array of step records, got string"},
         {R"([["SP","C",0,8,[4]])", "[loom.sched.E250] a step record is not valid JSON"},
         {"", "[loom.sched.E250] a step record is not valid JSON"},
@@ -192,17 +205,19 @@ TEST_SUITE("sched") {
                          "[loom.sched.E250] step 0 (FU): expected 2 fields after the tag (stage, "
                          "iters), got 1",
                          user_error);
-    CHECK_THROWS_WITH_AS(step_from_json(json(42)),
-                         "[loom.sched.E250] step 0: a step record is a JSON array [tag, fields...], "
-                         "got integer 42",
-                         user_error);
+    CHECK_THROWS_WITH_AS(
+        step_from_json(json(42)),
+        "[loom.sched.E250] step 0: a step record is a JSON array [tag, fields...], "
+        "got integer 42",
+        user_error);
   }
 
   TEST_CASE("hostile records fail cleanly: deep nesting, long values, bad UTF-8") {
     // Deep nesting must neither overflow the stack nor escape as an nlohmann exception.
     std::string deep(100000, '[');
     deep += std::string(100000, ']');
-    CHECK_THROWS_WITH_AS(from_record(deep), doctest::Contains("[loom.sched.E250] step 0"), user_error);
+    CHECK_THROWS_WITH_AS(from_record(deep), doctest::Contains("[loom.sched.E250] step 0"),
+                         user_error);
     // Long values are cut short in the message.
     std::string long_tag = R"([[")" + std::string(1000, 'Z') + R"("]])";
     try {

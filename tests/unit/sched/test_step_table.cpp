@@ -19,10 +19,14 @@ namespace {
 // A value of each field type, and a different one.
 template <class T>
 T sample(bool other) {
-  if constexpr (std::is_same_v<T, std::string>) return other ? "B" : "A";
-  else if constexpr (std::is_same_v<T, int>) return other ? 2 : 1;
-  else if constexpr (std::is_same_v<T, int64_t>) return other ? 12 : 7;
-  else if constexpr (std::is_same_v<T, bool>) return other;
+  if constexpr (std::is_same_v<T, std::string>)
+    return other ? "B" : "A";
+  else if constexpr (std::is_same_v<T, int>)
+    return other ? 2 : 1;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return other ? 12 : 7;
+  else if constexpr (std::is_same_v<T, bool>)
+    return other;
   else if constexpr (std::is_same_v<T, Annotation>)
     return other ? Annotation::ThreadIdxX : Annotation::Vectorize;
   else if constexpr (std::is_same_v<T, loom::ir::MemoryScope>)
@@ -34,7 +38,8 @@ T sample(bool other) {
   else if constexpr (std::is_same_v<T, std::vector<std::optional<int64_t>>>)
     return other ? std::vector<std::optional<int64_t>>{4, 2}
                  : std::vector<std::optional<int64_t>>{4, std::nullopt};
-  else static_assert(sizeof(T) == 0, "a step field type this test has no sample of");
+  else
+    static_assert(sizeof(T) == 0, "a step field type this test has no sample of");
 }
 
 // Step S with every field at its first sample; with `changed` = k, field k at its other one.

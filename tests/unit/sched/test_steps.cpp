@@ -525,8 +525,9 @@ TEST_SUITE("sched") {
     SUBCASE("unknown stages") {
       check_rejected(s, [](State& x) { x.split("nope", 0, {2}); }, "[loom.sched.E201]");
       check_rejected(s, [](State& x) { x.compute_at("C", "nope", 0); }, "[loom.sched.E201]");
-      check_rejected(s, [](State& x) { x.cache_read("A", MemoryScope::Local, {"nope"}); },
-                     "[loom.sched.E201]");
+      check_rejected(
+          s, [](State& x) { x.cache_read("A", MemoryScope::Local, {"nope"}); },
+          "[loom.sched.E201]");
       check_rejected(s, [](State& x) { x.compute_inline("nope"); }, "[loom.sched.E201]");
       CHECK_THROWS_WITH_AS(s.stage("nope"), doctest::Contains("[loom.sched.E201]"), user_error);
     }
@@ -538,13 +539,14 @@ TEST_SUITE("sched") {
       State t(e.dag);
       t.compute_inline("a");
       check_rejected(t, [](State& x) { x.split("a", 0, {2}); }, "[loom.sched.E203]");
-      check_rejected(t, [](State& x) { x.cache_read("a", MemoryScope::Local, {"b"}); },
-                     "[loom.sched.E203]");
+      check_rejected(
+          t, [](State& x) { x.cache_read("a", MemoryScope::Local, {"b"}); }, "[loom.sched.E203]");
     }
     SUBCASE("loop positions out of range (a loop fused away)") {
       check_rejected(s, [](State& x) { x.split("C", 2, {2}); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.split("C", -1, {2}); }, "[loom.sched.E204]");
-      check_rejected(s, [](State& x) { x.annotate("C", 5, Annotation::Unroll); }, "[loom.sched.E204]");
+      check_rejected(
+          s, [](State& x) { x.annotate("C", 5, Annotation::Unroll); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.compute_at("C", "D", 3); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.pragma_unroll("C", 2, 4); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.fuse("C", {1, 2}); }, "[loom.sched.E204]");
@@ -562,10 +564,10 @@ TEST_SUITE("sched") {
       check_rejected(s, [](State& x) { x.follow_split("C", 0, 7, 1); }, "[loom.sched.E209]");
       check_rejected(s, [](State& x) { x.follow_split("C", 0, 0, 2); }, "[loom.sched.E210]");
       check_rejected(s, [](State& x) { x.follow_split("C", 0, 0, 0); }, "[loom.sched.E210]");
-      check_rejected(s, [](State& x) { x.follow_fused_split("C", 0, {0}, 1, true); },
-                     "[loom.sched.E211]");
-      check_rejected(s, [](State& x) { x.follow_fused_split("C", 0, {1}, 0, true); },
-                     "[loom.sched.E209]");
+      check_rejected(
+          s, [](State& x) { x.follow_fused_split("C", 0, {0}, 1, true); }, "[loom.sched.E211]");
+      check_rejected(
+          s, [](State& x) { x.follow_fused_split("C", 0, {1}, 0, true); }, "[loom.sched.E209]");
     }
     SUBCASE("fuse: nothing, non-consecutive loops, annotated loops, spatial with reduction") {
       auto m = matmul(13, 17, 19);
@@ -585,11 +587,15 @@ TEST_SUITE("sched") {
     }
     SUBCASE("annotations: conflicting, parallel reduction, vectorize of an unknown extent") {
       s.annotate("D", 0, Annotation::Parallel);
-      check_rejected(s, [](State& x) { x.annotate("D", 0, Annotation::Vectorize); }, "[loom.sched.E216]");
-      check_rejected(s, [](State& x) { x.annotate("C", 1, Annotation::Parallel); }, "[loom.sched.E217]");
+      check_rejected(
+          s, [](State& x) { x.annotate("D", 0, Annotation::Vectorize); }, "[loom.sched.E216]");
+      check_rejected(
+          s, [](State& x) { x.annotate("C", 1, Annotation::Parallel); }, "[loom.sched.E217]");
       s.apply(SplitStep{"D", 2, 17, {std::nullopt}});
-      check_rejected(s, [](State& x) { x.annotate("D", 3, Annotation::Vectorize); }, "[loom.sched.E218]");
-      check_rejected(s, [](State& x) { x.annotate("D", 3, Annotation::Unroll); }, "[loom.sched.E218]");
+      check_rejected(
+          s, [](State& x) { x.annotate("D", 3, Annotation::Vectorize); }, "[loom.sched.E218]");
+      check_rejected(
+          s, [](State& x) { x.annotate("D", 3, Annotation::Unroll); }, "[loom.sched.E218]");
     }
     SUBCASE("compute_at: of an output, into a non-consumer, of a stage with two consumers") {
       check_rejected(s, [](State& x) { x.compute_at("D", "C", 0); }, "[loom.sched.E220]");
@@ -610,28 +616,36 @@ TEST_SUITE("sched") {
       check_rejected(t, [](State& x) { x.compute_inline("exp"); }, "[loom.sched.E226]");
     }
     SUBCASE("cache_read: no readers, a stage that does not read it, twice") {
-      check_rejected(s, [](State& x) { x.cache_read("A", MemoryScope::Local, {}); }, "[loom.sched.E228]");
-      check_rejected(s, [](State& x) { x.cache_read("A", MemoryScope::Local, {"D"}); }, "[loom.sched.E229]");
+      check_rejected(
+          s, [](State& x) { x.cache_read("A", MemoryScope::Local, {}); }, "[loom.sched.E228]");
+      check_rejected(
+          s, [](State& x) { x.cache_read("A", MemoryScope::Local, {"D"}); }, "[loom.sched.E229]");
       s.cache_read("bias", MemoryScope::Local, {"D"});
-      check_rejected(s, [](State& x) { x.cache_read("bias", MemoryScope::Local, {"bias.local"}); },
-                     "[loom.sched.E227]");
+      check_rejected(
+          s, [](State& x) { x.cache_read("bias", MemoryScope::Local, {"bias.local"}); },
+          "[loom.sched.E227]");
     }
     SUBCASE("cache_write: of a stage with a stage computed inside it") {
       auto e = elementwise_chain(4, 4);
       State t(e.dag);
       t.compute_at("b", "c", 1);
-      check_rejected(t, [](State& x) { x.cache_write("c", MemoryScope::Local); }, "[loom.sched.E237]");
+      check_rejected(
+          t, [](State& x) { x.cache_write("c", MemoryScope::Local); }, "[loom.sched.E237]");
     }
     SUBCASE("cache_write: after a split, a fuse, a reorder; twice") {
-      check_rejected(s, [](State& x) { x.cache_write("D", MemoryScope::Local); }, "[loom.sched.E232]");
-      check_rejected(s, [](State& x) { x.cache_write("C", MemoryScope::Local); }, "[loom.sched.E232]");
+      check_rejected(
+          s, [](State& x) { x.cache_write("D", MemoryScope::Local); }, "[loom.sched.E232]");
+      check_rejected(
+          s, [](State& x) { x.cache_write("C", MemoryScope::Local); }, "[loom.sched.E232]");
       auto m = matmul(13, 17, 19);
       State t(m.dag);
       t.reorder("C", {1, 0, 2});
-      check_rejected(t, [](State& x) { x.cache_write("C", MemoryScope::Local); }, "[loom.sched.E232]");
+      check_rejected(
+          t, [](State& x) { x.cache_write("C", MemoryScope::Local); }, "[loom.sched.E232]");
       State u(m.dag);
       u.cache_write("C", MemoryScope::Local);
-      check_rejected(u, [](State& x) { x.cache_write("C", MemoryScope::Local); }, "[loom.sched.E227]");
+      check_rejected(
+          u, [](State& x) { x.cache_write("C", MemoryScope::Local); }, "[loom.sched.E227]");
     }
     SUBCASE("rfactor: of a non-reduction, of a spatial loop, after spatial changes, bad axis") {
       check_rejected(s, [](State& x) { x.rfactor("D", 0, 0); }, "[loom.sched.E240]");
@@ -667,8 +681,10 @@ TEST_SUITE("sched") {
     SUBCASE("names of annotations and scopes") {
       CHECK(parse_annotation("vectorize") == Annotation::Vectorize);
       CHECK(parse_scope("shared") == MemoryScope::Shared);
-      CHECK_THROWS_WITH_AS(parse_annotation("fast"), doctest::Contains("[loom.sched.E230]"), user_error);
-      CHECK_THROWS_WITH_AS(parse_scope("texture"), doctest::Contains("[loom.sched.E231]"), user_error);
+      CHECK_THROWS_WITH_AS(parse_annotation("fast"), doctest::Contains("[loom.sched.E230]"),
+                           user_error);
+      CHECK_THROWS_WITH_AS(parse_scope("texture"), doctest::Contains("[loom.sched.E231]"),
+                           user_error);
     }
   }
 
@@ -730,8 +746,8 @@ TEST_SUITE("sched") {
   TEST_CASE("cache_read with an input named as its reader is rejected") {
     auto w = matmul(4, 5, 6);
     State s(w.dag);
-    check_rejected(s, [](State& x) { x.cache_read("A", MemoryScope::Local, {"B"}); },
-                   "[loom.sched.E229]");
+    check_rejected(
+        s, [](State& x) { x.cache_read("A", MemoryScope::Local, {"B"}); }, "[loom.sched.E229]");
   }
 
   // Ansor's softmax row: exp is read by the row sum and by the division; with the sum computed

@@ -48,7 +48,8 @@ sample_stats check_samples(const loom_test::workload& w, const search::SearchOpt
     // A program is its history: replaying it must rebuild the same loop nest.
     CHECK(sched::replay(w.dag, p.steps()).to_string() == p.to_string());
     // No sampled program may take a shape that lowering is known to get wrong.
-    CHECK_MESSAGE(loom_test::known_bug(p).empty(), loom_test::known_bug(p) << "\n" << p.to_string());
+    CHECK_MESSAGE(loom_test::known_bug(p).empty(), loom_test::known_bug(p) << "\n"
+                                                                           << p.to_string());
     auto r = loom_test::run_and_compare(w, ref, p);
     if (!r.ok) ++st.wrong;
     CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << p.to_string());
@@ -60,9 +61,8 @@ sample_stats check_samples(const loom_test::workload& w, const search::SearchOpt
 }
 
 std::vector<loom_test::workload> property_workloads() {
-  return {op_matmul(),       op_matmul_relu(),  op_conv2d(),     op_depthwise(),
-          op_softmax(),      op_softmax_long(), op_softmax_wide(), op_batch_matmul(),
-          op_layer_norm(),   op_matvec()};
+  return {op_matmul(),       op_matmul_relu(),  op_conv2d(),       op_depthwise(),  op_softmax(),
+          op_softmax_long(), op_softmax_wide(), op_batch_matmul(), op_layer_norm(), op_matvec()};
 }
 
 search::SearchOptions options_with_free_tiles() {
@@ -251,8 +251,7 @@ TEST_SUITE("search") {
     std::mt19937_64 rng(11);
     int vectorized = 0;
     for (int i = 0; i < 30; ++i) {
-      sched::State s =
-          search::sample_program(sketches[i % sketches.size()], task, options, rng);
+      sched::State s = search::sample_program(sketches[i % sketches.size()], task, options, rng);
       for (auto& st : s.stages())
         for (size_t p = 0; p < st.leaves.size(); ++p) {
           const sched::Iterator& it = st.leaf(static_cast<int>(p));

@@ -55,9 +55,9 @@ loom_test::workload gpu_softmax_rows() {
 }
 
 std::vector<loom_test::workload> gpu_property_workloads() {
-  return {gpu_matmul(),  gpu_conv2d(),      op_matmul(),       op_matmul_relu(),
-          op_conv2d(),   op_depthwise(),    op_softmax(),      op_softmax_long(),
-          op_batch_matmul(), op_layer_norm(), op_matvec(), gpu_layer_norm_rows(),
+  return {gpu_matmul(),      gpu_conv2d(),    op_matmul(),  op_matmul_relu(),
+          op_conv2d(),       op_depthwise(),  op_softmax(), op_softmax_long(),
+          op_batch_matmul(), op_layer_norm(), op_matvec(),  gpu_layer_norm_rows(),
           gpu_softmax_rows()};
 }
 
@@ -84,7 +84,8 @@ gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, 
     CHECK(sched::replay(w.dag, p.steps()).to_string() == p.to_string());
     const lower::GpuProgram g = lower::lower_gpu(p, task.target);
     auto r = loom_test::run_and_compare(
-        w, ref, p, [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+        w, ref, p,
+        [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
     if (!r.ok) ++st.wrong;
     CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << p.to_string());
   }
@@ -173,7 +174,8 @@ TEST_SUITE("search") {
     CHECK(wrong == 0);
   }
 
-  TEST_CASE("CrossThreadReduction: softmax and layer norm rows in one kernel, on a block's threads") {
+  TEST_CASE(
+      "CrossThreadReduction: softmax and layer norm rows in one kernel, on a block's threads") {
     for (const loom_test::workload& w : {gpu_softmax_rows(), gpu_layer_norm_rows()}) {
       INFO(w.name);
       const Task task(w.dag, Target::cuda());
@@ -245,7 +247,8 @@ TEST_SUITE("search") {
       }
       const auto ref = loom_test::make_reference(w, static_cast<uint32_t>(++seed));
       auto r = loom_test::run_and_compare(
-          w, ref, s, [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+          w, ref, s,
+          [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
       CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << s.to_string());
     }
   }

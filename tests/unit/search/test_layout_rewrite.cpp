@@ -59,8 +59,8 @@ TEST_SUITE("search") {
   TEST_CASE("the packed layout of a GEMM's B follows the tiles of its reader") {
     Task task = matmul_task(8, 12, 16);
     sched::State s(task.dag);
-    s.split("C", 1, {4});   // j -> j.0 (4) j.1 (4)
-    s.split("C", 3, {3});   // k -> k.0 (4) k.1 (3)
+    s.split("C", 1, {4});             // j -> j.0 (4) j.1 (4)
+    s.split("C", 3, {3});             // k -> k.0 (4) k.1 (3)
     s.reorder("C", {1, 3, 0, 4, 2});  // j.0 k.0 i k.1 j.1
     // A per-call packing copy is replaced by the rewrite.
     const std::string copy = s.cache_read("B", ir::MemoryScope::Local, {"C"});
@@ -173,15 +173,15 @@ TEST_SUITE("search") {
       auto x = placeholder<float>("X", {7, 24});
       auto wt = placeholder<float>("W", {10, 24});
       auto bias = placeholder<float>("bias", {10});
-      auto w = loom_test::make_workload("dense 7x10x24", {x, wt, bias},
-                                        {ops::dense(x, wt, bias)}, 24);
+      auto w =
+          loom_test::make_workload("dense 7x10x24", {x, wt, bias}, {ops::dense(x, wt, bias)}, 24);
       total += check_packed_samples(w, "W", 13, 30, true);
     }
     {
       auto a = placeholder<float>("A", {3, 5, 6});
       auto b = placeholder<float>("B", {3, 6, 7});
-      auto w = loom_test::make_workload("batch_matmul 3x5x7x6", {a, b},
-                                        {ops::batch_matmul(a, b)}, 6);
+      auto w =
+          loom_test::make_workload("batch_matmul 3x5x7x6", {a, b}, {ops::batch_matmul(a, b)}, 6);
       total += check_packed_samples(w, "B", 14, 30, true);
     }
     {

@@ -81,7 +81,10 @@ struct Setup {
   search::SketchContext ctx;
   std::vector<sched::State> sketches;
   Setup(loom_test::workload wl, search::SearchOptions o)
-      : w(std::move(wl)), options(std::move(o)), task(w.dag, test_target()), ctx(task, options),
+      : w(std::move(wl)),
+        options(std::move(o)),
+        task(w.dag, test_target()),
+        ctx(task, options),
         sketches(search::generate_sketches(task, options)) {}
 };
 
@@ -151,8 +154,7 @@ struct rule_stats {
 template <class Extra, class MustApply>
 rule_stats exercise(const Setup& su, const loom_test::reference& ref,
                     const std::vector<sched::State>& programs, const search::MutationRule& rule,
-                    uint64_t seed, int calls, int max_runs, Extra&& extra,
-                    MustApply&& must_apply) {
+                    uint64_t seed, int calls, int max_runs, Extra&& extra, MustApply&& must_apply) {
   rule_stats st;
   std::mt19937_64 rng(seed);
   std::vector<sched::State> pool = programs;
@@ -333,31 +335,32 @@ TEST_SUITE("search") {
     const auto programs = search::sample_programs(su.sketches, su.task, su.options, rng, 8);
     REQUIRE(!programs.empty());
     int redrawn = 0;
-    exercise(su, ref, programs, rule_named("MutateTileSize"), 22, 40, 8,
-             [&](const sched::State& parent, const sched::State& child) {
-               for (size_t i = 0; i < child.steps().size(); ++i) {
-                 auto* a = std::get_if<sched::SplitStep>(&parent.steps()[i]);
-                 auto* b = std::get_if<sched::SplitStep>(&child.steps()[i]);
-                 if (!a || a->lengths == b->lengths) continue;
-                 int64_t pa = 1;
-                 for (auto& l : a->lengths) pa *= *l;
-                 if (a->extent % pa == 0) continue;
-                 ++redrawn;
-                 const int n = static_cast<int>(b->lengths.size());
-                 int differing = 0;
-                 for (int j = 0; j < n; ++j) {
-                   if (*a->lengths[j] == *b->lengths[j]) continue;
-                   ++differing;
-                   int64_t rest = b->extent;
-                   for (int k = n - 1; k > j; --k) rest = (rest + *b->lengths[k] - 1) / *b->lengths[k];
-                   CHECK(*b->lengths[j] >= 1);
-                   CHECK(*b->lengths[j] <= rest);
-                   if (j == n - 1) CHECK(*b->lengths[j] <= options.max_innermost_split_factor);
-                 }
-                 CHECK(differing == 1);
-               }
-             },
-             has_split);
+    exercise(
+        su, ref, programs, rule_named("MutateTileSize"), 22, 40, 8,
+        [&](const sched::State& parent, const sched::State& child) {
+          for (size_t i = 0; i < child.steps().size(); ++i) {
+            auto* a = std::get_if<sched::SplitStep>(&parent.steps()[i]);
+            auto* b = std::get_if<sched::SplitStep>(&child.steps()[i]);
+            if (!a || a->lengths == b->lengths) continue;
+            int64_t pa = 1;
+            for (auto& l : a->lengths) pa *= *l;
+            if (a->extent % pa == 0) continue;
+            ++redrawn;
+            const int n = static_cast<int>(b->lengths.size());
+            int differing = 0;
+            for (int j = 0; j < n; ++j) {
+              if (*a->lengths[j] == *b->lengths[j]) continue;
+              ++differing;
+              int64_t rest = b->extent;
+              for (int k = n - 1; k > j; --k) rest = (rest + *b->lengths[k] - 1) / *b->lengths[k];
+              CHECK(*b->lengths[j] >= 1);
+              CHECK(*b->lengths[j] <= rest);
+              if (j == n - 1) CHECK(*b->lengths[j] <= options.max_innermost_split_factor);
+            }
+            CHECK(differing == 1);
+          }
+        },
+        has_split);
     CHECK(redrawn > 0);
   }
 
@@ -383,21 +386,22 @@ TEST_SUITE("search") {
           REQUIRE(sp->extent % prod == 0);
         }
     int went_free = 0;
-    exercise(su, ref, programs, rule_named("MutateTileSize"), 32, 60, 8,
-             [&](const sched::State& parent, const sched::State& child) {
-               for (size_t i = 0; i < child.steps().size(); ++i) {
-                 auto* pa = std::get_if<sched::SplitStep>(&parent.steps()[i]);
-                 auto* ch = std::get_if<sched::SplitStep>(&child.steps()[i]);
-                 if (!pa || pa->lengths == ch->lengths) continue;
-                 int64_t prod = 1;
-                 for (auto& l : ch->lengths) prod *= *l;
-                 if (ch->extent % prod != 0) {
-                   ++went_free;
-                   CHECK(search::awkward_extent(ch->extent, options.max_innermost_split_factor));
-                 }
-               }
-             },
-             has_split);
+    exercise(
+        su, ref, programs, rule_named("MutateTileSize"), 32, 60, 8,
+        [&](const sched::State& parent, const sched::State& child) {
+          for (size_t i = 0; i < child.steps().size(); ++i) {
+            auto* pa = std::get_if<sched::SplitStep>(&parent.steps()[i]);
+            auto* ch = std::get_if<sched::SplitStep>(&child.steps()[i]);
+            if (!pa || pa->lengths == ch->lengths) continue;
+            int64_t prod = 1;
+            for (auto& l : ch->lengths) prod *= *l;
+            if (ch->extent % prod != 0) {
+              ++went_free;
+              CHECK(search::awkward_extent(ch->extent, options.max_innermost_split_factor));
+            }
+          }
+        },
+        has_split);
     CHECK(went_free > 0);
   }
 
@@ -738,8 +742,8 @@ TEST_SUITE("search") {
       const auto programs = search::sample_programs(su.sketches, su.task, su.options, rng, 8);
       std::vector<std::string> out;
       for (int i = 0; i < 40; ++i) {
-        auto m = search::mutate(su.ctx, programs[i % programs.size()],
-                                search::cpu_mutation_rules(), rng);
+        auto m = search::mutate(su.ctx, programs[i % programs.size()], search::cpu_mutation_rules(),
+                                rng);
         out.push_back(m ? m->to_string() : "-");
         auto c = search::crossover(su.ctx, programs[i % programs.size()],
                                    programs[(i + 3) % programs.size()], rng);

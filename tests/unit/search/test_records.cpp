@@ -537,9 +537,8 @@ TEST_SUITE("search") {
       return r;
     };
     const std::vector<search::TuningRecord> records = {
-        with_threads(0, 1e-3, 2),  // the fastest, measured with 2 threads
-        with_threads(1, 3e-3, 1),
-        with_threads(2, 2e-3, 1),  // the fastest of 1 thread
+        with_threads(0, 1e-3, 2),                            // the fastest, measured with 2 threads
+        with_threads(1, 3e-3, 1), with_threads(2, 2e-3, 1),  // the fastest of 1 thread
         with_threads(3, 5e-4, 0),  // fastest of all, thread count unknown (older log)
     };
     CHECK(search::best_record(records, "wk-a", "t1")->timestamp == 3);     // any count
@@ -565,8 +564,9 @@ TEST_SUITE("search") {
                          user_error);
   }
 
-  TEST_CASE("records keep the device they were measured on; best_record prefers it, then the "
-            "thread count") {
+  TEST_CASE(
+      "records keep the device they were measured on; best_record prefers it, then the "
+      "thread count") {
     const auto& programs = matmul_bias_relu_programs().programs;
     auto made = [&](int i, double cost, int threads, const std::string& device) {
       auto r = record("wk-a", "t1", ok_result({cost}), programs[i].steps(), i);
@@ -575,10 +575,9 @@ TEST_SUITE("search") {
       return r;
     };
     const std::vector<search::TuningRecord> records = {
-        made(0, 1e-4, 2, "znver3"),  // the fastest, on another CPU
-        made(1, 3e-3, 1, "znver5"),
-        made(2, 2e-3, 2, "znver5"),  // the fastest of znver5
-        made(3, 5e-4, 1, ""),        // device unknown (older log)
+        made(0, 1e-4, 2, "znver3"),                              // the fastest, on another CPU
+        made(1, 3e-3, 1, "znver5"), made(2, 2e-3, 2, "znver5"),  // the fastest of znver5
+        made(3, 5e-4, 1, ""),                                    // device unknown (older log)
     };
     CHECK(search::best_record(records, "wk-a", "t1")->timestamp == 0);  // no preference
     CHECK(search::best_record(records, "wk-a", "t1", 0, "znver5")->timestamp == 2);
@@ -609,8 +608,9 @@ TEST_SUITE("search") {
                          user_error);
   }
 
-  TEST_CASE("records measured with cold constants never compete with warm ones; best_record "
-            "prefers them after the device and the thread count") {
+  TEST_CASE(
+      "records measured with cold constants never compete with warm ones; best_record "
+      "prefers them after the device and the thread count") {
     const auto& programs = matmul_bias_relu_programs().programs;
     auto made = [&](int i, double cost, int threads, bool cold) {
       auto r = record("wk-a", "t1", ok_result({cost}), programs[i].steps(), i);
@@ -619,10 +619,9 @@ TEST_SUITE("search") {
       return r;
     };
     const std::vector<search::TuningRecord> records = {
-        made(0, 1e-4, 2, false),  // the fastest, weights warm
-        made(1, 3e-4, 2, true),   // the fastest of the cold ones
-        made(2, 5e-4, 2, true),
-        made(3, 2e-4, 1, true),   // one thread
+        made(0, 1e-4, 2, false),                         // the fastest, weights warm
+        made(1, 3e-4, 2, true),                          // the fastest of the cold ones
+        made(2, 5e-4, 2, true), made(3, 2e-4, 1, true),  // one thread
     };
     CHECK(search::best_record(records, "wk-a", "t1")->timestamp == 3);
     CHECK(search::best_record(records, "wk-a", "t1", 2)->timestamp == 1);

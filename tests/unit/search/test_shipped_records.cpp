@@ -45,8 +45,7 @@ std::string lowered_hashes() {
     const loom::sched::State s = loom::sched::replay(t->second.dag, r.steps);
     std::ostringstream body;
     body << loom::lower::to_c_source(loom::lower::lower(s));
-    out << line_no << ' ' << r.workload_key << ' ' << loom::detail::hash_string(body.str())
-        << '\n';
+    out << line_no << ' ' << r.workload_key << ' ' << loom::detail::hash_string(body.str()) << '\n';
     ++replayed;
   }
   // Every shipped record is of a benchmark workload; a renamed or redefined workload would

@@ -82,7 +82,9 @@ void check_lengths_unset(const std::vector<sched::State>& sketches) {
 }  // namespace
 
 TEST_SUITE("search") {
-  TEST_CASE("matmul has nine sketches: plain tiling or a fused cache-write stage, B packed two ways or not") {
+  TEST_CASE(
+      "matmul has nine sketches: plain tiling or a fused cache-write stage, B packed two ways or "
+      "not") {
     // C needs multi-level tiling and has no consumer; 64x64 outputs are more parallelism than
     // the 64-long reduction, so no rfactor. AddCacheWrite applies (Apply: the state also goes on
     // uncached); the uncached state gets MultiLevelTiling (1 sketch). The cached state works on
@@ -117,8 +119,7 @@ TEST_SUITE("search") {
       }
       if (!has_stage(s, "C.local")) {
         // SSRSRS: S0 S1 R0 S2 R1 S3.
-        CHECK(leaf_names(s.stage("C")) ==
-              "i0.0 i1.0 i0.1 i1.1 k.0 i0.2 i1.2 k.1 i0.3 i1.3");
+        CHECK(leaf_names(s.stage("C")) == "i0.0 i1.0 i0.1 i1.1 k.0 i0.2 i1.2 k.1 i0.3 i1.3");
         continue;
       }
       const sched::Stage& local = s.stage("C.local");
@@ -458,8 +459,9 @@ TEST_SUITE("search") {
     CHECK(rule.condition(ctx, s, c) == RuleCondition::Skip);
   }
 
-  TEST_CASE("MultiLevelTilingWithFusion needs an element-wise consumer and skips the rest "
-            "after a cache write") {
+  TEST_CASE(
+      "MultiLevelTilingWithFusion needs an element-wise consumer and skips the rest "
+      "after a cache write") {
     Task task = matmul_relu_task();
     const search::SearchOptions options;
     const search::SketchContext ctx(task, options);
@@ -671,14 +673,13 @@ TEST_SUITE("search") {
     CHECK_THROWS_WITH_AS(search::generate_sketches(gpu, gpu_options),
                          doctest::Contains("[loom.search.E801]"), user_error);
 
-    search::SketchRule stuck{
-        "Stuck",
-        [](const search::SketchContext&, const sched::State&, int) {
-          return RuleCondition::ApplyAndSkipRest;
-        },
-        [](const search::SketchContext&, const sched::State& s, int i) {
-          return std::vector<std::pair<sched::State, int>>{{s, i}};
-        }};
+    search::SketchRule stuck{"Stuck",
+                             [](const search::SketchContext&, const sched::State&, int) {
+                               return RuleCondition::ApplyAndSkipRest;
+                             },
+                             [](const search::SketchContext&, const sched::State& s, int i) {
+                               return std::vector<std::pair<sched::State, int>>{{s, i}};
+                             }};
     CHECK_THROWS_WITH_AS(search::generate_sketches(matmul_task(), {}, {stuck}),
                          doctest::Contains("[loom.search.E803]"), user_error);
   }

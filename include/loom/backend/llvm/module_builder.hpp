@@ -55,11 +55,11 @@ LOOM_LLVM_DECL void configure_module(Engine& engine, llvm::Module& module);
 /// unresolved symbol, ...). Every message carries LLVM's own text. After an error the engine is
 /// unchanged: nothing of the module stays in the JIT.
 LOOM_LLVM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::Module> module,
-                                    std::unique_ptr<llvm::LLVMContext> context,
-                                    const CompileOptions& options = {});
+                                         std::unique_ptr<llvm::LLVMContext> context,
+                                         const CompileOptions& options = {});
 /// add_module() on a bundle from new_module().
 LOOM_LLVM_DECL CompiledModule add_module(Engine& engine, ModuleBundle&& bundle,
-                                    const CompileOptions& options = {});
+                                         const CompileOptions& options = {});
 
 /// The JIT's data layout and target triple.
 LOOM_LLVM_DECL const llvm::DataLayout& data_layout(Engine& engine);
@@ -81,7 +81,8 @@ LOOM_LLVM_DECL int preferred_vector_register_bits(llvm::TargetMachine& tm);
 /// IRTransformLayer does to every module. Loop and SLP vectorisation, interleaving and unrolling
 /// are on from O2, as with clang. Throws loom::user_error `[loom.llvm.E508]` for a level outside
 /// 0..3 and loom::backend_error `[loom.llvm.E506]` if LLVM reports an error.
-LOOM_LLVM_DECL void optimize_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level = 3);
+LOOM_LLVM_DECL void optimize_module(llvm::Module& module, llvm::TargetMachine& tm,
+                                    int opt_level = 3);
 
 /// The textual IR of `module` (for debugging and printing).
 LOOM_LLVM_DECL std::string print_module(const llvm::Module& module);

@@ -128,17 +128,10 @@ class extractor final : public ir::StmtVisitor {
     int gpu_slot = -1;
     int64_t saved_gpu = 0;
     switch (op->for_kind) {
-      case ir::ForKind::Vectorized:
-        vec_loops_.push_back(depth);
-        break;
-      case ir::ForKind::Unrolled:
-        unroll_loops_.push_back(depth);
-        break;
-      case ir::ForKind::Parallel:
-        parallel_loops_.push_back(depth);
-        break;
-      case ir::ForKind::Serial:
-        break;
+      case ir::ForKind::Vectorized: vec_loops_.push_back(depth); break;
+      case ir::ForKind::Unrolled: unroll_loops_.push_back(depth); break;
+      case ir::ForKind::Parallel: parallel_loops_.push_back(depth); break;
+      case ir::ForKind::Serial: break;
       default:
         // A GPU binding: its extent is the thread/block count (the innermost binding of an
         // index wins); virtual threads multiply.
@@ -158,17 +151,10 @@ class extractor final : public ir::StmtVisitor {
     if (outermost_unrolled) unroll_steps_ = 0;
     if (gpu_slot >= 0) gpu_len_[gpu_slot] = saved_gpu;
     switch (op->for_kind) {
-      case ir::ForKind::Vectorized:
-        vec_loops_.pop_back();
-        break;
-      case ir::ForKind::Unrolled:
-        unroll_loops_.pop_back();
-        break;
-      case ir::ForKind::Parallel:
-        parallel_loops_.pop_back();
-        break;
-      default:
-        break;
+      case ir::ForKind::Vectorized: vec_loops_.pop_back(); break;
+      case ir::ForKind::Unrolled: unroll_loops_.pop_back(); break;
+      case ir::ForKind::Parallel: parallel_loops_.pop_back(); break;
+      default: break;
     }
     pop_loop();
   }
@@ -364,8 +350,7 @@ class extractor final : public ir::StmtVisitor {
   static double instances(const ir::Stmt& s) {
     if (!s.defined()) return 0;
     switch (s.kind()) {
-      case ir::StmtKind::Store:
-        return 1;
+      case ir::StmtKind::Store: return 1;
       case ir::StmtKind::For: {
         auto* f = s.as<ir::For>();
         const int64_t* e = ir::as_const_int(f->extent);
@@ -380,11 +365,9 @@ class extractor final : public ir::StmtVisitor {
         auto* i = s.as<ir::IfThenElse>();
         return instances(i->then_case) + instances(i->else_case);
       }
-      case ir::StmtKind::Allocate:
-        return instances(s.as<ir::Allocate>()->body);
+      case ir::StmtKind::Allocate: return instances(s.as<ir::Allocate>()->body);
       case ir::StmtKind::Barrier:
-      case ir::StmtKind::AllReduce:
-        return 0;
+      case ir::StmtKind::AllReduce: return 0;
     }
     return 0;
   }
@@ -395,8 +378,7 @@ class extractor final : public ir::StmtVisitor {
   Interval eval(const ir::Expr& e) const {
     using ir::NodeKind;
     switch (e.kind()) {
-      case NodeKind::IntImm:
-        return Interval::point(static_cast<const ir::IntImm*>(e.get())->value);
+      case NodeKind::IntImm: return Interval::point(static_cast<const ir::IntImm*>(e.get())->value);
       case NodeKind::Variable: {
         int d = depth_of(static_cast<const ir::Variable*>(e.get()));
         return d < 0 ? Interval{} : Interval{lo_[d], hi_[d]};
@@ -449,10 +431,8 @@ class extractor final : public ir::StmtVisitor {
                                          : Interval{0, r->lanes - 1};
         return iv_add(eval(r->base), iv_mul(eval(r->stride), lane));
       }
-      case NodeKind::Broadcast:
-        return eval(static_cast<const ir::Broadcast*>(e.get())->value);
-      default:
-        return e.dtype().is_bool() ? Interval{0, 1} : Interval{};
+      case NodeKind::Broadcast: return eval(static_cast<const ir::Broadcast*>(e.get())->value);
+      default: return e.dtype().is_bool() ? Interval{0, 1} : Interval{};
     }
   }
 
@@ -463,8 +443,7 @@ class extractor final : public ir::StmtVisitor {
   double fraction(const ir::Expr& c) const {
     using ir::NodeKind;
     switch (c.kind()) {
-      case NodeKind::IntImm:
-        return static_cast<const ir::IntImm*>(c.get())->value != 0 ? 1 : 0;
+      case NodeKind::IntImm: return static_cast<const ir::IntImm*>(c.get())->value != 0 ? 1 : 0;
       case NodeKind::And: {
         auto* n = static_cast<const ir::And*>(c.get());
         return fraction(n->a) * fraction(n->b);
@@ -474,8 +453,7 @@ class extractor final : public ir::StmtVisitor {
         const double a = fraction(n->a), b = fraction(n->b);
         return a + b - a * b;
       }
-      case NodeKind::Not:
-        return 1 - fraction(static_cast<const ir::Not*>(c.get())->a);
+      case NodeKind::Not: return 1 - fraction(static_cast<const ir::Not*>(c.get())->a);
       case NodeKind::LT:
       case NodeKind::LE:
       case NodeKind::GT:
@@ -492,22 +470,15 @@ class extractor final : public ir::StmtVisitor {
           return std::clamp(t - static_cast<double>(d.min), 0.0, n) / n;
         };
         switch (c.kind()) {
-          case NodeKind::LT:
-            return below(0);
-          case NodeKind::LE:
-            return below(1);
-          case NodeKind::GT:
-            return 1 - below(1);
-          case NodeKind::GE:
-            return 1 - below(0);
-          case NodeKind::EQ:
-            return d.min <= 0 && d.max >= 0 ? 1 / n : 0;
-          default:
-            return d.min <= 0 && d.max >= 0 ? 1 - 1 / n : 1;
+          case NodeKind::LT: return below(0);
+          case NodeKind::LE: return below(1);
+          case NodeKind::GT: return 1 - below(1);
+          case NodeKind::GE: return 1 - below(0);
+          case NodeKind::EQ: return d.min <= 0 && d.max >= 0 ? 1 / n : 0;
+          default: return d.min <= 0 && d.max >= 0 ? 1 - 1 / n : 1;
         }
       }
-      default:
-        return 1;
+      default: return 1;
     }
   }
 
@@ -534,10 +505,8 @@ class extractor final : public ir::StmtVisitor {
     switch (e.kind()) {
       case NodeKind::IntImm:
       case NodeKind::FloatImm:
-      case NodeKind::Variable:
-        return;
-      case NodeKind::Cast:
-        return count(static_cast<const ir::Cast*>(n)->value, c, collect);
+      case NodeKind::Variable: return;
+      case NodeKind::Cast: return count(static_cast<const ir::Cast*>(n)->value, c, collect);
       case NodeKind::Add:
       case NodeKind::Sub: {
         auto [a, b] = ir::binary_operands(e);
@@ -612,8 +581,7 @@ class extractor final : public ir::StmtVisitor {
       case NodeKind::Broadcast:
         return count(static_cast<const ir::Broadcast*>(n)->value, c, collect);
       case NodeKind::TensorRead:
-      case NodeKind::Reduce:
-        return;  // not in lowered code
+      case NodeKind::Reduce: return;  // not in lowered code
     }
   }
 
@@ -670,8 +638,7 @@ class extractor final : public ir::StmtVisitor {
       }
       case NodeKind::Broadcast:
         return linearize(static_cast<const ir::Broadcast*>(e.get())->value, scale, constant);
-      default:
-        break;
+      default: break;
     }
     if (scale != 0) terms_.push_back({scale, &e, -1, depth_mask(e), 0, 0});
   }

@@ -175,8 +175,7 @@ class Trainer {
   void select_features(std::mt19937_64& rng);
   void build_hist(size_t begin, size_t end, double G, double H, GradPair* hist) const;
   SplitChoice find_split(const GradPair* hist, double G, double H) const;
-  int32_t grow(int32_t id, size_t begin, size_t end, int depth, double G, double H,
-               GradPair* hist);
+  int32_t grow(int32_t id, size_t begin, size_t end, int depth, double G, double H, GradPair* hist);
   GradPair* acquire();
   void release(GradPair* h) { free_.push_back(h); }
   void make_leaf(int32_t id, double G, double H, size_t begin, size_t end);
@@ -307,8 +306,8 @@ inline void Trainer::make_bins() {
   default_bin_.assign(nf_, 0);
   for (int f = 0; f < nf_; ++f) {
     const auto first = count.begin() + hist_offset_[f];
-    default_bin_[f] = static_cast<uint8_t>(
-        std::max_element(first, count.begin() + hist_offset_[f + 1]) - first);
+    default_bin_[f] =
+        static_cast<uint8_t>(std::max_element(first, count.begin() + hist_offset_[f + 1]) - first);
   }
   // Appended without a branch (whether a value is the default is a coin flip for many
   // features): every entry is written, and only the non-default ones advance the end.
@@ -347,8 +346,7 @@ inline void Trainer::select_features(std::mt19937_64& rng) {
 inline void Trainer::build_hist(size_t begin, size_t end, double G, double H,
                                 GradPair* hist) const {
   const size_t nsel = features_.size();
-  for (int f : features_)
-    std::fill(hist + hist_offset_[f], hist + hist_offset_[f + 1], GradPair{});
+  for (int f : features_) std::fill(hist + hist_offset_[f], hist + hist_offset_[f + 1], GradPair{});
   if (threads_ > 1 && (end - begin) * nsel >= kParallelHistWork) {
     parallel_chunks(threads_, nsel, [&](size_t f0, size_t f1) {
       for (size_t i = begin; i < end; ++i) {
@@ -436,8 +434,8 @@ inline SplitChoice Trainer::find_split(const GradPair* hist, double G, double H)
   }
   SplitChoice best;
   if (best_f >= 0)
-    best = SplitChoice{best_num / best_den - G * G / (H + lambda), best_f, best_b, best_gl,
-                       best_hl};
+    best =
+        SplitChoice{best_num / best_den - G * G / (H + lambda), best_f, best_b, best_gl, best_hl};
   return best;
 }
 
@@ -790,8 +788,8 @@ namespace detail_gbdt {
 
 inline void check_params(const GbdtParams& p) {
   auto fail = [](const char* name, const auto& value, const char* range) {
-    LOOM_USER_FAIL("loom.cost.E954") << "GbdtParams::" << name << " = " << value
-                                     << " is out of range; it must be " << range;
+    LOOM_USER_FAIL("loom.cost.E954")
+        << "GbdtParams::" << name << " = " << value << " is out of range; it must be " << range;
   };
   if (p.max_depth < 1 || p.max_depth > 30) fail("max_depth", p.max_depth, "in [1, 30]");
   if (!(p.learning_rate > 0) || !std::isfinite(p.learning_rate))
@@ -901,8 +899,8 @@ LOOM_DECL void Gbdt::save(std::ostream& out) const {
       << exact(p.subsample) << " max_rounds " << p.max_rounds << " early_stopping_rounds "
       << p.early_stopping_rounds << " validation_fraction " << exact(p.validation_fraction)
       << " max_bins " << p.max_bins << " seed " << p.seed << " num_threads " << p.num_threads
-      << "\nnum_features " << num_features_ << "\nbase_score " << exact(base_score_)
-      << "\ntrees " << tree_roots_.size() << '\n';
+      << "\nnum_features " << num_features_ << "\nbase_score " << exact(base_score_) << "\ntrees "
+      << tree_roots_.size() << '\n';
   for (size_t t = 0; t < tree_roots_.size(); ++t) {
     const int32_t begin = tree_roots_[t];
     const int32_t end =
@@ -914,8 +912,8 @@ LOOM_DECL void Gbdt::save(std::ostream& out) const {
       if (n.left == k)
         out << "leaf " << exact(leaf_values_[k]) << '\n';
       else
-        out << "split " << n.feature << ' ' << exact(n.threshold) << ' ' << (n.left - begin)
-            << ' ' << (n.right - begin) << '\n';
+        out << "split " << n.feature << ' ' << exact(n.threshold) << ' ' << (n.left - begin) << ' '
+            << (n.right - begin) << '\n';
     }
   }
   out << "end\n";
@@ -993,8 +991,8 @@ LOOM_DECL Gbdt Gbdt::load(std::istream& in) {
                       "loom.cost.E963")
           << "Gbdt::load: tree " << t << " node " << k << " (split on feature " << f
           << ", children " << l << " and " << r << ") is not well formed: the feature must be "
-          << "below " << m.num_features_ << " and the children after the node, within the "
-          << count << " nodes of the tree";
+          << "below " << m.num_features_ << " and the children after the node, within the " << count
+          << " nodes of the tree";
       depth[l] = std::max(depth[l], depth[k] + 1);
       depth[r] = std::max(depth[r], depth[k] + 1);
       tree_depth = std::max(tree_depth, depth[k] + 1);

@@ -23,8 +23,8 @@ inline void check_programs(const std::vector<ProgramFeatures>& programs, const c
   for (size_t i = 0; i < programs.size(); ++i) {
     const ProgramFeatures& p = programs[i];
     LOOM_USER_CHECK(p.num_rows >= 0 && p.num_features >= 0 &&
-                        p.values.size() == static_cast<size_t>(p.num_rows) *
-                                               static_cast<size_t>(p.num_features),
+                        p.values.size() ==
+                            static_cast<size_t>(p.num_rows) * static_cast<size_t>(p.num_features),
                     "loom.cost.E965")
         << who << ": program " << i << " has " << p.values.size() << " feature values for "
         << p.num_rows << " rows of " << p.num_features
@@ -55,8 +55,8 @@ inline void read_header(std::istream& in, const char* kind, const char* who) {
   in >> magic >> got_kind >> version;
   LOOM_USER_CHECK(magic == "loom-cost-model" && got_kind == kind && version == "1",
                   "loom.cost.E968")
-      << who << ": expected a 'loom-cost-model " << kind << " 1' file but it starts with '"
-      << magic << ' ' << got_kind << ' ' << version << "'; load a file that this model's save() "
+      << who << ": expected a 'loom-cost-model " << kind << " 1' file but it starts with '" << magic
+      << ' ' << got_kind << ' ' << version << "'; load a file that this model's save() "
       << "wrote";
 }
 
@@ -196,8 +196,8 @@ LOOM_DECL void RandomCostModel::load(std::istream& in) {
 
 // --- AnalyticCostModel ---------------------------------------------------------------------------
 
-LOOM_DECL AnalyticCostModel::AnalyticCostModel(std::vector<int> feature_indices,
-                                               RowCost row_cost, std::string name)
+LOOM_DECL AnalyticCostModel::AnalyticCostModel(std::vector<int> feature_indices, RowCost row_cost,
+                                               std::string name)
     : indices_(std::move(feature_indices)), row_cost_(std::move(row_cost)), name_(std::move(name)) {
   for (int f : indices_)
     LOOM_USER_CHECK(f >= 0, "loom.cost.E969")

@@ -21,7 +21,8 @@ inline std::vector<const std::vector<ir::Expr>*> reads_of(const ir::Expr& body,
                                                           const ir::TensorNode* tensor) {
   std::vector<const std::vector<ir::Expr>*> out;
   ir::post_order_visit(body, [&](const ir::Expr& e) {
-    if (auto* r = e.as<ir::TensorRead>(); r && r->tensor.get() == tensor) out.push_back(&r->indices);
+    if (auto* r = e.as<ir::TensorRead>(); r && r->tensor.get() == tensor)
+      out.push_back(&r->indices);
   });
   return out;
 }
@@ -115,8 +116,7 @@ LOOM_DECL double count_flops(const ir::Expr& e) {
     case ir::NodeKind::Variable:
     case ir::NodeKind::TensorRead:  // index arithmetic is not counted
     case ir::NodeKind::Load:
-    case ir::NodeKind::Ramp:
-      return 0;
+    case ir::NodeKind::Ramp: return 0;
     case ir::NodeKind::Broadcast: return count_flops(e.as<ir::Broadcast>()->value);
     case ir::NodeKind::Cast: return count_flops(e.as<ir::Cast>()->value);
     case ir::NodeKind::Not: return 1 + count_flops(e.as<ir::Not>()->a);

@@ -157,8 +157,8 @@ class compiler {
       case K::Load:
       case K::Ramp:
       case K::Broadcast:
-        LOOM_INTERNAL_CHECK(false) << "the DAG interpreter met a lowered node "
-                                   << ir::node_kind_name(e.kind());
+        LOOM_INTERNAL_CHECK(false)
+            << "the DAG interpreter met a lowered node " << ir::node_kind_name(e.kind());
         return {};
       default: return compile_binary(e);
     }
@@ -201,8 +201,8 @@ class compiler {
       int64_t x = a(f).i, y = b(f).i;
       scalar r;
       auto check_zero = [&] {
-        LOOM_USER_CHECK(y != 0, "loom.dag.E211") << "integer division by zero in compute '"
-                                                 << where << "'";
+        LOOM_USER_CHECK(y != 0, "loom.dag.E211")
+            << "integer division by zero in compute '" << where << "'";
       };
       // Wrapping arithmetic through unsigned: no undefined behaviour on overflow.
       auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
@@ -210,9 +210,18 @@ class compiler {
         case K::Add: r.i = wrap(t, static_cast<int64_t>(ux + uy)); break;
         case K::Sub: r.i = wrap(t, static_cast<int64_t>(ux - uy)); break;
         case K::Mul: r.i = wrap(t, static_cast<int64_t>(ux * uy)); break;
-        case K::Div: check_zero(); r.i = wrap(t, y == -1 ? static_cast<int64_t>(0 - ux) : x / y); break;
-        case K::Mod: check_zero(); r.i = y == -1 ? 0 : x % y; break;
-        case K::FloorDiv: check_zero(); r.i = wrap(t, y == -1 ? static_cast<int64_t>(0 - ux) : floor_div(x, y)); break;
+        case K::Div:
+          check_zero();
+          r.i = wrap(t, y == -1 ? static_cast<int64_t>(0 - ux) : x / y);
+          break;
+        case K::Mod:
+          check_zero();
+          r.i = y == -1 ? 0 : x % y;
+          break;
+        case K::FloorDiv:
+          check_zero();
+          r.i = wrap(t, y == -1 ? static_cast<int64_t>(0 - ux) : floor_div(x, y));
+          break;
         case K::FloorMod: {
           check_zero();
           // C's remainder corrected towards the divisor's sign: no overflow near INT64_MIN.
@@ -267,7 +276,8 @@ class compiler {
         case CallOp::log: r.f = un(std::log, std::log); break;
         case CallOp::sqrt: r.f = un(std::sqrt, std::sqrt); break;
         case CallOp::rsqrt:
-          r.f = f32 ? static_cast<double>(1.0f / std::sqrt(static_cast<float>(x))) : 1.0 / std::sqrt(x);
+          r.f = f32 ? static_cast<double>(1.0f / std::sqrt(static_cast<float>(x)))
+                    : 1.0 / std::sqrt(x);
           break;
         case CallOp::tanh: r.f = un(std::tanh, std::tanh); break;
         case CallOp::sigmoid:
@@ -311,8 +321,8 @@ class compiler {
           std::ostringstream at;
           for (size_t e = 0; e <= d && e < 8; ++e) at << (e ? ", " : "") << coords[e];
           LOOM_USER_FAIL("loom.dag.E212")
-              << "compute '" << where << "' reads '" << tensor << "' out of bounds: index " << v << " in dimension "
-              << d << " (extent " << buf->shape[d] << "), at [" << at.str()
+              << "compute '" << where << "' reads '" << tensor << "' out of bounds: index " << v
+              << " in dimension " << d << " (extent " << buf->shape[d] << "), at [" << at.str()
               << (d + 1 < rank ? ", ..." : "") << "]";
         }
         offset = offset * buf->shape[d] + v;

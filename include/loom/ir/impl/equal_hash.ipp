@@ -196,7 +196,9 @@ LOOM_DECL bool as_reduce_combine(const Expr& e, const Expr& acc, ReduceOp& op, E
     return true;
   auto* s = e.as<Select>();
   if (!s || !is_acc(s->false_value)) return false;
-  auto compares = [&](auto* c) { return c && structural_equal(c->a, s->true_value) && is_acc(c->b); };
+  auto compares = [&](auto* c) {
+    return c && structural_equal(c->a, s->true_value) && is_acc(c->b);
+  };
   if (compares(s->condition.as<LT>())) {
     op = ReduceOp::Min;
   } else if (compares(s->condition.as<GT>())) {

@@ -46,8 +46,8 @@ LOOM_DECL Expr IntImm::make(DType t, int64_t value) {
 }
 
 LOOM_DECL Expr FloatImm::make(DType t, double value) {
-  LOOM_USER_CHECK(t.is_float(), "loom.ir.E003") << "FloatImm needs a float type, got "
-                                                << to_string(t);
+  LOOM_USER_CHECK(t.is_float(), "loom.ir.E003")
+      << "FloatImm needs a float type, got " << to_string(t);
   if (t.bits == 32) value = static_cast<float>(value);
   return new FloatImm(t, value);
 }
@@ -88,15 +88,14 @@ Expr BinaryNode<K>::make(Expr a, Expr b) {
 
 LOOM_DECL std::pair<const Expr*, const Expr*> binary_operands(const Expr& e) {
   switch (e.kind()) {
-#define LOOM_X(name)                           \
-  case NodeKind::name: {                       \
-    auto* n = e.as<name>();                    \
-    return {&n->a, &n->b};                     \
+#define LOOM_X(name)        \
+  case NodeKind::name: {    \
+    auto* n = e.as<name>(); \
+    return {&n->a, &n->b};  \
   }
     LOOM_FOR_EACH_BINARY(LOOM_X)
 #undef LOOM_X
-    default:
-      break;
+    default: break;
   }
   LOOM_INTERNAL_CHECK(false) << "binary_operands of " << node_kind_name(e.kind());
   return {nullptr, nullptr};
@@ -108,8 +107,7 @@ LOOM_DECL Expr make_binary(NodeKind k, Expr a, Expr b) {
   case NodeKind::name: return name::make(std::move(a), std::move(b));
     LOOM_FOR_EACH_BINARY(LOOM_X)
 #undef LOOM_X
-    default:
-      break;
+    default: break;
   }
   LOOM_INTERNAL_CHECK(false) << "make_binary of " << node_kind_name(k);
   return {};
@@ -131,8 +129,8 @@ LOOM_DECL Expr Select::make(Expr c, Expr t, Expr f) {
       << "the branches of if_then_else have different types " << to_string(t.dtype()) << " and "
       << to_string(f.dtype());
   LOOM_USER_CHECK(c.dtype().lanes == 1 || c.dtype().lanes == t.dtype().lanes, "loom.ir.E041")
-      << "if_then_else with a " << c.dtype().lanes << "-lane condition and "
-      << t.dtype().lanes << "-lane branches";
+      << "if_then_else with a " << c.dtype().lanes << "-lane condition and " << t.dtype().lanes
+      << "-lane branches";
   DType ty = t.dtype();
   return new Select(ty, std::move(c), std::move(t), std::move(f));
 }
@@ -222,8 +220,10 @@ LOOM_DECL Expr reduce_combine(ReduceOp op, const Expr& acc, const Expr& value) {
   switch (op) {
     case ReduceOp::Sum: return Add::make(acc, value);
     case ReduceOp::Prod: return Mul::make(acc, value);
-    case ReduceOp::Min: return fp ? Select::make(LT::make(value, acc), value, acc) : Min::make(acc, value);
-    case ReduceOp::Max: return fp ? Select::make(GT::make(value, acc), value, acc) : Max::make(acc, value);
+    case ReduceOp::Min:
+      return fp ? Select::make(LT::make(value, acc), value, acc) : Min::make(acc, value);
+    case ReduceOp::Max:
+      return fp ? Select::make(GT::make(value, acc), value, acc) : Max::make(acc, value);
   }
   return {};
 }
@@ -289,8 +289,7 @@ struct body_checker {
   void walk(const Expr& e, bool top) {
     switch (e.kind()) {
       case NodeKind::IntImm:
-      case NodeKind::FloatImm:
-        return;
+      case NodeKind::FloatImm: return;
       case NodeKind::Variable: {
         auto* v = e.as<Variable>();
         if (bound.count(v)) return;
@@ -334,9 +333,9 @@ struct body_checker {
       case NodeKind::Load:
       case NodeKind::Ramp:
       case NodeKind::Broadcast:
-        LOOM_USER_FAIL("loom.ir.E036") << "compute '" << compute_name << "' contains a "
-                                       << node_kind_name(e.kind())
-                                       << ", which only lowered loop nests may contain";
+        LOOM_USER_FAIL("loom.ir.E036")
+            << "compute '" << compute_name << "' contains a " << node_kind_name(e.kind())
+            << ", which only lowered loop nests may contain";
         return;
       default: {
         auto [a, b] = binary_operands(e);
@@ -387,8 +386,7 @@ inline void collect_reads(const Expr& e, std::vector<Tensor>& out) {
   switch (e.kind()) {
     case NodeKind::IntImm:
     case NodeKind::FloatImm:
-    case NodeKind::Variable:
-      return;
+    case NodeKind::Variable: return;
     case NodeKind::Reduce: {
       auto* r = e.as<Reduce>();
       collect_reads(r->source, out);
@@ -418,8 +416,7 @@ inline void collect_reads(const Expr& e, std::vector<Tensor>& out) {
     }
     case NodeKind::Load:
     case NodeKind::Ramp:
-    case NodeKind::Broadcast:
-      return;
+    case NodeKind::Broadcast: return;
     default: {
       auto [a, b] = binary_operands(e);
       collect_reads(*a, out);
@@ -470,10 +467,10 @@ LOOM_DECL bool is_const_int(const Expr& e, int64_t v) {
   return c && *c == v;
 }
 
-#define LOOM_IR_OPERATOR(op, Node)                          \
-  LOOM_DECL Expr op(Expr a, Expr b) {                       \
-    detail_ir::match_types(a, b);                           \
-    return Node::make(std::move(a), std::move(b));          \
+#define LOOM_IR_OPERATOR(op, Node)                 \
+  LOOM_DECL Expr op(Expr a, Expr b) {              \
+    detail_ir::match_types(a, b);                  \
+    return Node::make(std::move(a), std::move(b)); \
   }
 LOOM_IR_OPERATOR(operator+, Add)
 LOOM_IR_OPERATOR(operator-, Sub)

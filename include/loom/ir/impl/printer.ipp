@@ -149,8 +149,7 @@ class printer {
           os_ << to_string(n->dtype) << '(' << n->value << ')';
         return;
       }
-      case NodeKind::FloatImm:
-        return print_float(os_, e.as<FloatImm>()->value, e.dtype().bits);
+      case NodeKind::FloatImm: return print_float(os_, e.as<FloatImm>()->value, e.dtype().bits);
       case NodeKind::Variable: os_ << e.as<Variable>()->name; return;
       case NodeKind::Cast:
         os_ << to_string(e.dtype()) << '(';

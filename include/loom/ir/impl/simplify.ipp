@@ -60,7 +60,8 @@ inline Interval mul(Interval a, Interval b) {
   }
   __int128 c[4] = {static_cast<__int128>(a.min) * b.min, static_cast<__int128>(a.min) * b.max,
                    static_cast<__int128>(a.max) * b.min, static_cast<__int128>(a.max) * b.max};
-  return {clamp128(*std::min_element(c, c + 4), true), clamp128(*std::max_element(c, c + 4), false)};
+  return {clamp128(*std::min_element(c, c + 4), true),
+          clamp128(*std::max_element(c, c + 4), false)};
 }
 
 inline Interval interval_union(Interval a, Interval b) {
@@ -476,8 +477,9 @@ class simplifier : public ExprMutator {
       quotient.constant += q;
       return from_linear(quotient, t);
     }
-    if (is_mod) return rest.terms.empty() ? IntImm::make(t, rest.constant)
-                                          : FloorMod::make(r, IntImm::make(t, c));
+    if (is_mod)
+      return rest.terms.empty() ? IntImm::make(t, rest.constant)
+                                : FloorMod::make(r, IntImm::make(t, c));
     quotient.add_term(FloorDiv::make(r, IntImm::make(t, c)), 1);
     return from_linear(quotient, t);
   }
@@ -563,35 +565,41 @@ class simplifier : public ExprMutator {
     return a.same_as(op->a) && b.same_as(op->b) ? self : Node::make(a, b);
   }
   Expr visit_LT(const LT* op, const Expr& self) override {
-    return compare(op, self, [](Interval d) { return d.max != Interval::pos_inf && d.max < 0; },
-                   [](Interval d) { return d.min != Interval::neg_inf && d.min >= 0; });
+    return compare(
+        op, self, [](Interval d) { return d.max != Interval::pos_inf && d.max < 0; },
+        [](Interval d) { return d.min != Interval::neg_inf && d.min >= 0; });
   }
   Expr visit_LE(const LE* op, const Expr& self) override {
-    return compare(op, self, [](Interval d) { return d.max != Interval::pos_inf && d.max <= 0; },
-                   [](Interval d) { return d.min != Interval::neg_inf && d.min > 0; });
+    return compare(
+        op, self, [](Interval d) { return d.max != Interval::pos_inf && d.max <= 0; },
+        [](Interval d) { return d.min != Interval::neg_inf && d.min > 0; });
   }
   Expr visit_GT(const GT* op, const Expr& self) override {
-    return compare(op, self, [](Interval d) { return d.min != Interval::neg_inf && d.min > 0; },
-                   [](Interval d) { return d.max != Interval::pos_inf && d.max <= 0; });
+    return compare(
+        op, self, [](Interval d) { return d.min != Interval::neg_inf && d.min > 0; },
+        [](Interval d) { return d.max != Interval::pos_inf && d.max <= 0; });
   }
   Expr visit_GE(const GE* op, const Expr& self) override {
-    return compare(op, self, [](Interval d) { return d.min != Interval::neg_inf && d.min >= 0; },
-                   [](Interval d) { return d.max != Interval::pos_inf && d.max < 0; });
+    return compare(
+        op, self, [](Interval d) { return d.min != Interval::neg_inf && d.min >= 0; },
+        [](Interval d) { return d.max != Interval::pos_inf && d.max < 0; });
   }
   Expr visit_EQ(const EQ* op, const Expr& self) override {
-    return compare(op, self, [](Interval d) { return d.is_point() && d.min == 0; },
-                   [](Interval d) {
-                     return (d.min != Interval::neg_inf && d.min > 0) ||
-                            (d.max != Interval::pos_inf && d.max < 0);
-                   });
+    return compare(
+        op, self, [](Interval d) { return d.is_point() && d.min == 0; },
+        [](Interval d) {
+          return (d.min != Interval::neg_inf && d.min > 0) ||
+                 (d.max != Interval::pos_inf && d.max < 0);
+        });
   }
   Expr visit_NE(const NE* op, const Expr& self) override {
-    return compare(op, self,
-                   [](Interval d) {
-                     return (d.min != Interval::neg_inf && d.min > 0) ||
-                            (d.max != Interval::pos_inf && d.max < 0);
-                   },
-                   [](Interval d) { return d.is_point() && d.min == 0; });
+    return compare(
+        op, self,
+        [](Interval d) {
+          return (d.min != Interval::neg_inf && d.min > 0) ||
+                 (d.max != Interval::pos_inf && d.max < 0);
+        },
+        [](Interval d) { return d.is_point() && d.min == 0; });
   }
   Expr visit_And(const And* op, const Expr& self) override {
     Expr a = mutate(op->a), b = mutate(op->b);

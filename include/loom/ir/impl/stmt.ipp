@@ -10,7 +10,8 @@ LOOM_BEGIN_NAMESPACE
 namespace ir {
 
 LOOM_DECL Stmt For::make(Expr var, Expr min, Expr extent, ForKind kind, Stmt body) {
-  LOOM_INTERNAL_CHECK(var.as<Variable>() && var.dtype() == DType::index()) << "For over a non-variable";
+  LOOM_INTERNAL_CHECK(var.as<Variable>() && var.dtype() == DType::index())
+      << "For over a non-variable";
   LOOM_INTERNAL_CHECK(min.dtype() == DType::index() && extent.dtype() == DType::index())
       << "For bounds must be index typed";
   LOOM_INTERNAL_CHECK(body.defined()) << "For without a body";
@@ -51,8 +52,7 @@ LOOM_DECL Stmt IfThenElse::make(Expr condition, Stmt then_case, Stmt else_case) 
 LOOM_DECL Stmt Barrier::make() { return new Barrier(); }
 
 LOOM_DECL Stmt AllReduce::make(ReduceOp op, Buffer buffer) {
-  LOOM_INTERNAL_CHECK(buffer && buffer->dtype.lanes == 1 &&
-                      buffer->scope == MemoryScope::Local)
+  LOOM_INTERNAL_CHECK(buffer && buffer->dtype.lanes == 1 && buffer->scope == MemoryScope::Local)
       << "AllReduce over something other than a thread's own scalar array";
   return new AllReduce(op, std::move(buffer));
 }
@@ -124,8 +124,7 @@ LOOM_DECL Stmt StmtMutator::visit_Block(const Block* op, const Stmt& self) {
 LOOM_DECL Stmt StmtMutator::visit_IfThenElse(const IfThenElse* op, const Stmt& self) {
   Expr c = mutate(op->condition);
   Stmt t = mutate(op->then_case), e = mutate(op->else_case);
-  if (c.same_as(op->condition) && t.same_as(op->then_case) && e.same_as(op->else_case))
-    return self;
+  if (c.same_as(op->condition) && t.same_as(op->then_case) && e.same_as(op->else_case)) return self;
   return IfThenElse::make(c, t, e);
 }
 LOOM_DECL Stmt StmtMutator::visit_Barrier(const Barrier*, const Stmt& self) { return self; }
@@ -182,9 +181,7 @@ inline void print_stmt(std::ostream& os, const Stmt& s, int indent) {
       os << pad << "}\n";
       return;
     }
-    case StmtKind::Barrier:
-      os << pad << "barrier\n";
-      return;
+    case StmtKind::Barrier: os << pad << "barrier\n"; return;
     case StmtKind::AllReduce: {
       auto* r = s.as<AllReduce>();
       os << pad << r->buffer->name << "[0] = all_reduce_" << reduce_op_name(r->op)

@@ -22,10 +22,10 @@ LOOM_DECL void ExprVisitor::visit_IntImm(const IntImm*) {}
 LOOM_DECL void ExprVisitor::visit_FloatImm(const FloatImm*) {}
 LOOM_DECL void ExprVisitor::visit_Variable(const Variable*) {}
 LOOM_DECL void ExprVisitor::visit_Cast(const Cast* op) { visit(op->value); }
-#define LOOM_X(name)                                      \
+#define LOOM_X(name)                                         \
   LOOM_DECL void ExprVisitor::visit_##name(const name* op) { \
-    visit(op->a);                                         \
-    visit(op->b);                                         \
+    visit(op->a);                                            \
+    visit(op->b);                                            \
   }
 LOOM_FOR_EACH_BINARY(LOOM_X)
 #undef LOOM_X
@@ -71,10 +71,10 @@ LOOM_DECL Expr ExprMutator::visit_Cast(const Cast* op, const Expr& self) {
   Expr v = mutate(op->value);
   return v.same_as(op->value) ? self : Cast::make(op->dtype, v);
 }
-#define LOOM_X(name)                                                      \
+#define LOOM_X(name)                                                           \
   LOOM_DECL Expr ExprMutator::visit_##name(const name* op, const Expr& self) { \
-    Expr a = mutate(op->a), b = mutate(op->b);                            \
-    return a.same_as(op->a) && b.same_as(op->b) ? self : name::make(a, b); \
+    Expr a = mutate(op->a), b = mutate(op->b);                                 \
+    return a.same_as(op->a) && b.same_as(op->b) ? self : name::make(a, b);     \
   }
 LOOM_FOR_EACH_BINARY(LOOM_X)
 #undef LOOM_X
@@ -201,7 +201,8 @@ LOOM_DECL Expr TensorRedirector::visit_TensorRead(const TensorRead* op, const Ex
   const auto* r = e.as<TensorRead>();
   auto it = map.find(r->tensor.get());
   if (it == map.end()) return e;
-  if (r->tensor.get() == reindexed && reindex) return TensorRead::make(it->second, reindex(r->indices));
+  if (r->tensor.get() == reindexed && reindex)
+    return TensorRead::make(it->second, reindex(r->indices));
   return TensorRead::make(it->second, r->indices);
 }
 

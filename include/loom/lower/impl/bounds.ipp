@@ -97,8 +97,8 @@ inline bound_pair sym(const ir::Expr& e, const ir::RangeMap& ranging) {
 
 }  // namespace detail_lower
 
-LOOM_DECL std::optional<std::pair<ir::Expr, ir::Expr>> symbolic_bounds(const ir::Expr& e,
-                                                                       const ir::RangeMap& ranging) {
+LOOM_DECL std::optional<std::pair<ir::Expr, ir::Expr>> symbolic_bounds(
+    const ir::Expr& e, const ir::RangeMap& ranging) {
   auto b = detail_lower::sym(e, ranging);
   if (!b) return b;
   return std::make_pair(ir::simplify(b->first), ir::simplify(b->second));

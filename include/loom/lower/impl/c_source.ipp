@@ -42,11 +42,14 @@ class printer {
         case NodeKind::Sub: return "(" + x + " - " + y + ")";
         case NodeKind::Mul: return "(" + x + " * " + y + ")";
         case NodeKind::Div: return "(" + x + " / " + y + ")";
-        case NodeKind::Mod: return a->dtype().is_float() ? "fmod(" + x + ", " + y + ")" : "(" + x + " % " + y + ")";
+        case NodeKind::Mod:
+          return a->dtype().is_float() ? "fmod(" + x + ", " + y + ")" : "(" + x + " % " + y + ")";
         case NodeKind::FloorDiv: return "loom_floordiv(" + x + ", " + y + ")";
         case NodeKind::FloorMod: return "loom_floormod(" + x + ", " + y + ")";
-        case NodeKind::Min: return (a->dtype().is_float() ? "fmin(" : "loom_min(") + x + ", " + y + ")";
-        case NodeKind::Max: return (a->dtype().is_float() ? "fmax(" : "loom_max(") + x + ", " + y + ")";
+        case NodeKind::Min:
+          return (a->dtype().is_float() ? "fmin(" : "loom_min(") + x + ", " + y + ")";
+        case NodeKind::Max:
+          return (a->dtype().is_float() ? "fmax(" : "loom_max(") + x + ", " + y + ")";
         case NodeKind::EQ: return "(" + x + " == " + y + ")";
         case NodeKind::NE: return "(" + x + " != " + y + ")";
         case NodeKind::LT: return "(" + x + " < " + y + ")";
@@ -74,7 +77,8 @@ class printer {
         return t.bits == 32 ? s + "f" : s;
       }
       case NodeKind::Variable: return ident(e.as<Variable>()->name);
-      case NodeKind::Cast: return "((" + c_type(t.element_of()) + ")" + expr(e.as<Cast>()->value, lane) + ")";
+      case NodeKind::Cast:
+        return "((" + c_type(t.element_of()) + ")" + expr(e.as<Cast>()->value, lane) + ")";
       case NodeKind::Not: return "(!" + expr(e.as<Not>()->a, lane) + ")";
       case NodeKind::Select: {
         auto* s = e.as<Select>();
@@ -92,9 +96,11 @@ class printer {
           case CallOp::sqrt: return fn("sqrt");
           case CallOp::rsqrt: return "(1 / " + fn("sqrt") + ")";
           case CallOp::tanh: return fn("tanh");
-          case CallOp::sigmoid: return "(1 / (1 + " + std::string(f ? "expf(-" : "exp(-") + x + ")))";
+          case CallOp::sigmoid:
+            return "(1 / (1 + " + std::string(f ? "expf(-" : "exp(-") + x + ")))";
           case CallOp::erf: return fn("erf");
-          case CallOp::pow: return std::string(f ? "powf(" : "pow(") + x + ", " + expr(c->args[1], lane) + ")";
+          case CallOp::pow:
+            return std::string(f ? "powf(" : "pow(") + x + ", " + expr(c->args[1], lane) + ")";
           case CallOp::abs: return t.is_float() ? fn("fabs") : "llabs(" + x + ")";
           case CallOp::floor: return fn("floor");
           case CallOp::ceil: return fn("ceil");
@@ -207,7 +213,8 @@ LOOM_DECL std::string to_c_source(const ir::LoweredFunc& f) {
   p.os << "void " << detail_c::ident(f.name) << "(";
   for (size_t i = 0; i < f.args.size(); ++i) {
     const auto& b = f.args[i];
-    p.os << (i ? ", " : "") << detail_c::c_type(b->dtype) << "* restrict " << detail_c::ident(b->name);
+    p.os << (i ? ", " : "") << detail_c::c_type(b->dtype) << "* restrict "
+         << detail_c::ident(b->name);
   }
   p.os << ") {\n";
   p.stmt(f.body, 1);

@@ -48,7 +48,8 @@ inline buffer_use uses_of(const Stmt& s, bool only_shared) {
     bool only_shared;
     using StmtVisitor::visit;
     void visit_Load(const Load* op) override {
-      if (!only_shared || op->buffer->scope == MemoryScope::Shared) u->reads.insert(op->buffer.get());
+      if (!only_shared || op->buffer->scope == MemoryScope::Shared)
+        u->reads.insert(op->buffer.get());
       StmtVisitor::visit_Load(op);
     }
     void visit_Store(const Store* op) override {
@@ -196,19 +197,19 @@ class checker : public StmtVisitor {
     } else {
       for (int d = 0; d < 3; ++d) {
         if (block_[d] <= 1) continue;
-        const bool bound = std::any_of(threads_.begin(), threads_.end(), [&](const For* t) {
-          return gpu_dim(t->for_kind) == d;
-        });
+        const bool bound = std::any_of(threads_.begin(), threads_.end(),
+                                       [&](const For* t) { return gpu_dim(t->for_kind) == d; });
         LOOM_USER_CHECK(bound, "loom.lower.E420")
-            << "GPU kernel '" << kernel_ << "': '" << b->name << "' (" << sched::scope_name(b->scope)
+            << "GPU kernel '" << kernel_ << "': '" << b->name << "' ("
+            << sched::scope_name(b->scope)
             << " memory) is written outside the loops bound to threadIdx." << dim_letter(d)
             << ", so each of the block's " << block_[d] << " threads would write it; bind "
             << "the stage's loops to threadIdx";
       }
       auto distributes = [&](const Variable* v, const char* what) {
-        LOOM_USER_CHECK(uses_var(op->index, v) ||
-                            (!uses_var(op->value, v) && !reads_buffer(op->value, b)),
-                        "loom.lower.E420")
+        LOOM_USER_CHECK(
+            uses_var(op->index, v) || (!uses_var(op->value, v) && !reads_buffer(op->value, b)),
+            "loom.lower.E420")
             << "GPU kernel '" << kernel_ << "': the " << what << " loop '" << v->name
             << "' runs its iterations at once, but the write to '" << b->name
             << "' inside it does not depend on it while its value does (or it updates what "
@@ -393,9 +394,9 @@ class binder : public StmtMutator {
       Expr first = EQ::make(tidx_[0], Expr(int64_t{0}));
       cond = cond.defined() ? (first && cond) : first;
     }
-    Stmt combine = Store::make(st->buffer, st->index,
-                               reduce_combine(f.c.op, Load::make(st->buffer, st->index),
-                                              Load::make(red, zero)));
+    Stmt combine = Store::make(
+        st->buffer, st->index,
+        reduce_combine(f.c.op, Load::make(st->buffer, st->index), Load::make(red, zero)));
     if (cond.defined()) combine = IfThenElse::make(cond, combine);
     return Allocate::make(red, Block::make({Store::make(red, zero, reduce_identity(f.c.op, t)),
                                             partials, AllReduce::make(f.c.op, red), combine}));
@@ -590,12 +591,11 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
       << target.max_threads_per_block << " per block (x, y <= 1024, z <= 64)";
   LOOM_USER_CHECK(k.shared_bytes() <= target.max_shared_memory_per_block, "loom.lower.E425")
       << "GPU kernel '" << name << "' needs " << k.shared_bytes() << " bytes of shared memory "
-      << "per block; " << target.to_string() << " allows "
-      << target.max_shared_memory_per_block;
+      << "per block; " << target.to_string() << " allows " << target.max_shared_memory_per_block;
   LOOM_USER_CHECK(k.grid[0] <= 2147483647 && k.grid[1] <= 65535 && k.grid[2] <= 65535,
                   "loom.lower.E425")
-      << "GPU kernel '" << name << "' needs a grid of " << k.grid[0] << " x " << k.grid[1]
-      << " x " << k.grid[2] << " blocks; CUDA allows x < 2^31, y and z <= 65535";
+      << "GPU kernel '" << name << "' needs a grid of " << k.grid[0] << " x " << k.grid[1] << " x "
+      << k.grid[2] << " blocks; CUDA allows x < 2^31, y and z <= 65535";
 
   const buffer_use used = uses_of(k.body, false);
   auto used_here = [&](const Buffer& x) {
@@ -615,10 +615,12 @@ class emulation_builder {
 
   Stmt build() {
     Stmt body = rewrite(expand_all_reduce(k_.body));
-    for (auto it = k_.shared.rbegin(); it != k_.shared.rend(); ++it) body = Allocate::make(*it, body);
+    for (auto it = k_.shared.rbegin(); it != k_.shared.rend(); ++it)
+      body = Allocate::make(*it, body);
     for (auto it = staging_.rbegin(); it != staging_.rend(); ++it) body = Allocate::make(*it, body);
     for (int d = 0; d < 3; ++d)
-      body = For::make(k_.block_index[d], Expr(int64_t{0}), Expr(k_.grid[d]), ForKind::Serial, body);
+      body =
+          For::make(k_.block_index[d], Expr(int64_t{0}), Expr(k_.grid[d]), ForKind::Serial, body);
     return body;
   }
 
@@ -626,8 +628,8 @@ class emulation_builder {
   Stmt all_threads(const Stmt& s) const {
     Stmt body = s;
     for (int d = 0; d < 3; ++d)
-      body = For::make(k_.thread_index[d], Expr(int64_t{0}), Expr(k_.block[d]), ForKind::Serial,
-                       body);
+      body =
+          For::make(k_.thread_index[d], Expr(int64_t{0}), Expr(k_.block[d]), ForKind::Serial, body);
     return body;
   }
 
@@ -652,7 +654,8 @@ class emulation_builder {
       flush();
       return Block::make(std::move(out));
     }
-    if (auto* f = s.as<For>()) return For::make(f->var, f->min, f->extent, ForKind::Serial, rewrite(f->body));
+    if (auto* f = s.as<For>())
+      return For::make(f->var, f->min, f->extent, ForKind::Serial, rewrite(f->body));
     if (auto* i = s.as<IfThenElse>())
       return IfThenElse::make(i->condition, rewrite(i->then_case),
                               i->else_case.defined() ? rewrite(i->else_case) : Stmt());
@@ -679,10 +682,10 @@ class emulation_builder {
                               Store::make(op->buffer, zero,
                                           reduce_combine(op->op, Load::make(op->buffer, zero),
                                                          Load::make(stage, row + lane))));
-        return Block::make({Store::make(stage, row + t[0], Load::make(op->buffer, zero)),
-                            Barrier::make(),
-                            Store::make(op->buffer, zero, reduce_identity(op->op, op->buffer->dtype)),
-                            fold, Barrier::make()});
+        return Block::make(
+            {Store::make(stage, row + t[0], Load::make(op->buffer, zero)), Barrier::make(),
+             Store::make(op->buffer, zero, reduce_identity(op->op, op->buffer->dtype)), fold,
+             Barrier::make()});
       }
     } e;
     e.self = this;
@@ -706,13 +709,15 @@ class emulation_builder {
       }
       Expr visit_Load(const Load* op, const Expr& self) override {
         Expr i = mutate(op->index);
-        if (op->buffer.get() != from) return i.same_as(op->index) ? self : Load::make(op->buffer, i);
+        if (op->buffer.get() != from)
+          return i.same_as(op->index) ? self : Load::make(op->buffer, i);
         return Load::make(to, shift(i));
       }
       Stmt visit_Store(const Store* op, const Stmt& self) override {
         Expr i = mutate(op->index), v = mutate(op->value);
         if (op->buffer.get() != from)
-          return i.same_as(op->index) && v.same_as(op->value) ? self : Store::make(op->buffer, i, v);
+          return i.same_as(op->index) && v.same_as(op->value) ? self
+                                                              : Store::make(op->buffer, i, v);
         return Store::make(to, shift(i), v);
       }
     } r;

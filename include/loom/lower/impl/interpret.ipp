@@ -312,7 +312,7 @@ class compiler {
       case ir::StmtKind::AllReduce:
         // Its meaning needs every thread's value at once: emulation_func expands it.
         LOOM_INTERNAL_CHECK(false) << "the interpreter runs a GPU AllReduce only as lower::emulate "
-                             << "expands it";
+                                   << "expands it";
     }
     return [](frame&) {};
   }

@@ -21,11 +21,11 @@ struct stage_loops;
 /// Lowering facts of one stage: where its values live and which box of the tensor it covers.
 struct stage_info {
   Buffer buffer;
-  std::vector<Expr> region_min;     ///< per tensor dimension; in enclosing loop variables
+  std::vector<Expr> region_min;  ///< per tensor dimension; in enclosing loop variables
   std::vector<int64_t> region_extent;
-  std::vector<int64_t> strides;     ///< of `buffer`, in elements (storage_align pads them)
+  std::vector<int64_t> strides;  ///< of `buffer`, in elements (storage_align pads them)
   bool ready = false;
-  std::shared_ptr<stage_loops> loops;  ///< its loop variables, once its region is known
+  std::shared_ptr<stage_loops> loops;              ///< its loop variables, once its region is known
   std::unordered_map<const Variable*, Expr> axes;  ///< op axes -> absolute coordinates
 };
 
@@ -51,10 +51,10 @@ inline ForKind for_kind(sched::Annotation a) {
 /// iterator's value relative to the region's start.
 struct stage_loops {
   const Stage* stage = nullptr;
-  std::vector<int64_t> extent;   // by iterator id
-  std::vector<Expr> var;         // by iterator id, leaves only
-  std::vector<Expr> rel;         // by iterator id
-  std::vector<Expr> guards;      // conditions for non-divisible splits (spatial)
+  std::vector<int64_t> extent;  // by iterator id
+  std::vector<Expr> var;        // by iterator id, leaves only
+  std::vector<Expr> rel;        // by iterator id
+  std::vector<Expr> guards;     // conditions for non-divisible splits (spatial)
   std::vector<Expr> reduce_guards;
 
   stage_loops(const Stage& s, const std::vector<int64_t>& root_extent) : stage(&s) {
@@ -220,7 +220,8 @@ class lowering {
       const Stage& s = l_.st_.stages()[si];
       if (s.location == ComputeLocation::Inlined) {
         std::unordered_map<const Variable*, Expr> sub;
-        for (size_t d = 0; d < s.op->axes.size(); ++d) sub[s.op->axes[d].variable()] = r->indices[d];
+        for (size_t d = 0; d < s.op->axes.size(); ++d)
+          sub[s.op->axes[d].variable()] = r->indices[d];
         return mutate(substitute(s.op->body, sub));
       }
       LOOM_INTERNAL_CHECK(l_.info_[si].ready)
@@ -245,7 +246,8 @@ class lowering {
         } else if (si >= 0 && st_.stages()[si].location == ComputeLocation::Inlined) {
           const Stage& s = st_.stages()[si];
           std::unordered_map<const Variable*, Expr> sub;
-          for (size_t d = 0; d < s.op->axes.size(); ++d) sub[s.op->axes[d].variable()] = r->indices[d];
+          for (size_t d = 0; d < s.op->axes.size(); ++d)
+            sub[s.op->axes[d].variable()] = r->indices[d];
           walk(substitute(s.op->body, sub));
         }
       });
@@ -334,15 +336,16 @@ class lowering {
       for (int cur = x; cur != e;) {
         const Stage& cs = st_.stages()[cur];
         LOOM_USER_CHECK(cs.location == ComputeLocation::At && info_[cur].loops, "loom.lower.E411")
-            << "stage '" << ps.name << "' is computed inside '" << es.name << "', but its consumer '"
-            << st_.stages()[x].name << "' is not computed inside '" << es.name << "'";
+            << "stage '" << ps.name << "' is computed inside '" << es.name
+            << "', but its consumer '" << st_.stages()[x].name << "' is not computed inside '"
+            << es.name << "'";
         add_leaves(cur, 0);
         if (cs.attach_stage == es.name) {
           LOOM_USER_CHECK(es.leaf_position(cs.attach_iter) >= pos, "loom.lower.E412")
               << "stage '" << ps.name << "' is computed inside loop '"
               << es.iters[ps.attach_iter].name << "' of '" << es.name << "', but its consumer '"
-              << cs.name << "' is computed outside that loop (at '"
-              << es.iters[cs.attach_iter].name << "'); compute it at the consumer's loop or outside";
+              << cs.name << "' is computed outside that loop (at '" << es.iters[cs.attach_iter].name
+              << "'); compute it at the consumer's loop or outside";
         }
         cur = st_.stage_index(cs.attach_stage);
       }
@@ -569,7 +572,8 @@ class lowering {
       std::vector<Expr> g = loops.guards;
       g.insert(g.end(), loops.reduce_guards.begin(), loops.reduce_guards.end());
       if (red->condition.defined()) g.push_back(bl.mutate(substitute(red->condition, axes)));
-      Stmt init = guarded(loops.guards, Store::make(in.buffer, offset, reduce_identity(red->op, op.dtype())));
+      Stmt init = guarded(loops.guards,
+                          Store::make(in.buffer, offset, reduce_identity(red->op, op.dtype())));
       for (int p = n; p-- > first_reduce;) {
         int id = s.leaves[p];
         if (s.iters[id].kind != sched::IterKind::Spatial) continue;
@@ -591,14 +595,16 @@ class lowering {
         const int id = s.leaves[across];
         Buffer acc = make_buffer(s.name + ".acc", op.dtype(), {1}, MemoryScope::Local);
         Expr acc0 = Load::make(acc, Expr(int64_t{0}));
-        Stmt partial = guarded(g, Store::make(acc, Expr(int64_t{0}), reduce_combine(red->op, acc0, src)));
+        Stmt partial =
+            guarded(g, Store::make(acc, Expr(int64_t{0}), reduce_combine(red->op, acc0, src)));
         for (int p = n; p-- > first_reduce;)
           if (p != across) partial = wrap_loop(p, partial, false);
         Stmt update = Allocate::make(
-            acc, Block::make({Store::make(acc, Expr(int64_t{0}), reduce_identity(red->op, op.dtype())),
-                              partial,
-                              guarded(loops.guards, Store::make(in.buffer, offset,
-                                                                reduce_combine(red->op, cur, acc0)))}));
+            acc,
+            Block::make(
+                {Store::make(acc, Expr(int64_t{0}), reduce_identity(red->op, op.dtype())), partial,
+                 guarded(loops.guards,
+                         Store::make(in.buffer, offset, reduce_combine(red->op, cur, acc0)))}));
         update = For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
                            for_kind(s.iters[id].annotation), update);
         // The output of a kernel's root stage lives in global memory: one thread starts it

@@ -47,15 +47,16 @@ class loop_simplifier : public ir::StmtMutator {
     ir::Expr i = mutate(op->index);
     // The value of an update reads the stored element through the same index node: it is
     // simplified once.
-    ir::Expr v = ir::detail_ir::simplify_substituted(op->value, substitutions_, ranges_,
-                                                     &op->index, &i);
+    ir::Expr v =
+        ir::detail_ir::simplify_substituted(op->value, substitutions_, ranges_, &op->index, &i);
     if (i.same_as(op->index) && v.same_as(op->value)) return self;
     return ir::Store::make(op->buffer, i, v);
   }
   ir::Stmt visit_IfThenElse(const ir::IfThenElse* op, const ir::Stmt& self) override {
     ir::Expr c = mutate(op->condition);
     if (ir::is_const_int(c, 1)) return mutate(op->then_case);
-    if (ir::is_const_int(c, 0)) return op->else_case.defined() ? mutate(op->else_case) : ir::Block::make({});
+    if (ir::is_const_int(c, 0))
+      return op->else_case.defined() ? mutate(op->else_case) : ir::Block::make({});
     ir::Stmt t = mutate(op->then_case), e = mutate(op->else_case);
     if (c.same_as(op->condition) && t.same_as(op->then_case) && e.same_as(op->else_case))
       return self;
@@ -122,8 +123,8 @@ class loop_partitioner : public ir::StmtMutator {
     return c.out;
   }
 
-  bool all_resolve(const std::vector<ir::Expr>& terms, const ir::Variable* v, int64_t lo, int64_t hi,
-                   const ir::RangeMap& inner) {
+  bool all_resolve(const std::vector<ir::Expr>& terms, const ir::Variable* v, int64_t lo,
+                   int64_t hi, const ir::RangeMap& inner) {
     for (auto& [var, r] : inner) ranges_[var] = r;
     ranges_[v] = {lo, hi};
     bool ok = true;
@@ -168,7 +169,9 @@ class loop_partitioner : public ir::StmtMutator {
       return ir::For::make(op->var, op->min, op->extent, op->for_kind, body);
     }
     std::vector<ir::Stmt> parts;
-    auto peeled = [&](int64_t at) { return mutate(ir::substitute(op->body, {{op->variable(), ir::Expr(at)}})); };
+    auto peeled = [&](int64_t at) {
+      return mutate(ir::substitute(op->body, {{op->variable(), ir::Expr(at)}}));
+    };
     if (peel_first) parts.push_back(peeled(lo));
     parts.push_back(ir::For::make(op->var, ir::Expr(main_lo), ir::Expr(main_hi - main_lo + 1),
                                   op->for_kind, body));
@@ -206,7 +209,8 @@ class loop_unroller : public ir::StmtMutator {
 /// the body is beyond vector code; the caller then keeps a serial loop.
 class loop_vectorizer : public ir::StmtMutator {
  public:
-  loop_vectorizer(const ir::Variable* v, ir::Expr min, int lanes) : var_(v), min_(std::move(min)), lanes_(lanes) {}
+  loop_vectorizer(const ir::Variable* v, ir::Expr min, int lanes)
+      : var_(v), min_(std::move(min)), lanes_(lanes) {}
   bool failed = false;
 
  protected:
@@ -244,11 +248,11 @@ class loop_vectorizer : public ir::StmtMutator {
     if (rb && a.dtype().lanes == 1) return ir::Ramp::make(a * rb->base, a * rb->stride, lanes_);
     return ir::Mul::make(widen(a), widen(b));
   }
-#define LOOM_VEC_BINARY(name)                                                  \
-  E visit_##name(const ir::name* op, const E& self) override {                 \
-    E a = mutate(op->a), b = mutate(op->b);                                    \
-    if (a.same_as(op->a) && b.same_as(op->b)) return self;                     \
-    return ir::name::make(widen(a), widen(b));                                 \
+#define LOOM_VEC_BINARY(name)                                  \
+  E visit_##name(const ir::name* op, const E& self) override { \
+    E a = mutate(op->a), b = mutate(op->b);                    \
+    if (a.same_as(op->a) && b.same_as(op->b)) return self;     \
+    return ir::name::make(widen(a), widen(b));                 \
   }
   LOOM_VEC_BINARY(Div)
   LOOM_VEC_BINARY(Mod)

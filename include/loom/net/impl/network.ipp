@@ -216,10 +216,10 @@ LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs
         }
       if (dims == 1) weight = c;
     }
-    const ChannelAffine a =
-        weight ? batch_norm_affine(float_values(*gamma), float_values(*beta),
-                                   float_values(*mean), float_values(*var), bn.eps)
-               : ChannelAffine{};
+    const ChannelAffine a = weight
+                                ? batch_norm_affine(float_values(*gamma), float_values(*beta),
+                                                    float_values(*mean), float_values(*var), bn.eps)
+                                : ChannelAffine{};
     if (!weight || static_cast<int64_t>(a.scale.size()) !=
                        weight->tensor.shape()[static_cast<size_t>(channel_dim)]) {
       redirect.rebuild(op);
@@ -231,28 +231,26 @@ LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs
     std::vector<float> scaled(static_cast<size_t>(weight->tensor.num_elements()));
     const auto* w = reinterpret_cast<const float*>(weight->bytes->data());
     for (size_t i = 0; i < scaled.size(); ++i)
-      scaled[i] = static_cast<float>(
-          w[i] * a.scale[static_cast<size_t>(i / inner) % a.scale.size()]);
+      scaled[i] =
+          static_cast<float>(w[i] * a.scale[static_cast<size_t>(i / inner) % a.scale.size()]);
     const ir::Tensor new_weight =
         ir::make_placeholder(weight->tensor.name() + "_bn", ir::DType::f32(), shape);
-    const ir::Tensor shift =
-        ir::make_placeholder(op.name() + "_shift", ir::DType::f32(),
-                             {static_cast<int64_t>(a.shift.size())});
+    const ir::Tensor shift = ir::make_placeholder(op.name() + "_shift", ir::DType::f32(),
+                                                  {static_cast<int64_t>(a.shift.size())});
     added.push_back(constant(new_weight, scaled));
     added.push_back(constant(shift, std::vector<float>(a.shift.begin(), a.shift.end())));
     // The convolution as rebuilt on its new inputs (if they changed), now on the new weight.
     ir::TensorRedirector to_new_weight;
     to_new_weight.map[weight->tensor.get()] = new_weight;
-    const ir::Tensor new_conv =
-        ir::make_compute(conv.name(), conv->axes,
-                         to_new_weight.mutate(redirect.current(conv)->body), conv->tag);
+    const ir::Tensor new_conv = ir::make_compute(
+        conv.name(), conv->axes, to_new_weight.mutate(redirect.current(conv)->body), conv->tag);
     std::vector<ir::Expr> at;
     for (const ir::IterVar& ax : op->axes) at.push_back(ax.var);
-    const ir::Tensor folded = ir::make_compute(
-        op.name(), op->axes,
-        ir::Add::make(ir::TensorRead::make(new_conv, at),
-                      ir::TensorRead::make(shift, {op->axes[1].var})),
-        "bias_add");
+    const ir::Tensor folded =
+        ir::make_compute(op.name(), op->axes,
+                         ir::Add::make(ir::TensorRead::make(new_conv, at),
+                                       ir::TensorRead::make(shift, {op->axes[1].var})),
+                         "bias_add");
     redirect.map[conv.get()] = new_conv;
     redirect.map[op.get()] = folded;
     ++result.folded;
@@ -305,8 +303,8 @@ LOOM_DECL std::ostream& operator<<(std::ostream& os, const Network& n) {
   for (int i = 0; i < n.dag().num_ops(); ++i) computes += !n.dag().info(i).is_placeholder;
   os << "network: " << computes << " computes in " << n.groups().size() << " groups, "
      << n.tasks().size() << " tasks, " << n.flop_count() * 1e-6 << " MFLOP per run; "
-     << "intermediates " << n.memory().peak_bytes << " bytes planned for "
-     << n.memory().total_bytes << '\n';
+     << "intermediates " << n.memory().peak_bytes << " bytes planned for " << n.memory().total_bytes
+     << '\n';
   std::vector<int> task_of(n.groups().size(), -1);
   for (size_t t = 0; t < n.tasks().size(); ++t)
     for (int g : n.tasks()[t].groups) task_of[g] = static_cast<int>(t);

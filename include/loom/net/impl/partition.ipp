@@ -104,8 +104,9 @@ class partitioner {
     std::vector<std::vector<int>> groups;
     for (int r : roots) groups.push_back(std::move(members[r]));
     // Topological order of the groups' outputs (their last ops).
-    std::sort(groups.begin(), groups.end(),
-              [](const std::vector<int>& a, const std::vector<int>& b) { return a.back() < b.back(); });
+    std::sort(
+        groups.begin(), groups.end(),
+        [](const std::vector<int>& a, const std::vector<int>& b) { return a.back() < b.back(); });
     return groups;
   }
 
@@ -228,7 +229,7 @@ class partitioner {
   const ComputeDAG& dag_;
   post_dominators dom_;
   std::vector<int> group_;
-  std::vector<OpPattern> pattern_;  // per op; for a group's root, the group's
+  std::vector<OpPattern> pattern_;     // per op; for a group's root, the group's
   std::vector<OpPattern> op_pattern_;  // per op, its own
 };
 

@@ -49,7 +49,8 @@ inline std::string shape_string(const Shape& s) {
 
 inline const char* elem_type_name(int t) {
   return ::onnx::TensorProto_DataType_IsValid(t)
-             ? ::onnx::TensorProto_DataType_Name(static_cast<::onnx::TensorProto_DataType>(t)).c_str()
+             ? ::onnx::TensorProto_DataType_Name(static_cast<::onnx::TensorProto_DataType>(t))
+                   .c_str()
              : "an invalid type";
 }
 
@@ -79,7 +80,8 @@ inline int64_t checked_count(const Shape& shape, const std::string& what) {
 inline std::vector<unsigned char> tensor_bytes(const ::onnx::TensorProto& t, ir::DType dtype,
                                                const Shape& shape, const std::string& what) {
   LOOM_USER_CHECK(t.data_location() != ::onnx::TensorProto::EXTERNAL, "loom.onnx.E1105")
-      << what << " keeps its data in an external file, which loom does not read; save the model "
+      << what
+      << " keeps its data in an external file, which loom does not read; save the model "
          "with its weights inside (onnx.save(model, path, save_as_external_data=False))";
   const int64_t n = checked_count(shape, what);
   const size_t want = static_cast<size_t>(n) * dtype.bytes();
@@ -93,8 +95,8 @@ inline std::vector<unsigned char> tensor_bytes(const ::onnx::TensorProto& t, ir:
   }
   auto fill = [&](const auto& field) {
     LOOM_USER_CHECK(static_cast<int64_t>(field.size()) == n, "loom.onnx.E1105")
-        << what << ": shape " << shape_string(shape) << " has " << n << " elements, the tensor holds "
-        << field.size();
+        << what << ": shape " << shape_string(shape) << " has " << n
+        << " elements, the tensor holds " << field.size();
     for (int64_t i = 0; i < n; ++i) {
       if (dtype == ir::DType::f32()) {
         const float v = static_cast<float>(field.Get(static_cast<int>(i)));
@@ -111,10 +113,14 @@ inline std::vector<unsigned char> tensor_bytes(const ::onnx::TensorProto& t, ir:
       }
     }
   };
-  if (dtype == ir::DType::f32()) fill(t.float_data());
-  else if (dtype == ir::DType::f64()) fill(t.double_data());
-  else if (dtype == ir::DType::i32()) fill(t.int32_data());
-  else fill(t.int64_data());
+  if (dtype == ir::DType::f32())
+    fill(t.float_data());
+  else if (dtype == ir::DType::f64())
+    fill(t.double_data());
+  else if (dtype == ir::DType::i32())
+    fill(t.int32_data());
+  else
+    fill(t.int64_data());
   return bytes;
 }
 
@@ -125,10 +131,23 @@ inline std::vector<double> as_doubles(const Value& v) {
   const unsigned char* p = v.data->data();
   const ir::DType t = v.t.dtype();
   for (int64_t i = 0; i < n; ++i) {
-    if (t == ir::DType::f32()) { float x; std::memcpy(&x, p + 4 * i, 4); out[i] = x; }
-    else if (t == ir::DType::f64()) { double x; std::memcpy(&x, p + 8 * i, 8); out[i] = x; }
-    else if (t == ir::DType::i32()) { int32_t x; std::memcpy(&x, p + 4 * i, 4); out[i] = x; }
-    else { int64_t x; std::memcpy(&x, p + 8 * i, 8); out[i] = static_cast<double>(x); }
+    if (t == ir::DType::f32()) {
+      float x;
+      std::memcpy(&x, p + 4 * i, 4);
+      out[i] = x;
+    } else if (t == ir::DType::f64()) {
+      double x;
+      std::memcpy(&x, p + 8 * i, 8);
+      out[i] = x;
+    } else if (t == ir::DType::i32()) {
+      int32_t x;
+      std::memcpy(&x, p + 4 * i, 4);
+      out[i] = x;
+    } else {
+      int64_t x;
+      std::memcpy(&x, p + 8 * i, 8);
+      out[i] = static_cast<double>(x);
+    }
   }
   return out;
 }
@@ -139,10 +158,21 @@ inline std::vector<int64_t> as_ints(const Value& v) {
   const unsigned char* p = v.data->data();
   const ir::DType t = v.t.dtype();
   for (int64_t i = 0; i < n; ++i) {
-    if (t == ir::DType::i64()) { std::memcpy(&out[i], p + 8 * i, 8); }
-    else if (t == ir::DType::i32()) { int32_t x; std::memcpy(&x, p + 4 * i, 4); out[i] = x; }
-    else if (t == ir::DType::f32()) { float x; std::memcpy(&x, p + 4 * i, 4); out[i] = static_cast<int64_t>(x); }
-    else { double x; std::memcpy(&x, p + 8 * i, 8); out[i] = static_cast<int64_t>(x); }
+    if (t == ir::DType::i64()) {
+      std::memcpy(&out[i], p + 8 * i, 8);
+    } else if (t == ir::DType::i32()) {
+      int32_t x;
+      std::memcpy(&x, p + 4 * i, 4);
+      out[i] = x;
+    } else if (t == ir::DType::f32()) {
+      float x;
+      std::memcpy(&x, p + 4 * i, 4);
+      out[i] = static_cast<int64_t>(x);
+    } else {
+      double x;
+      std::memcpy(&x, p + 8 * i, 8);
+      out[i] = static_cast<int64_t>(x);
+    }
   }
   return out;
 }
@@ -167,7 +197,8 @@ const std::map<std::string, OpInfo>& op_table();
 
 class Importer {
  public:
-  Importer(const OnnxOptions& options, std::string what) : options_(options), what_(std::move(what)) {}
+  Importer(const OnnxOptions& options, std::string what)
+      : options_(options), what_(std::move(what)) {}
 
   OnnxModel run(const ::onnx::ModelProto& model);
 
@@ -210,19 +241,24 @@ class Importer {
  private:
   // --- errors ------------------------------------------------------------------------------
   std::string where() const {
-    std::string s = "node '" + (node_->name().empty() ? node_->output_size() ? node_->output(0) : std::string("?") : node_->name()) +
-                    "' (" + node_->op_type() + ")";
+    std::string s =
+        "node '" +
+        (node_->name().empty() ? node_->output_size() ? node_->output(0) : std::string("?")
+                               : node_->name()) +
+        "' (" + node_->op_type() + ")";
     return s;
   }
 
   // --- values ------------------------------------------------------------------------------
   bool has_input(int i) const { return i < node_->input_size() && !node_->input(i).empty(); }
   const Value& in(int i) const {
-    LOOM_USER_CHECK(has_input(i), "loom.onnx.E1105") << what_ << ": " << where() << " has no input " << i;
+    LOOM_USER_CHECK(has_input(i), "loom.onnx.E1105")
+        << what_ << ": " << where() << " has no input " << i;
     auto it = values_.find(node_->input(i));
     LOOM_USER_CHECK(it != values_.end(), "loom.onnx.E1105")
         << what_ << ": " << where() << " reads '" << node_->input(i)
-        << "', which no earlier node, input or initializer defines (are the nodes in topological order?)";
+        << "', which no earlier node, input or initializer defines (are the nodes in topological "
+           "order?)";
     return it->second;
   }
   const Value& constant_in(int i, const char* what) const {
@@ -238,7 +274,9 @@ class Importer {
   }
   void set_output(int i, const ir::Tensor& t) { set_output(i, Value{t, nullptr}); }
   std::string fresh_name(const std::string& onnx_name);
-  std::string out_name(int i = 0) { return fresh_name(i < node_->output_size() ? node_->output(i) : node_->op_type()); }
+  std::string out_name(int i = 0) {
+    return fresh_name(i < node_->output_size() ? node_->output(i) : node_->op_type());
+  }
   Value make_constant(const std::string& onnx_name, ir::DType t, Shape shape, Bytes data) {
     ir::Tensor p = ir::make_placeholder(fresh_name(onnx_name), t, std::move(shape));
     constants_[p.get()] = data;
@@ -280,7 +318,8 @@ class Importer {
     return a ? Shape(a->ints().begin(), a->ints().end()) : fallback;
   }
   [[noreturn]] void unsupported_attribute(const char* name, const std::string& why) const {
-    throw user_error("[loom.onnx.E1103] " + what_ + ": " + where() + ": attribute '" + name + "' " + why);
+    throw user_error("[loom.onnx.E1103] " + what_ + ": " + where() + ": attribute '" + name + "' " +
+                     why);
   }
 
   // --- shared pieces -----------------------------------------------------------------------
@@ -288,8 +327,8 @@ class Importer {
                          const std::function<ir::Expr(const std::vector<ir::Expr>&)>& f,
                          const std::string& tag);
   void emit(const ir::Tensor& t, const std::vector<Value>& read, int output = 0);
-  std::vector<int64_t> window_pads(const Shape& in_spatial, const Shape& kernel, const Shape& stride,
-                                   const Shape& dilation);
+  std::vector<int64_t> window_pads(const Shape& in_spatial, const Shape& kernel,
+                                   const Shape& stride, const Shape& dilation);
   std::vector<int> int_axes(const Shape& axes, int rank) const;
   bool layer_norm_pattern(const ::onnx::NodeProto& add);
   using Affine = net::ChannelAffine;
@@ -330,7 +369,8 @@ inline Value Importer::from_tensor_proto(const ::onnx::TensorProto& t, const std
       << what_ << ": tensor '" << name << "' holds " << elem_type_name(t.data_type())
       << "; loom imports FLOAT, DOUBLE, INT32 and INT64 tensors";
   Shape shape(t.dims().begin(), t.dims().end());
-  auto bytes = std::make_shared<std::vector<unsigned char>>(tensor_bytes(t, dtype, shape, what_ + ": tensor '" + name + "'"));
+  auto bytes = std::make_shared<std::vector<unsigned char>>(
+      tensor_bytes(t, dtype, shape, what_ + ": tensor '" + name + "'"));
   return make_constant(name, dtype, std::move(shape), std::move(bytes));
 }
 
@@ -354,7 +394,8 @@ inline Value Importer::fold(const ir::Tensor& t) {
   std::vector<void*> buffers;
   for (const ir::Tensor& p : dag.inputs())
     buffers.push_back(const_cast<unsigned char*>(constants_.at(p.get())->data()));
-  auto out = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(t.num_elements()) * t.dtype().bytes());
+  auto out = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(t.num_elements()) *
+                                                          t.dtype().bytes());
   buffers.push_back(out->data());
   evaluate(dag, buffers);
   ++stats_.folded_constants;
@@ -372,9 +413,9 @@ inline Value Importer::reshaped(const Value& x, const Shape& shape, const std::s
   return Value{untyped::reshape(x.t, shape, fresh_name(name)), nullptr};
 }
 
-inline ir::Tensor Importer::elementwise(const std::vector<Value>& inputs,
-                                        const std::function<ir::Expr(const std::vector<ir::Expr>&)>& f,
-                                        const std::string& tag) {
+inline ir::Tensor Importer::elementwise(
+    const std::vector<Value>& inputs,
+    const std::function<ir::Expr(const std::vector<ir::Expr>&)>& f, const std::string& tag) {
   const ir::DType t = inputs[0].t.dtype();
   for (const Value& v : inputs)
     LOOM_USER_CHECK(v.t.dtype() == t, "loom.onnx.E1105")
@@ -397,7 +438,8 @@ inline ir::Tensor Importer::elementwise(const std::vector<Value>& inputs,
     size_t other_rank = 0;
     for (size_t j = 0; j < inputs.size(); ++j)
       if (j != i) other_rank = std::max(other_rank, inputs[j].shape().size());
-    if (!all_constant && v.constant() && v.t.num_elements() == 1 && v.shape().size() <= other_rank) {
+    if (!all_constant && v.constant() && v.t.num_elements() == 1 &&
+        v.shape().size() <= other_rank) {
       immediate[i] = ir::make_const(t, as_doubles(v)[0]);
     } else {
       slot[i] = static_cast<int>(tensors.size());
@@ -406,7 +448,8 @@ inline ir::Tensor Importer::elementwise(const std::vector<Value>& inputs,
   }
   return untyped::map(out_name(), tag, tensors, [&](const std::vector<ir::Expr>& reads) {
     std::vector<ir::Expr> args(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) args[i] = slot[i] >= 0 ? reads[slot[i]] : immediate[i];
+    for (size_t i = 0; i < inputs.size(); ++i)
+      args[i] = slot[i] >= 0 ? reads[slot[i]] : immediate[i];
     return f(args);
   });
 }
@@ -430,13 +473,17 @@ inline std::vector<int64_t> Importer::window_pads(const Shape& in, const Shape& 
   const size_t s = in.size();
   const std::string auto_pad = attr_string("auto_pad", "NOTSET");
   Shape pads = attr_ints("pads", Shape(2 * s, 0));
-  if (pads.size() != 2 * s) unsupported_attribute("pads", "has " + std::to_string(pads.size()) + " values for " + std::to_string(s) + " spatial dimensions");
+  if (pads.size() != 2 * s)
+    unsupported_attribute("pads", "has " + std::to_string(pads.size()) + " values for " +
+                                      std::to_string(s) + " spatial dimensions");
   if (auto_pad == "NOTSET") return pads;
   if (auto_pad == "VALID") return Shape(2 * s, 0);
-  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") unsupported_attribute("auto_pad", "is '" + auto_pad + "'");
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    unsupported_attribute("auto_pad", "is '" + auto_pad + "'");
   for (size_t d = 0; d < s; ++d) {
     const int64_t out = (in[d] + stride[d] - 1) / stride[d];
-    const int64_t total = std::max<int64_t>((out - 1) * stride[d] + (kernel[d] - 1) * dilation[d] + 1 - in[d], 0);
+    const int64_t total =
+        std::max<int64_t>((out - 1) * stride[d] + (kernel[d] - 1) * dilation[d] + 1 - in[d], 0);
     pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : (total + 1) / 2;
     pads[d + s] = total - pads[d];
   }
@@ -453,19 +500,24 @@ inline void Importer::unary(const ::onnx::NodeProto& n) {
   auto c = [&](double v) { return ir::make_const(t, v); };
   auto call = [](ir::CallOp o, ir::Expr a) { return ir::Call::make(o, {std::move(a)}); };
   std::function<ir::Expr(const std::vector<ir::Expr>&)> f;
-  const double alpha = attr_float("alpha", op == "LeakyRelu" ? 0.01f : op == "HardSigmoid" ? 0.2f : op == "Selu" ? 1.67326319217681884765625f : 1.0f);
+  const double alpha = attr_float("alpha", op == "LeakyRelu"     ? 0.01f
+                                           : op == "HardSigmoid" ? 0.2f
+                                           : op == "Selu"        ? 1.67326319217681884765625f
+                                                                 : 1.0f);
   const double beta = attr_float("beta", 0.5f);
   const double gamma = attr_float("gamma", 1.05070102214813232421875f);
   static const std::map<std::string, ir::CallOp> calls = {
-      {"Exp", ir::CallOp::exp},     {"Log", ir::CallOp::log},   {"Sqrt", ir::CallOp::sqrt},
-      {"Tanh", ir::CallOp::tanh},   {"Sigmoid", ir::CallOp::sigmoid}, {"Erf", ir::CallOp::erf},
-      {"Abs", ir::CallOp::abs},     {"Floor", ir::CallOp::floor}, {"Ceil", ir::CallOp::ceil},
-      {"Sin", ir::CallOp::sin},     {"Cos", ir::CallOp::cos}};
+      {"Exp", ir::CallOp::exp},   {"Log", ir::CallOp::log},         {"Sqrt", ir::CallOp::sqrt},
+      {"Tanh", ir::CallOp::tanh}, {"Sigmoid", ir::CallOp::sigmoid}, {"Erf", ir::CallOp::erf},
+      {"Abs", ir::CallOp::abs},   {"Floor", ir::CallOp::floor},     {"Ceil", ir::CallOp::ceil},
+      {"Sin", ir::CallOp::sin},   {"Cos", ir::CallOp::cos}};
   if (auto it = calls.find(op); it != calls.end()) {
     LOOM_USER_CHECK(is_float || op == "Abs", "loom.onnx.E1104")
-        << what_ << ": " << where() << ": " << op << " of " << ir::to_string(t) << " (loom computes it on float tensors)";
+        << what_ << ": " << where() << ": " << op << " of " << ir::to_string(t)
+        << " (loom computes it on float tensors)";
     f = [&, o = it->second](const std::vector<ir::Expr>& v) {
-      if (o == ir::CallOp::abs && !is_float) return ir::Select::make(ir::LT::make(v[0], c(0)), ir::Sub::make(c(0), v[0]), v[0]);
+      if (o == ir::CallOp::abs && !is_float)
+        return ir::Select::make(ir::LT::make(v[0], c(0)), ir::Sub::make(c(0), v[0]), v[0]);
       return call(o, v[0]);
     };
   } else if (op == "Relu") {
@@ -474,49 +526,73 @@ inline void Importer::unary(const ::onnx::NodeProto& n) {
     f = [&](const std::vector<ir::Expr>& v) { return ir::Sub::make(c(0), v[0]); };
   } else {
     LOOM_USER_CHECK(is_float, "loom.onnx.E1104")
-        << what_ << ": " << where() << ": " << op << " of " << ir::to_string(t) << " (loom computes it on float tensors)";
+        << what_ << ": " << where() << ": " << op << " of " << ir::to_string(t)
+        << " (loom computes it on float tensors)";
     if (op == "Reciprocal") {
       f = [&](const std::vector<ir::Expr>& v) { return ir::Div::make(c(1), v[0]); };
     } else if (op == "LeakyRelu") {
-      f = [&](const std::vector<ir::Expr>& v) { return ir::Select::make(ir::LT::make(v[0], c(0)), ir::Mul::make(v[0], c(alpha)), v[0]); };
+      f = [&](const std::vector<ir::Expr>& v) {
+        return ir::Select::make(ir::LT::make(v[0], c(0)), ir::Mul::make(v[0], c(alpha)), v[0]);
+      };
     } else if (op == "Elu") {
       f = [&](const std::vector<ir::Expr>& v) {
-        return ir::Select::make(ir::LT::make(v[0], c(0)), ir::Mul::make(c(alpha), ir::Sub::make(call(ir::CallOp::exp, v[0]), c(1))), v[0]);
+        return ir::Select::make(
+            ir::LT::make(v[0], c(0)),
+            ir::Mul::make(c(alpha), ir::Sub::make(call(ir::CallOp::exp, v[0]), c(1))), v[0]);
       };
     } else if (op == "Selu") {
       f = [&](const std::vector<ir::Expr>& v) {
-        return ir::Mul::make(c(gamma), ir::Select::make(ir::LE::make(v[0], c(0)),
-                                                        ir::Sub::make(ir::Mul::make(c(alpha), call(ir::CallOp::exp, v[0])), c(alpha)), v[0]));
+        return ir::Mul::make(
+            c(gamma),
+            ir::Select::make(
+                ir::LE::make(v[0], c(0)),
+                ir::Sub::make(ir::Mul::make(c(alpha), call(ir::CallOp::exp, v[0])), c(alpha)),
+                v[0]));
       };
     } else if (op == "HardSigmoid") {
       f = [&](const std::vector<ir::Expr>& v) {
-        return ir::Max::make(c(0), ir::Min::make(c(1), ir::Add::make(ir::Mul::make(c(alpha), v[0]), c(beta))));
+        return ir::Max::make(
+            c(0), ir::Min::make(c(1), ir::Add::make(ir::Mul::make(c(alpha), v[0]), c(beta))));
       };
     } else if (op == "HardSwish") {
       f = [&](const std::vector<ir::Expr>& v) {
-        return ir::Mul::make(v[0], ir::Max::make(c(0), ir::Min::make(c(1), ir::Add::make(ir::Mul::make(c(1.0 / 6), v[0]), c(0.5)))));
+        return ir::Mul::make(
+            v[0],
+            ir::Max::make(
+                c(0), ir::Min::make(c(1), ir::Add::make(ir::Mul::make(c(1.0 / 6), v[0]), c(0.5)))));
       };
     } else if (op == "Softplus") {
-      f = [&](const std::vector<ir::Expr>& v) { return call(ir::CallOp::log, ir::Add::make(call(ir::CallOp::exp, v[0]), c(1))); };
+      f = [&](const std::vector<ir::Expr>& v) {
+        return call(ir::CallOp::log, ir::Add::make(call(ir::CallOp::exp, v[0]), c(1)));
+      };
     } else if (op == "Softsign") {
-      f = [&](const std::vector<ir::Expr>& v) { return ir::Div::make(v[0], ir::Add::make(c(1), call(ir::CallOp::abs, v[0]))); };
+      f = [&](const std::vector<ir::Expr>& v) {
+        return ir::Div::make(v[0], ir::Add::make(c(1), call(ir::CallOp::abs, v[0])));
+      };
     } else if (op == "Mish") {
       f = [&](const std::vector<ir::Expr>& v) {
-        return ir::Mul::make(v[0], call(ir::CallOp::tanh, call(ir::CallOp::log, ir::Add::make(call(ir::CallOp::exp, v[0]), c(1)))));
+        return ir::Mul::make(
+            v[0], call(ir::CallOp::tanh,
+                       call(ir::CallOp::log, ir::Add::make(call(ir::CallOp::exp, v[0]), c(1)))));
       };
     } else {  // Gelu (opset 20), listed for models exported by newer exporters
       const std::string approximate = attr_string("approximate", "none");
-      if (approximate != "none") unsupported_attribute("approximate", "is '" + approximate + "' (only 'none')");
+      if (approximate != "none")
+        unsupported_attribute("approximate", "is '" + approximate + "' (only 'none')");
       f = [&](const std::vector<ir::Expr>& v) {
-        return ir::Mul::make(ir::Mul::make(c(0.5), v[0]), ir::Add::make(c(1), call(ir::CallOp::erf, ir::Mul::make(v[0], c(M_SQRT1_2)))));
+        return ir::Mul::make(
+            ir::Mul::make(c(0.5), v[0]),
+            ir::Add::make(c(1), call(ir::CallOp::erf, ir::Mul::make(v[0], c(M_SQRT1_2)))));
       };
     }
   }
-  emit(elementwise({x}, f, [&] {
-         std::string tag;
-         for (char ch : op) tag += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-         return tag;
-       }()),
+  emit(elementwise({x}, f,
+                   [&] {
+                     std::string tag;
+                     for (char ch : op)
+                       tag += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+                     return tag;
+                   }()),
        {x});
 }
 
@@ -532,10 +608,16 @@ inline void Importer::binary(const ::onnx::NodeProto& n) {
     if (b.constant() && b.t.num_elements() == 1 && !a.constant() && b.rank() <= a.rank()) {
       const double e = as_doubles(b)[0];
       std::function<ir::Expr(const std::vector<ir::Expr>&)> f;
-      if (e == 1) f = [](const std::vector<ir::Expr>& v) { return v[0]; };
-      else if (e == 2) f = [](const std::vector<ir::Expr>& v) { return ir::Mul::make(v[0], v[0]); };
-      else if (e == 3) f = [](const std::vector<ir::Expr>& v) { return ir::Mul::make(ir::Mul::make(v[0], v[0]), v[0]); };
-      else if (e == 0.5) f = [](const std::vector<ir::Expr>& v) { return ir::Call::make(ir::CallOp::sqrt, {v[0]}); };
+      if (e == 1)
+        f = [](const std::vector<ir::Expr>& v) { return v[0]; };
+      else if (e == 2)
+        f = [](const std::vector<ir::Expr>& v) { return ir::Mul::make(v[0], v[0]); };
+      else if (e == 3)
+        f = [](const std::vector<ir::Expr>& v) {
+          return ir::Mul::make(ir::Mul::make(v[0], v[0]), v[0]);
+        };
+      else if (e == 0.5)
+        f = [](const std::vector<ir::Expr>& v) { return ir::Call::make(ir::CallOp::sqrt, {v[0]}); };
       if (f) {
         emit(elementwise({a}, f, "pow"), {a});
         return;
@@ -548,16 +630,29 @@ inline void Importer::binary(const ::onnx::NodeProto& n) {
           << " computed at run time (loom takes it in the base's type)";
       bb = fold(untyped::cast(b.t, a.t.dtype(), fresh_name(node_->input(1) + "_cast")));
     }
-    emit(elementwise({a, bb}, [](const std::vector<ir::Expr>& v) { return ir::Call::make(ir::CallOp::pow, {v[0], v[1]}); }, "pow"), {a, b});
+    emit(elementwise(
+             {a, bb},
+             [](const std::vector<ir::Expr>& v) {
+               return ir::Call::make(ir::CallOp::pow, {v[0], v[1]});
+             },
+             "pow"),
+         {a, b});
     return;
   }
   if (op == "Add" && layer_norm_pattern(n)) return;
-  static const std::map<std::string, ir::NodeKind> kinds = {
-      {"Add", ir::NodeKind::Add}, {"Sub", ir::NodeKind::Sub}, {"Mul", ir::NodeKind::Mul},
-      {"Div", ir::NodeKind::Div}};
+  static const std::map<std::string, ir::NodeKind> kinds = {{"Add", ir::NodeKind::Add},
+                                                            {"Sub", ir::NodeKind::Sub},
+                                                            {"Mul", ir::NodeKind::Mul},
+                                                            {"Div", ir::NodeKind::Div}};
   const ir::NodeKind k = kinds.at(op);
-  std::string tag = op == "Add" ? "add" : op == "Sub" ? "subtract" : op == "Mul" ? "multiply" : "divide";
-  emit(elementwise({a, b}, [k](const std::vector<ir::Expr>& v) { return ir::make_binary(k, v[0], v[1]); }, tag), {a, b});
+  std::string tag = op == "Add"   ? "add"
+                    : op == "Sub" ? "subtract"
+                    : op == "Mul" ? "multiply"
+                                  : "divide";
+  emit(elementwise(
+           {a, b}, [k](const std::vector<ir::Expr>& v) { return ir::make_binary(k, v[0], v[1]); },
+           tag),
+       {a, b});
 }
 
 inline void Importer::variadic(const ::onnx::NodeProto& n) {
@@ -568,22 +663,29 @@ inline void Importer::variadic(const ::onnx::NodeProto& n) {
   LOOM_USER_CHECK(!xs.empty(), "loom.onnx.E1105") << what_ << ": " << where() << " has no inputs";
   const ir::DType t = xs[0].t.dtype();
   const size_t count = xs.size();
-  emit(elementwise(xs,
-                   [&](const std::vector<ir::Expr>& v) {
-                     ir::Expr r = v[0];
-                     for (size_t i = 1; i < v.size(); ++i)
-                       r = op == "Max" ? ir::Max::make(r, v[i]) : op == "Min" ? ir::Min::make(r, v[i]) : ir::Add::make(r, v[i]);
-                     if (op == "Mean") r = ir::Div::make(r, ir::make_const(t, static_cast<double>(count)));
-                     return r;
-                   },
-                   op == "Max" ? "maximum" : op == "Min" ? "minimum" : op == "Mean" ? "mean" : "add"),
+  emit(elementwise(
+           xs,
+           [&](const std::vector<ir::Expr>& v) {
+             ir::Expr r = v[0];
+             for (size_t i = 1; i < v.size(); ++i)
+               r = op == "Max"   ? ir::Max::make(r, v[i])
+                   : op == "Min" ? ir::Min::make(r, v[i])
+                                 : ir::Add::make(r, v[i]);
+             if (op == "Mean") r = ir::Div::make(r, ir::make_const(t, static_cast<double>(count)));
+             return r;
+           },
+           op == "Max"    ? "maximum"
+           : op == "Min"  ? "minimum"
+           : op == "Mean" ? "mean"
+                          : "add"),
        xs);
 }
 
 inline void Importer::clip(const ::onnx::NodeProto&) {
   const Value& x = in(0);
   const ir::DType t = x.t.dtype();
-  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  double lo = -std::numeric_limits<double>::infinity(),
+         hi = std::numeric_limits<double>::infinity();
   if (opset_ < 11) {
     lo = attr_float("min", -std::numeric_limits<float>::infinity());
     hi = attr_float("max", std::numeric_limits<float>::infinity());
@@ -591,14 +693,15 @@ inline void Importer::clip(const ::onnx::NodeProto&) {
     if (has_input(1)) lo = as_doubles(constant_in(1, "min"))[0];
     if (has_input(2)) hi = as_doubles(constant_in(2, "max"))[0];
   }
-  emit(elementwise({x},
-                   [&](const std::vector<ir::Expr>& v) {
-                     ir::Expr r = v[0];
-                     if (std::isfinite(lo)) r = ir::Max::make(r, ir::make_const(t, lo));
-                     if (std::isfinite(hi)) r = ir::Min::make(r, ir::make_const(t, hi));
-                     return r;
-                   },
-                   "clip"),
+  emit(elementwise(
+           {x},
+           [&](const std::vector<ir::Expr>& v) {
+             ir::Expr r = v[0];
+             if (std::isfinite(lo)) r = ir::Max::make(r, ir::make_const(t, lo));
+             if (std::isfinite(hi)) r = ir::Min::make(r, ir::make_const(t, hi));
+             return r;
+           },
+           "clip"),
        {x});
 }
 
@@ -607,17 +710,20 @@ inline void Importer::prelu(const ::onnx::NodeProto&) {
   Value slope = in(1);
   // A per-channel slope exported as [C] broadcasts against the last axis under numpy's rule;
   // ONNX's own models give [C, 1, 1]. Both mean the channel axis when x is [N, C, ...].
-  if (slope.rank() == 1 && x.rank() > 2 && slope.shape()[0] == x.shape()[1] && slope.shape()[0] != x.shape().back()) {
+  if (slope.rank() == 1 && x.rank() > 2 && slope.shape()[0] == x.shape()[1] &&
+      slope.shape()[0] != x.shape().back()) {
     Shape s(static_cast<size_t>(x.rank() - 1), 1);
     s[0] = slope.shape()[0];
     slope = reshaped(slope, s, node_->input(1) + "_channels");
   }
   const ir::DType t = x.t.dtype();
-  emit(elementwise({x, slope},
-                   [&](const std::vector<ir::Expr>& v) {
-                     return ir::Select::make(ir::LT::make(v[0], ir::make_const(t, 0)), ir::Mul::make(v[0], v[1]), v[0]);
-                   },
-                   "prelu"),
+  emit(elementwise(
+           {x, slope},
+           [&](const std::vector<ir::Expr>& v) {
+             return ir::Select::make(ir::LT::make(v[0], ir::make_const(t, 0)),
+                                     ir::Mul::make(v[0], v[1]), v[0]);
+           },
+           "prelu"),
        {x, in(1)});
 }
 
@@ -630,16 +736,22 @@ inline void Importer::conv(const ::onnx::NodeProto& n) {
   LOOM_USER_CHECK(rank >= 3 && rank <= 5 && w.rank() == rank, "loom.onnx.E1103")
       << what_ << ": " << where() << ": data " << shape_string(x.shape()) << " and weight "
       << shape_string(w.shape()) << " (loom imports 1-D, 2-D and 3-D convolutions, NC... layout)";
-  LOOM_USER_CHECK(x.t.dtype() == ir::DType::f32() && w.t.dtype() == ir::DType::f32(), "loom.onnx.E1104")
-      << what_ << ": " << where() << ": convolution of " << ir::to_string(x.t.dtype()) << " (float32 only)";
+  LOOM_USER_CHECK(x.t.dtype() == ir::DType::f32() && w.t.dtype() == ir::DType::f32(),
+                  "loom.onnx.E1104")
+      << what_ << ": " << where() << ": convolution of " << ir::to_string(x.t.dtype())
+      << " (float32 only)";
   const size_t s = static_cast<size_t>(rank - 2);
   const Shape kernel(w.shape().begin() + 2, w.shape().end());
   if (attr("kernel_shape") && attr_ints("kernel_shape") != kernel)
-    unsupported_attribute("kernel_shape", "is " + shape_string(attr_ints("kernel_shape")) + " but the weight's window is " + shape_string(kernel));
+    unsupported_attribute("kernel_shape", "is " + shape_string(attr_ints("kernel_shape")) +
+                                              " but the weight's window is " +
+                                              shape_string(kernel));
   const Shape stride = attr_ints("strides", Shape(s, 1));
   const Shape dilation = attr_ints("dilations", Shape(s, 1));
-  if (stride.size() != s) unsupported_attribute("strides", "does not have one value per spatial dimension");
-  if (dilation.size() != s) unsupported_attribute("dilations", "does not have one value per spatial dimension");
+  if (stride.size() != s)
+    unsupported_attribute("strides", "does not have one value per spatial dimension");
+  if (dilation.size() != s)
+    unsupported_attribute("dilations", "does not have one value per spatial dimension");
   const int64_t groups = attr_int("group", 1);
   Shape pads = window_pads(Shape(x.shape().begin() + 2, x.shape().end()), kernel, stride, dilation);
   // Batch norm folding: w' = w · scale per output channel, b' = b · scale + shift; in double,
@@ -699,7 +811,8 @@ inline void Importer::conv(const ::onnx::NodeProto& n) {
     Shape bs(static_cast<size_t>(rank - 1), 1);
     bs[0] = out_channels;
     Value b = constant_f32(n.output(0) + "_bias", bs, bias);
-    y = untyped::map(out_name(), "bias_add", {y, b.t}, [](const std::vector<ir::Expr>& v) { return ir::Add::make(v[0], v[1]); });
+    y = untyped::map(out_name(), "bias_add", {y, b.t},
+                     [](const std::vector<ir::Expr>& v) { return ir::Add::make(v[0], v[1]); });
   }
   emit(y, {x, w});
 }
@@ -712,18 +825,26 @@ inline void Importer::conv_transpose(const ::onnx::NodeProto& n) {
       << shape_string(w.shape()) << " (loom imports 2-D transposed convolutions, NCHW)";
   LOOM_USER_CHECK(x.t.dtype() == ir::DType::f32(), "loom.onnx.E1104")
       << what_ << ": " << where() << ": " << ir::to_string(x.t.dtype()) << " (float32 only)";
-  if (attr_int("group", 1) != 1) unsupported_attribute("group", "is " + std::to_string(attr_int("group", 1)) + " (loom imports group 1)");
-  if (attr_ints("dilations", {1, 1}) != Shape{1, 1}) unsupported_attribute("dilations", "is not [1, 1]");
-  if (attr("output_shape")) unsupported_attribute("output_shape", "is given (give pads and output_padding instead)");
+  if (attr_int("group", 1) != 1)
+    unsupported_attribute("group",
+                          "is " + std::to_string(attr_int("group", 1)) + " (loom imports group 1)");
+  if (attr_ints("dilations", {1, 1}) != Shape{1, 1})
+    unsupported_attribute("dilations", "is not [1, 1]");
+  if (attr("output_shape"))
+    unsupported_attribute("output_shape", "is given (give pads and output_padding instead)");
   const std::string auto_pad = attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID") unsupported_attribute("auto_pad", "is '" + auto_pad + "'");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    unsupported_attribute("auto_pad", "is '" + auto_pad + "'");
   const Shape kernel(w.shape().begin() + 2, w.shape().end());
-  if (attr("kernel_shape") && attr_ints("kernel_shape") != kernel) unsupported_attribute("kernel_shape", "differs from the weight's window");
+  if (attr("kernel_shape") && attr_ints("kernel_shape") != kernel)
+    unsupported_attribute("kernel_shape", "differs from the weight's window");
   const Shape stride = attr_ints("strides", {1, 1});
   const Shape pads = auto_pad == "VALID" ? Shape(4, 0) : attr_ints("pads", Shape(4, 0));
   const Shape output_padding = attr_ints("output_padding", {0, 0});
-  if (stride.size() != 2 || pads.size() != 4 || output_padding.size() != 2) unsupported_attribute("pads", "or strides/output_padding have the wrong length");
-  if (pads[0] != pads[2] || pads[1] != pads[3]) unsupported_attribute("pads", "is asymmetric " + shape_string(pads));
+  if (stride.size() != 2 || pads.size() != 4 || output_padding.size() != 2)
+    unsupported_attribute("pads", "or strides/output_padding have the wrong length");
+  if (pads[0] != pads[2] || pads[1] != pads[3])
+    unsupported_attribute("pads", "is asymmetric " + shape_string(pads));
   const int64_t out_channels = w.shape()[1];
   std::vector<double> bias;
   if (has_input(2)) bias = as_doubles(constant_in(2, "bias"));
@@ -750,7 +871,8 @@ inline void Importer::conv_transpose(const ::onnx::NodeProto& n) {
   ir::Tensor y = ops::conv2d_transpose_nchw(Tensor<float, 4>(x.t), Tensor<float, 4>(w.t), p, name);
   if (!bias.empty()) {
     Value b = constant_f32(n.output(0) + "_bias", {out_channels, 1, 1}, bias);
-    y = untyped::map(out_name(), "bias_add", {y, b.t}, [](const std::vector<ir::Expr>& v) { return ir::Add::make(v[0], v[1]); });
+    y = untyped::map(out_name(), "bias_add", {y, b.t},
+                     [](const std::vector<ir::Expr>& v) { return ir::Add::make(v[0], v[1]); });
   }
   emit(y, {x, w});
 }
@@ -759,26 +881,33 @@ inline void Importer::gemm(const ::onnx::NodeProto& n) {
   const Value& a = in(0);
   const Value& b = in(1);
   LOOM_USER_CHECK(a.rank() == 2 && b.rank() == 2, "loom.onnx.E1105")
-      << what_ << ": " << where() << ": Gemm of " << shape_string(a.shape()) << " and " << shape_string(b.shape()) << " (rank 2 each)";
-  LOOM_USER_CHECK(a.t.dtype() == ir::DType::f32() && b.t.dtype() == ir::DType::f32(), "loom.onnx.E1104")
-      << what_ << ": " << where() << ": Gemm of " << ir::to_string(a.t.dtype()) << " (float32 only)";
+      << what_ << ": " << where() << ": Gemm of " << shape_string(a.shape()) << " and "
+      << shape_string(b.shape()) << " (rank 2 each)";
+  LOOM_USER_CHECK(a.t.dtype() == ir::DType::f32() && b.t.dtype() == ir::DType::f32(),
+                  "loom.onnx.E1104")
+      << what_ << ": " << where() << ": Gemm of " << ir::to_string(a.t.dtype())
+      << " (float32 only)";
   const bool trans_a = attr_int("transA", 0) != 0, trans_b = attr_int("transB", 0) != 0;
   const double alpha = attr_float("alpha", 1.0f), beta = attr_float("beta", 1.0f);
   const bool more = alpha != 1.0 || (has_input(2) && beta != 0.0);
   const std::string name = more ? fresh_name(n.output(0) + "_product") : out_name();
-  ir::Tensor y = !trans_a && trans_b ? ops::dense(Tensor<float, 2>(a.t), Tensor<float, 2>(b.t), name)
-                                     : ops::matmul(Tensor<float, 2>(a.t), Tensor<float, 2>(b.t), trans_a, trans_b, name);
+  ir::Tensor y =
+      !trans_a && trans_b
+          ? ops::dense(Tensor<float, 2>(a.t), Tensor<float, 2>(b.t), name)
+          : ops::matmul(Tensor<float, 2>(a.t), Tensor<float, 2>(b.t), trans_a, trans_b, name);
   if (more) {
     std::vector<Value> args{Value{y, nullptr}};
     if (has_input(2) && beta != 0.0) args.push_back(in(2));
     const ir::DType t = ir::DType::f32();
-    y = elementwise(args,
-                    [&](const std::vector<ir::Expr>& v) {
-                      ir::Expr r = alpha == 1.0 ? v[0] : ir::Mul::make(v[0], ir::make_const(t, alpha));
-                      if (v.size() > 1) r = ir::Add::make(r, beta == 1.0 ? v[1] : ir::Mul::make(v[1], ir::make_const(t, beta)));
-                      return r;
-                    },
-                    "bias_add");
+    y = elementwise(
+        args,
+        [&](const std::vector<ir::Expr>& v) {
+          ir::Expr r = alpha == 1.0 ? v[0] : ir::Mul::make(v[0], ir::make_const(t, alpha));
+          if (v.size() > 1)
+            r = ir::Add::make(r, beta == 1.0 ? v[1] : ir::Mul::make(v[1], ir::make_const(t, beta)));
+          return r;
+        },
+        "bias_add");
   }
   std::vector<Value> read{a, b};
   if (has_input(2)) read.push_back(in(2));
@@ -789,7 +918,8 @@ inline void Importer::matmul(const ::onnx::NodeProto&) {
   const Value& a = in(0);
   const Value& b = in(1);
   LOOM_USER_CHECK(a.t.dtype() == b.t.dtype(), "loom.onnx.E1105")
-      << what_ << ": " << where() << ": operands of types " << ir::to_string(a.t.dtype()) << " and " << ir::to_string(b.t.dtype());
+      << what_ << ": " << where() << ": operands of types " << ir::to_string(a.t.dtype()) << " and "
+      << ir::to_string(b.t.dtype());
   emit(untyped::matmul(a.t, b.t, out_name()), {a, b});
 }
 
@@ -802,53 +932,66 @@ inline void Importer::batch_norm(const ::onnx::NodeProto& n) {
   }
   for (int i = 1; i < n.output_size(); ++i)
     LOOM_USER_CHECK(n.output(i).empty(), "loom.onnx.E1103")
-        << what_ << ": " << where() << ": output " << i << " (training statistics) is requested; loom imports inference-mode BatchNormalization";
-  if (attr_int("training_mode", 0) != 0) unsupported_attribute("training_mode", "is 1 (loom imports inference)");
+        << what_ << ": " << where() << ": output " << i
+        << " (training statistics) is requested; loom imports inference-mode BatchNormalization";
+  if (attr_int("training_mode", 0) != 0)
+    unsupported_attribute("training_mode", "is 1 (loom imports inference)");
   const Value& x = in(0);
-  LOOM_USER_CHECK(x.rank() >= 2, "loom.onnx.E1105") << what_ << ": " << where() << ": data of rank " << x.rank();
+  LOOM_USER_CHECK(x.rank() >= 2, "loom.onnx.E1105")
+      << what_ << ": " << where() << ": data of rank " << x.rank();
   const int64_t c = x.shape()[1];
   const Affine a = batch_norm_affine(n, c);
   Shape s(static_cast<size_t>(x.rank() - 1), 1);
   s[0] = c;
-  Value sc = constant_f32(n.output(0) + "_scale", s, a.scale), sh = constant_f32(n.output(0) + "_shift", s, a.shift);
-  emit(elementwise({x, sc, sh}, [](const std::vector<ir::Expr>& v) { return ir::Add::make(ir::Mul::make(v[0], v[1]), v[2]); }, "batch_norm"),
+  Value sc = constant_f32(n.output(0) + "_scale", s, a.scale),
+        sh = constant_f32(n.output(0) + "_shift", s, a.shift);
+  emit(elementwise(
+           {x, sc, sh},
+           [](const std::vector<ir::Expr>& v) {
+             return ir::Add::make(ir::Mul::make(v[0], v[1]), v[2]);
+           },
+           "batch_norm"),
        {x});
 }
 
 // scale = gamma / sqrt(var + eps), shift = beta - mean · scale. The folding pass checked that
 // the parameters are constants; a node imported on its own is checked here (E1107).
-inline Importer::Affine Importer::batch_norm_affine(const ::onnx::NodeProto& bn, int64_t channels) const {
+inline Importer::Affine Importer::batch_norm_affine(const ::onnx::NodeProto& bn,
+                                                    int64_t channels) const {
   auto param = [&](int i, const char* what) {
     auto it = values_.find(bn.input(i));
     LOOM_USER_CHECK(it != values_.end() && it->second.constant(), "loom.onnx.E1107")
-        << what_ << ": BatchNormalization '" << bn.name() << "': input " << i << " (" << what << ", '"
-        << bn.input(i) << "') is computed at run time; loom needs it constant";
+        << what_ << ": BatchNormalization '" << bn.name() << "': input " << i << " (" << what
+        << ", '" << bn.input(i) << "') is computed at run time; loom needs it constant";
     std::vector<double> v = as_doubles(it->second);
     LOOM_USER_CHECK(static_cast<int64_t>(v.size()) == channels, "loom.onnx.E1105")
         << what_ << ": BatchNormalization '" << bn.name() << "': " << what << " has " << v.size()
         << " elements; it needs " << channels << ", one per channel";
     return v;
   };
-  const std::vector<double> gamma = param(1, "scale"), beta = param(2, "B"), mean = param(3, "mean"),
-                            var = param(4, "var");
+  const std::vector<double> gamma = param(1, "scale"), beta = param(2, "B"),
+                            mean = param(3, "mean"), var = param(4, "var");
   double eps = 1e-5f;
   for (const auto& a : bn.attribute())
     if (a.name() == "epsilon") eps = a.f();
   return net::batch_norm_affine(gamma, beta, mean, var, eps);
 }
 
-inline ir::Tensor Importer::layer_norm_of(const Value& x, const Value& gamma, const Value& beta, double eps,
-                                          const std::string& name) const {
+inline ir::Tensor Importer::layer_norm_of(const Value& x, const Value& gamma, const Value& beta,
+                                          double eps, const std::string& name) const {
   ir::Tensor y;
   auto build = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
-    y = ops::layer_norm(Tensor<float, R>(x.t), Tensor<float, 1>(gamma.t), Tensor<float, 1>(beta.t), eps, name);
+    y = ops::layer_norm(Tensor<float, R>(x.t), Tensor<float, 1>(gamma.t), Tensor<float, 1>(beta.t),
+                        eps, name);
   };
   switch (x.rank()) {
     case 1: build(std::integral_constant<std::size_t, 1>{}); break;
     case 2: build(std::integral_constant<std::size_t, 2>{}); break;
     case 3: build(std::integral_constant<std::size_t, 3>{}); break;
     case 4: build(std::integral_constant<std::size_t, 4>{}); break;
-    default: LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": data of rank " << x.rank() << " (loom imports ranks 1 to 4)";
+    default:
+      LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": data of rank "
+                                                << x.rank() << " (loom imports ranks 1 to 4)";
   }
   return y;
 }
@@ -856,13 +999,16 @@ inline ir::Tensor Importer::layer_norm_of(const Value& x, const Value& gamma, co
 inline void Importer::layer_norm(const ::onnx::NodeProto& n) {
   for (int i = 1; i < n.output_size(); ++i)
     LOOM_USER_CHECK(n.output(i).empty(), "loom.onnx.E1103")
-        << what_ << ": " << where() << ": output " << i << " (Mean / InvStdDev) is requested; loom computes Y only";
+        << what_ << ": " << where() << ": output " << i
+        << " (Mean / InvStdDev) is requested; loom computes Y only";
   const Value& x = in(0);
   const int axis = untyped::normalize_axis("LayerNormalization", attr_int("axis", -1), x.rank());
-  if (axis != x.rank() - 1) unsupported_attribute("axis", "normalizes more than the last dimension");
+  if (axis != x.rank() - 1)
+    unsupported_attribute("axis", "normalizes more than the last dimension");
   const int64_t d = x.shape().back();
   Value gamma = reshaped(in(1), {d}, node_->input(1) + "_1d");
-  Value beta = has_input(2) ? reshaped(in(2), {d}, node_->input(2) + "_1d") : constant_f32(n.output(0) + "_beta", {d}, std::vector<double>(d, 0.0));
+  Value beta = has_input(2) ? reshaped(in(2), {d}, node_->input(2) + "_1d")
+                            : constant_f32(n.output(0) + "_beta", {d}, std::vector<double>(d, 0.0));
   emit(layer_norm_of(x, gamma, beta, attr_float("epsilon", 1e-5f), out_name()), {x, gamma, beta});
 }
 
@@ -878,7 +1024,9 @@ inline bool Importer::layer_norm_pattern(const ::onnx::NodeProto& add) {
     auto it = producer_.find(value);
     return it != producer_.end() && it->second->op_type() == op ? it->second : nullptr;
   };
-  auto only_reader = [&](const std::string& value, int readers = 1) { return readers_[value] == readers; };
+  auto only_reader = [&](const std::string& value, int readers = 1) {
+    return readers_[value] == readers;
+  };
   auto constant_value = [&](const std::string& name) -> const Value* {
     auto it = values_.find(name);
     return it != values_.end() && it->second.constant() ? &it->second : nullptr;
@@ -888,9 +1036,12 @@ inline bool Importer::layer_norm_pattern(const ::onnx::NodeProto& add) {
     Shape axes;
     int64_t keep = 1;
     for (const auto& a : r->attribute()) {
-      if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
-      else if (a.name() == "keepdims") keep = a.i();
-      else return false;
+      if (a.name() == "axes")
+        axes.assign(a.ints().begin(), a.ints().end());
+      else if (a.name() == "keepdims")
+        keep = a.i();
+      else
+        return false;
     }
     return keep == 1 && axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
   };
@@ -913,17 +1064,23 @@ inline bool Importer::layer_norm_pattern(const ::onnx::NodeProto& add) {
       const Value& x = x_it->second;
       const int rank = x.rank();
       const ::onnx::NodeProto* mean = made_by(sub->input(1), "ReduceMean");
-      if (!last_axis_mean(mean, rank) || mean->input(0) != sub->input(0) || !only_reader(sub->input(1))) continue;
+      if (!last_axis_mean(mean, rank) || mean->input(0) != sub->input(0) ||
+          !only_reader(sub->input(1)))
+        continue;
       for (int ei = 0; ei < 2; ++ei) {
         const Value* eps = constant_value(plus->input(ei));
         const ::onnx::NodeProto* var = made_by(plus->input(1 - ei), "ReduceMean");
-        if (!eps || eps->t.num_elements() != 1 || !last_axis_mean(var, rank) || !only_reader(plus->input(1 - ei))) continue;
+        if (!eps || eps->t.num_elements() != 1 || !last_axis_mean(var, rank) ||
+            !only_reader(plus->input(1 - ei)))
+          continue;
         const ::onnx::NodeProto* square = made_by(var->input(0), "Pow");
         if (!square || square->input(0) != sub->output(0) || !only_reader(var->input(0))) continue;
         const Value* two = constant_value(square->input(1));
         if (!two || two->t.num_elements() != 1 || as_doubles(*two)[0] != 2.0) continue;
         const int64_t d = x.shape().back();
-        if (x.t.dtype() != ir::DType::f32() || gamma->t.num_elements() != d || beta->t.num_elements() != d || rank > 4) continue;
+        if (x.t.dtype() != ir::DType::f32() || gamma->t.num_elements() != d ||
+            beta->t.num_elements() != d || rank > 4)
+          continue;
         const Value g = reshaped(*gamma, {d}, add.output(0) + "_gamma");
         const Value b = reshaped(*beta, {d}, add.output(0) + "_beta");
         ++stats_.fused_layer_norms;
@@ -938,8 +1095,10 @@ inline bool Importer::layer_norm_pattern(const ::onnx::NodeProto& add) {
 inline void Importer::softmax(const ::onnx::NodeProto& n) {
   Value x = in(0);
   const int rank = x.rank();
-  LOOM_USER_CHECK(x.t.dtype() == ir::DType::f32(), "loom.onnx.E1104") << what_ << ": " << where() << ": " << ir::to_string(x.t.dtype()) << " (float32 only)";
-  const int axis = untyped::normalize_axis(n.op_type().c_str(), attr_int("axis", opset_ < 13 ? 1 : -1), rank);
+  LOOM_USER_CHECK(x.t.dtype() == ir::DType::f32(), "loom.onnx.E1104")
+      << what_ << ": " << where() << ": " << ir::to_string(x.t.dtype()) << " (float32 only)";
+  const int axis =
+      untyped::normalize_axis(n.op_type().c_str(), attr_int("axis", opset_ < 13 ? 1 : -1), rank);
   const bool log = n.op_type() == "LogSoftmax";
   // Opsets before 13 normalize over all dimensions from `axis` on (the data seen as 2-D);
   // from 13 over `axis` alone, which loom's softmax (last axis) reaches by a transpose.
@@ -957,16 +1116,23 @@ inline void Importer::softmax(const ::onnx::NodeProto& n) {
   const bool last_step = opset_ >= 13 && perm.empty() && !log;
   const std::string name = last_step ? out_name() : fresh_name(n.output(0) + "_softmax");
   ir::Tensor y;
-  auto build = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) { y = ops::softmax(Tensor<float, R>(rows.t), name); };
+  auto build = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
+    y = ops::softmax(Tensor<float, R>(rows.t), name);
+  };
   switch (rows.rank()) {
     case 1: build(std::integral_constant<std::size_t, 1>{}); break;
     case 2: build(std::integral_constant<std::size_t, 2>{}); break;
     case 3: build(std::integral_constant<std::size_t, 3>{}); break;
     case 4: build(std::integral_constant<std::size_t, 4>{}); break;
     case 5: build(std::integral_constant<std::size_t, 5>{}); break;
-    default: LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": data of rank " << rows.rank() << " (loom imports ranks 1 to 5)";
+    default:
+      LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": data of rank "
+                                                << rows.rank() << " (loom imports ranks 1 to 5)";
   }
-  if (log) y = untyped::map(fresh_name(n.output(0) + "_log"), "log", {y}, [](const std::vector<ir::Expr>& v) { return ir::Call::make(ir::CallOp::log, {v[0]}); });
+  if (log)
+    y = untyped::map(
+        fresh_name(n.output(0) + "_log"), "log", {y},
+        [](const std::vector<ir::Expr>& v) { return ir::Call::make(ir::CallOp::log, {v[0]}); });
   if (!perm.empty()) y = untyped::transpose(y, perm, fresh_name(n.output(0)));
   if (opset_ < 13) y = untyped::reshape(y, x.shape(), fresh_name(n.output(0)));
   emit(y, {x});
@@ -978,14 +1144,17 @@ inline void Importer::pool(const ::onnx::NodeProto& n) {
   Value x = in(0);
   const bool is_max = n.op_type() == "MaxPool";
   if (is_max && n.output_size() > 1 && !n.output(1).empty())
-    LOOM_USER_CHECK(false, "loom.onnx.E1103") << what_ << ": " << where() << ": the Indices output is requested (loom computes the values only)";
+    LOOM_USER_CHECK(false, "loom.onnx.E1103")
+        << what_ << ": " << where()
+        << ": the Indices output is requested (loom computes the values only)";
   LOOM_USER_CHECK(x.rank() == 4 && x.t.dtype() == ir::DType::f32(), "loom.onnx.E1103")
-      << what_ << ": " << where() << ": " << ir::to_string(x.t.dtype()) << " data " << shape_string(x.shape())
-      << " (loom imports 2-D pooling of float32 NCHW data)";
+      << what_ << ": " << where() << ": " << ir::to_string(x.t.dtype()) << " data "
+      << shape_string(x.shape()) << " (loom imports 2-D pooling of float32 NCHW data)";
   const Shape kernel = attr_ints("kernel_shape");
   if (kernel.size() != 2) unsupported_attribute("kernel_shape", "must give 2 extents");
   const Shape stride = attr_ints("strides", {1, 1});
-  if (attr_ints("dilations", {1, 1}) != Shape{1, 1}) unsupported_attribute("dilations", "is not [1, 1]");
+  if (attr_ints("dilations", {1, 1}) != Shape{1, 1})
+    unsupported_attribute("dilations", "is not [1, 1]");
   if (attr_int("storage_order", 0) != 0) unsupported_attribute("storage_order", "is column-major");
   Shape pads = window_pads({x.shape()[2], x.shape()[3]}, kernel, stride, {1, 1});
   const bool count_include_pad = attr_int("count_include_pad", 0) != 0;
@@ -997,7 +1166,8 @@ inline void Importer::pool(const ::onnx::NodeProto& n) {
       const int64_t padded = x.shape()[2 + d] + pads[d] + pads[d + 2];
       const int64_t floor_out = (padded - kernel[d]) / stride[d] + 1;
       int64_t ceil_out = (padded - kernel[d] + stride[d] - 1) / stride[d] + 1;
-      if ((ceil_out - 1) * stride[d] >= x.shape()[2 + d] + pads[d]) --ceil_out;  // a window must start inside
+      if ((ceil_out - 1) * stride[d] >= x.shape()[2 + d] + pads[d])
+        --ceil_out;  // a window must start inside
       pads[d + 2] += (ceil_out - floor_out) * stride[d];
     }
   }
@@ -1005,23 +1175,31 @@ inline void Importer::pool(const ::onnx::NodeProto& n) {
   if (pads[0] != pads[2] || pads[1] != pads[3] || pads[0] >= kernel[0] || pads[1] >= kernel[1] ||
       pads[2] >= kernel[0] || pads[3] >= kernel[1]) {
     if (!is_max && !count_include_pad && (pads[0] || pads[1] || pads[2] || pads[3]))
-      unsupported_attribute("pads", "is asymmetric " + shape_string(pads) + " with count_include_pad 0");
-    x = Value{untyped::pad(x.t, {0, 0, pads[0], pads[1]}, {0, 0, pads[2], pads[3]}, is_max ? lowest : 0.0, fresh_name(n.output(0) + "_pad")), nullptr};
+      unsupported_attribute("pads",
+                            "is asymmetric " + shape_string(pads) + " with count_include_pad 0");
+    x = Value{untyped::pad(x.t, {0, 0, pads[0], pads[1]}, {0, 0, pads[2], pads[3]},
+                           is_max ? lowest : 0.0, fresh_name(n.output(0) + "_pad")),
+              nullptr};
     pads.assign(4, 0);
   }
-  ir::Tensor y = is_max ? ops::max_pool2d(Tensor<float, 4>(x.t), {kernel[0], kernel[1]}, {stride[0], stride[1]}, {pads[0], pads[1]}, out_name())
-                        : ops::avg_pool2d(Tensor<float, 4>(x.t), {kernel[0], kernel[1]}, {stride[0], stride[1]}, {pads[0], pads[1]}, count_include_pad, out_name());
+  ir::Tensor y = is_max ? ops::max_pool2d(Tensor<float, 4>(x.t), {kernel[0], kernel[1]},
+                                          {stride[0], stride[1]}, {pads[0], pads[1]}, out_name())
+                        : ops::avg_pool2d(Tensor<float, 4>(x.t), {kernel[0], kernel[1]},
+                                          {stride[0], stride[1]}, {pads[0], pads[1]},
+                                          count_include_pad, out_name());
   emit(y, {x});
 }
 
 inline void Importer::global_pool(const ::onnx::NodeProto& n) {
   const Value& x = in(0);
-  LOOM_USER_CHECK(x.rank() >= 3, "loom.onnx.E1105") << what_ << ": " << where() << ": data of rank " << x.rank();
+  LOOM_USER_CHECK(x.rank() >= 3, "loom.onnx.E1105")
+      << what_ << ": " << where() << ": data of rank " << x.rank();
   std::vector<int> axes;
   for (int d = 2; d < x.rank(); ++d) axes.push_back(d);
-  ir::Tensor y = n.op_type() == "GlobalAveragePool"
-                     ? untyped::reduce_mean(x.t, axes, true, out_name())
-                     : untyped::reduce(x.t, axes, true, ir::ReduceOp::Max, out_name(), "global_max_pool");
+  ir::Tensor y =
+      n.op_type() == "GlobalAveragePool"
+          ? untyped::reduce_mean(x.t, axes, true, out_name())
+          : untyped::reduce(x.t, axes, true, ir::ReduceOp::Max, out_name(), "global_max_pool");
   emit(y, {x});
 }
 
@@ -1045,8 +1223,10 @@ inline void Importer::reduce(const ::onnx::NodeProto& n) {
   if (op == "ReduceMean") {
     y = untyped::reduce_mean(x.t, ax, keep, out_name());
   } else {
-    const ir::ReduceOp r = op == "ReduceSum" ? ir::ReduceOp::Sum : op == "ReduceMax" ? ir::ReduceOp::Max
-                         : op == "ReduceMin" ? ir::ReduceOp::Min : ir::ReduceOp::Prod;
+    const ir::ReduceOp r = op == "ReduceSum"   ? ir::ReduceOp::Sum
+                           : op == "ReduceMax" ? ir::ReduceOp::Max
+                           : op == "ReduceMin" ? ir::ReduceOp::Min
+                                               : ir::ReduceOp::Prod;
     std::string tag = op.substr(6);
     for (char& ch : tag) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     y = untyped::reduce(x.t, ax, keep, r, out_name(), tag);
@@ -1065,17 +1245,21 @@ inline void Importer::reshape(const ::onnx::NodeProto& n) {
   int64_t known = 1;
   for (size_t d = 0; d < spec.size(); ++d) {
     if (spec[d] == -1) {
-      LOOM_USER_CHECK(infer < 0, "loom.onnx.E1105") << what_ << ": " << where() << ": the shape " << shape_string(spec) << " has two -1";
+      LOOM_USER_CHECK(infer < 0, "loom.onnx.E1105")
+          << what_ << ": " << where() << ": the shape " << shape_string(spec) << " has two -1";
       infer = static_cast<int>(d);
       continue;
     }
     shape[d] = spec[d] == 0 && !allow_zero ? (d < x.shape().size() ? x.shape()[d] : 0) : spec[d];
-    LOOM_USER_CHECK(shape[d] >= 0, "loom.onnx.E1105") << what_ << ": " << where() << ": the shape " << shape_string(spec) << " has a negative extent";
+    LOOM_USER_CHECK(shape[d] >= 0, "loom.onnx.E1105")
+        << what_ << ": " << where() << ": the shape " << shape_string(spec)
+        << " has a negative extent";
     known *= shape[d];
   }
   if (infer >= 0) {
     LOOM_USER_CHECK(known > 0 && x.t.num_elements() % known == 0, "loom.onnx.E1105")
-        << what_ << ": " << where() << ": " << shape_string(x.shape()) << " cannot be reshaped to " << shape_string(spec);
+        << what_ << ": " << where() << ": " << shape_string(x.shape()) << " cannot be reshaped to "
+        << shape_string(spec);
     shape[infer] = x.t.num_elements() / known;
   }
   set_output(0, reshaped(x, shape, n.output(0)));
@@ -1083,7 +1267,9 @@ inline void Importer::reshape(const ::onnx::NodeProto& n) {
 
 inline void Importer::flatten(const ::onnx::NodeProto& n) {
   const Value& x = in(0);
-  const int axis = attr_int("axis", 1) == x.rank() ? x.rank() : untyped::normalize_axis("Flatten", attr_int("axis", 1), x.rank());
+  const int axis = attr_int("axis", 1) == x.rank()
+                       ? x.rank()
+                       : untyped::normalize_axis("Flatten", attr_int("axis", 1), x.rank());
   int64_t outer = 1;
   for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
   set_output(0, reshaped(x, {outer, outer ? x.t.num_elements() / outer : 0}, n.output(0)));
@@ -1091,13 +1277,17 @@ inline void Importer::flatten(const ::onnx::NodeProto& n) {
 
 inline void Importer::squeeze(const ::onnx::NodeProto& n) {
   const Value& x = in(0);
-  Shape axes = opset_ < 13 ? attr_ints("axes") : has_input(1) ? as_ints(constant_in(1, "axes")) : Shape{};
+  Shape axes = opset_ < 13    ? attr_ints("axes")
+               : has_input(1) ? as_ints(constant_in(1, "axes"))
+                              : Shape{};
   std::vector<bool> drop(static_cast<size_t>(x.rank()), false);
   if (axes.empty()) {
     for (int d = 0; d < x.rank(); ++d) drop[d] = x.shape()[d] == 1;
   } else {
     for (int d : int_axes(axes, x.rank())) {
-      LOOM_USER_CHECK(x.shape()[d] == 1, "loom.onnx.E1105") << what_ << ": " << where() << ": axis " << d << " of " << shape_string(x.shape()) << " is not 1";
+      LOOM_USER_CHECK(x.shape()[d] == 1, "loom.onnx.E1105")
+          << what_ << ": " << where() << ": axis " << d << " of " << shape_string(x.shape())
+          << " is not 1";
       drop[d] = true;
     }
   }
@@ -1113,7 +1303,8 @@ inline void Importer::unsqueeze(const ::onnx::NodeProto& n) {
   const int rank = x.rank() + static_cast<int>(axes.size());
   std::vector<bool> added(static_cast<size_t>(rank), false);
   for (int d : int_axes(axes, rank)) {
-    LOOM_USER_CHECK(!added[d], "loom.onnx.E1105") << what_ << ": " << where() << ": axis " << d << " is listed twice";
+    LOOM_USER_CHECK(!added[d], "loom.onnx.E1105")
+        << what_ << ": " << where() << ": axis " << d << " is listed twice";
     added[d] = true;
   }
   Shape shape;
@@ -1139,7 +1330,8 @@ inline void Importer::concat(const ::onnx::NodeProto& n) {
     xs.push_back(v);
     if (v.t.num_elements() > 0) ts.push_back(v.t);  // exporters concatenate empty shape vectors
   }
-  LOOM_USER_CHECK(!ts.empty(), "loom.onnx.E1105") << what_ << ": " << where() << " has no non-empty inputs";
+  LOOM_USER_CHECK(!ts.empty(), "loom.onnx.E1105")
+      << what_ << ": " << where() << " has no non-empty inputs";
   const int axis = untyped::normalize_axis("Concat", attr_int("axis", 0), ts[0].rank());
   if (ts.size() == 1) {  // the other inputs were empty
     for (const Value& v : xs)
@@ -1165,7 +1357,9 @@ inline void Importer::slice(const ::onnx::NodeProto& n) {
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
-  LOOM_USER_CHECK(ends.size() == starts.size() && axes.size() == starts.size() && steps.size() == starts.size(), "loom.onnx.E1105")
+  LOOM_USER_CHECK(
+      ends.size() == starts.size() && axes.size() == starts.size() && steps.size() == starts.size(),
+      "loom.onnx.E1105")
       << what_ << ": " << where() << ": starts, ends, axes and steps have different lengths";
   const int rank = x.rank();
   Shape b(static_cast<size_t>(rank), 0), e(x.shape()), s(static_cast<size_t>(rank), 1);
@@ -1190,7 +1384,9 @@ inline void Importer::slice(const ::onnx::NodeProto& n) {
 inline void Importer::split(const ::onnx::NodeProto& n) {
   const Value& x = in(0);
   const int axis = untyped::normalize_axis("Split", attr_int("axis", 0), x.rank());
-  Shape parts = opset_ < 13 ? attr_ints("split") : has_input(1) ? as_ints(constant_in(1, "split")) : Shape{};
+  Shape parts = opset_ < 13    ? attr_ints("split")
+                : has_input(1) ? as_ints(constant_in(1, "split"))
+                               : Shape{};
   const int outputs = n.output_size();
   if (parts.empty()) {
     const int64_t dim = x.shape()[axis];
@@ -1209,7 +1405,8 @@ inline void Importer::split(const ::onnx::NodeProto& n) {
     emit(untyped::slice(x.t, b, e, s, out_name(i)), {x}, i);
   }
   LOOM_USER_CHECK(at == x.shape()[axis], "loom.onnx.E1105")
-      << what_ << ": " << where() << ": the parts " << shape_string(parts) << " do not add up to " << x.shape()[axis];
+      << what_ << ": " << where() << ": the parts " << shape_string(parts) << " do not add up to "
+      << x.shape()[axis];
 }
 
 inline void Importer::gather(const ::onnx::NodeProto&) {
@@ -1238,7 +1435,8 @@ inline void Importer::cast(const ::onnx::NodeProto&) {
   ir::DType t;
   const int to = static_cast<int>(attr_int("to", 0));
   LOOM_USER_CHECK(dtype_of(to, &t), "loom.onnx.E1104")
-      << what_ << ": " << where() << ": cast to " << elem_type_name(to) << " (loom has FLOAT, DOUBLE, INT32 and INT64 tensors)";
+      << what_ << ": " << where() << ": cast to " << elem_type_name(to)
+      << " (loom has FLOAT, DOUBLE, INT32 and INT64 tensors)";
   if (t == x.t.dtype()) {
     set_output(0, x);
     return;
@@ -1248,7 +1446,8 @@ inline void Importer::cast(const ::onnx::NodeProto&) {
 
 inline void Importer::constant(const ::onnx::NodeProto& n) {
   const auto& a = n.attribute();
-  LOOM_USER_CHECK(a.size() == 1, "loom.onnx.E1105") << what_ << ": " << where() << " needs exactly one value attribute";
+  LOOM_USER_CHECK(a.size() == 1, "loom.onnx.E1105")
+      << what_ << ": " << where() << " needs exactly one value attribute";
   const auto& v = a.Get(0);
   const std::string& out = n.output(0);
   if (v.name() == "value") {
@@ -1256,7 +1455,8 @@ inline void Importer::constant(const ::onnx::NodeProto& n) {
   } else if (v.name() == "value_float") {
     set_output(0, constant_f32(out, {}, {v.f()}));
   } else if (v.name() == "value_floats") {
-    set_output(0, constant_f32(out, {v.floats_size()}, std::vector<double>(v.floats().begin(), v.floats().end())));
+    set_output(0, constant_f32(out, {v.floats_size()},
+                               std::vector<double>(v.floats().begin(), v.floats().end())));
   } else if (v.name() == "value_int") {
     set_output(0, constant_i64(out, {}, {v.i()}));
   } else if (v.name() == "value_ints") {
@@ -1271,10 +1471,12 @@ inline void Importer::constant_of_shape(const ::onnx::NodeProto& n) {
   const int64_t count = checked_count(shape, what_ + ": " + where());
   Value fill = constant_f32(n.output(0) + "_value", {1}, {0.0});
   if (const auto* a = attr("value")) fill = from_tensor_proto(a->t(), n.output(0) + "_value");
-  LOOM_USER_CHECK(fill.t.num_elements() == 1, "loom.onnx.E1105") << what_ << ": " << where() << ": value must have one element";
+  LOOM_USER_CHECK(fill.t.num_elements() == 1, "loom.onnx.E1105")
+      << what_ << ": " << where() << ": value must have one element";
   const size_t bytes = static_cast<size_t>(fill.t.dtype().bytes());
   auto data = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(count) * bytes);
-  for (int64_t i = 0; i < count; ++i) std::memcpy(data->data() + i * bytes, fill.data->data(), bytes);
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(data->data() + i * bytes, fill.data->data(), bytes);
   set_output(0, make_constant(n.output(0), fill.t.dtype(), shape, std::move(data)));
 }
 
@@ -1288,15 +1490,19 @@ inline void Importer::expand(const ::onnx::NodeProto&) {
 inline void Importer::pad(const ::onnx::NodeProto&) {
   const Value& x = in(0);
   const std::string mode = attr_string("mode", "constant");
-  if (mode != "constant") unsupported_attribute("mode", "is '" + mode + "' (loom imports constant padding)");
+  if (mode != "constant")
+    unsupported_attribute("mode", "is '" + mode + "' (loom imports constant padding)");
   Shape pads = opset_ < 11 ? attr_ints("pads") : as_ints(constant_in(1, "pads"));
-  double value = opset_ < 11 ? attr_float("value", 0.0f) : has_input(2) ? as_doubles(constant_in(2, "constant_value"))[0] : 0.0;
+  double value = opset_ < 11    ? attr_float("value", 0.0f)
+                 : has_input(2) ? as_doubles(constant_in(2, "constant_value"))[0]
+                                : 0.0;
   const int rank = x.rank();
   Shape axes;
   if (has_input(3)) axes = as_ints(constant_in(3, "axes"));
   if (axes.empty())
     for (int d = 0; d < rank; ++d) axes.push_back(d);
-  LOOM_USER_CHECK(pads.size() == 2 * axes.size(), "loom.onnx.E1105") << what_ << ": " << where() << ": " << pads.size() << " pads for " << axes.size() << " axes";
+  LOOM_USER_CHECK(pads.size() == 2 * axes.size(), "loom.onnx.E1105")
+      << what_ << ": " << where() << ": " << pads.size() << " pads for " << axes.size() << " axes";
   Shape before(static_cast<size_t>(rank), 0), after(static_cast<size_t>(rank), 0);
   const std::vector<int> ax = int_axes(axes, rank);
   bool crop = false;
@@ -1307,7 +1513,8 @@ inline void Importer::pad(const ::onnx::NodeProto&) {
   }
   if (crop) {
     // Negative pads crop: a slice of the padded tensor.
-    Shape pb(before), pa(after), b(static_cast<size_t>(rank), 0), e(static_cast<size_t>(rank)), s(static_cast<size_t>(rank), 1);
+    Shape pb(before), pa(after), b(static_cast<size_t>(rank), 0), e(static_cast<size_t>(rank)),
+        s(static_cast<size_t>(rank), 1);
     for (int d = 0; d < rank; ++d) {
       pb[d] = std::max<int64_t>(before[d], 0);
       pa[d] = std::max<int64_t>(after[d], 0);
@@ -1325,10 +1532,12 @@ inline void Importer::identity(const ::onnx::NodeProto& n) {
   // Dropout at inference, Identity: the output is the input. Dropout's mask output is not.
   if (n.op_type() == "Dropout") {
     LOOM_USER_CHECK(n.output_size() < 2 || n.output(1).empty(), "loom.onnx.E1103")
-        << what_ << ": " << where() << ": the mask output is requested (loom imports inference-mode Dropout)";
+        << what_ << ": " << where()
+        << ": the mask output is requested (loom imports inference-mode Dropout)";
     if (has_input(2)) {
       const Value& training = constant_in(2, "training_mode");
-      LOOM_USER_CHECK(as_ints(training)[0] == 0, "loom.onnx.E1103") << what_ << ": " << where() << ": training_mode is true";
+      LOOM_USER_CHECK(as_ints(training)[0] == 0, "loom.onnx.E1103")
+          << what_ << ": " << where() << ": training_mode is true";
     }
   }
   ++stats_.dropped;
@@ -1353,11 +1562,13 @@ inline void Importer::range(const ::onnx::NodeProto&) {
   if (start.t.dtype().code == ir::DType::Code::Float) {
     std::vector<double> v;
     for (int64_t i = 0; i < count; ++i) v.push_back(s + d * static_cast<double>(i));
-    set_output(0, start.t.dtype() == ir::DType::f32() ? constant_f32(node_->output(0), {count}, v)
-                                                      : make_constant(node_->output(0), ir::DType::f64(), {count}, bytes_of(v)));
+    set_output(0, start.t.dtype() == ir::DType::f32()
+                      ? constant_f32(node_->output(0), {count}, v)
+                      : make_constant(node_->output(0), ir::DType::f64(), {count}, bytes_of(v)));
   } else {
     std::vector<int64_t> v;
-    for (int64_t i = 0; i < count; ++i) v.push_back(static_cast<int64_t>(s) + static_cast<int64_t>(d) * i);
+    for (int64_t i = 0; i < count; ++i)
+      v.push_back(static_cast<int64_t>(s) + static_cast<int64_t>(d) * i);
     if (start.t.dtype() == ir::DType::i64()) {
       set_output(0, constant_i64(node_->output(0), {count}, v));
     } else {
@@ -1372,29 +1583,47 @@ inline void Importer::range(const ::onnx::NodeProto&) {
 inline const std::map<std::string, OpInfo>& op_table() {
   static const std::map<std::string, OpInfo> table = [] {
     std::map<std::string, OpInfo> t;
-    for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Abs", "Neg", "Reciprocal",
-                           "Floor", "Ceil", "Sin", "Cos", "HardSwish", "Softplus", "Softsign", "Mish"})
+    for (const char* op :
+         {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Abs", "Neg", "Reciprocal",
+          "Floor", "Ceil", "Sin", "Cos", "HardSwish", "Softplus", "Softsign", "Mish"})
       t[op] = {&Importer::unary, {}, 1, 1};
     t["LeakyRelu"] = {&Importer::unary, {"alpha"}, 1, 1};
     t["Elu"] = {&Importer::unary, {"alpha"}, 1, 1};
     t["Selu"] = {&Importer::unary, {"alpha", "gamma"}, 1, 1};
     t["HardSigmoid"] = {&Importer::unary, {"alpha", "beta"}, 1, 1};
     t["Gelu"] = {&Importer::unary, {"approximate"}, 1, 1};
-    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) t[op] = {&Importer::binary, {}, 2, 2};
-    for (const char* op : {"Max", "Min", "Sum", "Mean"}) t[op] = {&Importer::variadic, {}, 1, 1 << 20};
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"})
+      t[op] = {&Importer::binary, {}, 2, 2};
+    for (const char* op : {"Max", "Min", "Sum", "Mean"})
+      t[op] = {&Importer::variadic, {}, 1, 1 << 20};
     t["Clip"] = {&Importer::clip, {"min", "max"}, 1, 3};
     t["PRelu"] = {&Importer::prelu, {}, 2, 2};
-    t["Conv"] = {&Importer::conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}, 2, 3};
+    t["Conv"] = {&Importer::conv,
+                 {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
+                 2,
+                 3};
     t["ConvTranspose"] = {&Importer::conv_transpose,
-                          {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}, 2, 3};
+                          {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                           "output_shape", "pads", "strides"},
+                          2,
+                          3};
     t["Gemm"] = {&Importer::gemm, {"alpha", "beta", "transA", "transB"}, 2, 3};
     t["MatMul"] = {&Importer::matmul, {}, 2, 2};
-    t["BatchNormalization"] = {&Importer::batch_norm, {"epsilon", "momentum", "training_mode", "spatial"}, 5, 5};
+    t["BatchNormalization"] = {
+        &Importer::batch_norm, {"epsilon", "momentum", "training_mode", "spatial"}, 5, 5};
     t["LayerNormalization"] = {&Importer::layer_norm, {"axis", "epsilon", "stash_type"}, 2, 3};
     t["Softmax"] = {&Importer::softmax, {"axis"}, 1, 1};
     t["LogSoftmax"] = {&Importer::softmax, {"axis"}, 1, 1};
-    t["MaxPool"] = {&Importer::pool, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}, 1, 1};
-    t["AveragePool"] = {&Importer::pool, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}, 1, 1};
+    t["MaxPool"] = {
+        &Importer::pool,
+        {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"},
+        1,
+        1};
+    t["AveragePool"] = {
+        &Importer::pool,
+        {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"},
+        1,
+        1};
     t["GlobalAveragePool"] = {&Importer::global_pool, {}, 1, 1};
     t["GlobalMaxPool"] = {&Importer::global_pool, {}, 1, 1};
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"})
@@ -1411,7 +1640,11 @@ inline const std::map<std::string, OpInfo>& op_table() {
     t["Shape"] = {&Importer::shape, {"end", "start"}, 1, 1};
     t["Size"] = {&Importer::size, {}, 1, 1};
     t["Cast"] = {&Importer::cast, {"to", "saturate"}, 1, 1};
-    t["Constant"] = {&Importer::constant, {"value", "value_float", "value_floats", "value_int", "value_ints", "sparse_value", "value_string", "value_strings"}, 0, 0};
+    t["Constant"] = {&Importer::constant,
+                     {"value", "value_float", "value_floats", "value_int", "value_ints",
+                      "sparse_value", "value_string", "value_strings"},
+                     0,
+                     0};
     t["ConstantOfShape"] = {&Importer::constant_of_shape, {"value"}, 1, 1};
     t["Expand"] = {&Importer::expand, {}, 2, 2};
     t["Pad"] = {&Importer::pad, {"mode", "pads", "value"}, 1, 4};
@@ -1428,14 +1661,16 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
   if (model.opset_import_size() == 0) opset_ = 1;
-  LOOM_USER_CHECK(model.has_graph(), "loom.onnx.E1101") << what_ << " has no graph: not an ONNX model";
+  LOOM_USER_CHECK(model.has_graph(), "loom.onnx.E1101")
+      << what_ << " has no graph: not an ONNX model";
   const auto& g = model.graph();
   stats_.nodes = g.node_size();
 
   OnnxModel result;
   result.opset = opset_;
   for (const auto& init : g.initializer()) {
-    LOOM_USER_CHECK(!init.name().empty(), "loom.onnx.E1105") << what_ << ": an initializer has no name";
+    LOOM_USER_CHECK(!init.name().empty(), "loom.onnx.E1105")
+        << what_ << ": an initializer has no name";
     values_[init.name()] = from_tensor_proto(init, init.name());
   }
   std::vector<ir::Tensor> inputs;
@@ -1443,15 +1678,18 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
     if (values_.count(vi.name())) continue;  // an initializer listed as an input (IR version < 4)
     if (auto c = options_.constant_inputs.find(vi.name()); c != options_.constant_inputs.end()) {
       const HostTensor& h = c->second;
-      LOOM_USER_CHECK(static_cast<int64_t>(h.bytes.size()) == h.num_elements() * h.dtype.bytes(), "loom.onnx.E1105")
+      LOOM_USER_CHECK(static_cast<int64_t>(h.bytes.size()) == h.num_elements() * h.dtype.bytes(),
+                      "loom.onnx.E1105")
           << what_ << ": the constant given for input '" << vi.name() << "' has " << h.bytes.size()
           << " bytes for its shape " << shape_string(h.shape);
-      values_[vi.name()] = make_constant(vi.name(), h.dtype, h.shape,
-                                         std::make_shared<std::vector<unsigned char>>(h.bytes.begin(), h.bytes.end()));
+      values_[vi.name()] = make_constant(
+          vi.name(), h.dtype, h.shape,
+          std::make_shared<std::vector<unsigned char>>(h.bytes.begin(), h.bytes.end()));
       continue;
     }
     LOOM_USER_CHECK(vi.type().has_tensor_type(), "loom.onnx.E1104")
-        << what_ << ": input '" << vi.name() << "' is not a tensor (sequences and maps are not imported)";
+        << what_ << ": input '" << vi.name()
+        << "' is not a tensor (sequences and maps are not imported)";
     const auto& tt = vi.type().tensor_type();
     ir::DType dtype;
     LOOM_USER_CHECK(dtype_of(tt.elem_type(), &dtype), "loom.onnx.E1104")
@@ -1466,11 +1704,13 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
         shape.push_back(dim.dim_value());
         continue;
       }
-      auto it = dim.has_dim_param() ? options_.dimensions.find(dim.dim_param()) : options_.dimensions.end();
+      auto it = dim.has_dim_param() ? options_.dimensions.find(dim.dim_param())
+                                    : options_.dimensions.end();
       LOOM_USER_CHECK(it != options_.dimensions.end(), "loom.onnx.E1106")
           << what_ << ": dimension " << d << " of input '" << vi.name() << "' is "
           << (dim.has_dim_param() ? "'" + dim.dim_param() + "'" : std::string("unknown"))
-          << "; give its value in OnnxOptions::dimensions (loomc: --dim " << (dim.has_dim_param() ? dim.dim_param() : "NAME") << "=N)";
+          << "; give its value in OnnxOptions::dimensions (loomc: --dim "
+          << (dim.has_dim_param() ? dim.dim_param() : "NAME") << "=N)";
       shape.push_back(it->second);
     }
     ir::Tensor p = ir::make_placeholder(fresh_name(vi.name()), dtype, shape);
@@ -1489,7 +1729,8 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
   for (const auto& o : g.output()) ++readers_[o.name()];
   if (options_.fold_batch_norm) {
     for (const auto& n : g.node()) {
-      if (n.op_type() != "BatchNormalization" || n.input_size() != 5 || n.output_size() < 1) continue;
+      if (n.op_type() != "BatchNormalization" || n.input_size() != 5 || n.output_size() < 1)
+        continue;
       bool ok = n.domain().empty() || n.domain() == "ai.onnx";
       for (int i = 1; i < n.output_size(); ++i) ok = ok && n.output(i).empty();
       for (const auto& a : n.attribute()) ok = ok && !(a.name() == "training_mode" && a.i() != 0);
@@ -1498,7 +1739,8 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
         ok = it != values_.end() && it->second.constant();
       }
       auto p = producer.find(n.input(0));
-      ok = ok && p != producer.end() && (p->second->op_type() == "Conv" || p->second->op_type() == "ConvTranspose") &&
+      ok = ok && p != producer.end() &&
+           (p->second->op_type() == "Conv" || p->second->op_type() == "ConvTranspose") &&
            readers_[n.input(0)] == 1 && p->second->output_size() == 1;
       if (ok) bn_after_[n.input(0)] = &n;
     }
@@ -1508,17 +1750,24 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
   for (const auto& n : g.node()) {
     node_ = &n;
     LOOM_USER_CHECK(n.domain().empty() || n.domain() == "ai.onnx", "loom.onnx.E1102")
-        << what_ << ": " << where() << " is in domain '" << n.domain() << "'; loom imports the default ONNX domain";
+        << what_ << ": " << where() << " is in domain '" << n.domain()
+        << "'; loom imports the default ONNX domain";
     auto it = table.find(n.op_type());
     LOOM_USER_CHECK(it != table.end(), "loom.onnx.E1102")
         << what_ << ": " << where() << ": loom does not import the operator " << n.op_type();
     const OpInfo& info = it->second;
     for (const auto& a : n.attribute())
-      LOOM_USER_CHECK(std::find(info.attributes.begin(), info.attributes.end(), a.name()) != info.attributes.end(), "loom.onnx.E1103")
-          << what_ << ": " << where() << ": attribute '" << a.name() << "' is not supported by loom's import of " << n.op_type();
-    LOOM_USER_CHECK(n.input_size() >= info.min_inputs && n.input_size() <= info.max_inputs && n.output_size() >= 1, "loom.onnx.E1105")
-        << what_ << ": " << where() << " has " << n.input_size() << " inputs and " << n.output_size()
-        << " outputs; " << n.op_type() << " takes " << info.min_inputs << " to " << info.max_inputs << " inputs";
+      LOOM_USER_CHECK(std::find(info.attributes.begin(), info.attributes.end(), a.name()) !=
+                          info.attributes.end(),
+                      "loom.onnx.E1103")
+          << what_ << ": " << where() << ": attribute '" << a.name()
+          << "' is not supported by loom's import of " << n.op_type();
+    LOOM_USER_CHECK(n.input_size() >= info.min_inputs && n.input_size() <= info.max_inputs &&
+                        n.output_size() >= 1,
+                    "loom.onnx.E1105")
+        << what_ << ": " << where() << " has " << n.input_size() << " inputs and "
+        << n.output_size() << " outputs; " << n.op_type() << " takes " << info.min_inputs << " to "
+        << info.max_inputs << " inputs";
     try {
       (this->*info.handler)(n);
     } catch (const user_error& e) {
@@ -1532,13 +1781,16 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
   std::vector<ir::Tensor> outputs;
   for (const auto& o : g.output()) {
     auto it = values_.find(o.name());
-    LOOM_USER_CHECK(it != values_.end(), "loom.onnx.E1105") << what_ << ": output '" << o.name() << "' is not computed by any node";
+    LOOM_USER_CHECK(it != values_.end(), "loom.onnx.E1105")
+        << what_ << ": output '" << o.name() << "' is not computed by any node";
     ir::Tensor t = it->second.t;
     // A network's outputs are computed by it: an output that is an input or a constant (an
     // Identity model, a folded graph) or already another output gets a copy.
-    const bool repeated = std::any_of(outputs.begin(), outputs.end(), [&](const ir::Tensor& u) { return u.same_as(t); });
+    const bool repeated = std::any_of(outputs.begin(), outputs.end(),
+                                      [&](const ir::Tensor& u) { return u.same_as(t); });
     if (t.is_placeholder() || repeated)
-      t = untyped::map(fresh_name(o.name() + "_out"), "copy", {t}, [](const std::vector<ir::Expr>& v) { return v[0]; });
+      t = untyped::map(fresh_name(o.name() + "_out"), "copy", {t},
+                       [](const std::vector<ir::Expr>& v) { return v[0]; });
     outputs.push_back(t);
     result.output_names.push_back(o.name());
   }
@@ -1551,12 +1803,15 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
     stack.pop_back();
     if (!seen.insert(x.get()).second) continue;
     if (x.is_placeholder()) {
-      if (auto c = constants_.find(x.get()); c != constants_.end()) constants.push_back({x, c->second});
+      if (auto c = constants_.find(x.get()); c != constants_.end())
+        constants.push_back({x, c->second});
       continue;
     }
     for (const ir::Tensor& y : ir::input_tensors(x)) stack.push_back(y);
   }
-  std::sort(constants.begin(), constants.end(), [](const net::Constant& a, const net::Constant& b) { return a.tensor.name() < b.tensor.name(); });
+  std::sort(constants.begin(), constants.end(), [](const net::Constant& a, const net::Constant& b) {
+    return a.tensor.name() < b.tensor.name();
+  });
   // Inputs the outputs never read stay inputs (the caller passes them all, in the model's
   // order); the network takes them as they are.
   // The importer folded what OnnxOptions::fold_batch_norm asks for, on the ONNX graph.
@@ -1568,7 +1823,8 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
 
 }  // namespace detail_onnx
 
-OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxOptions& options, const std::string& what) {
+OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxOptions& options,
+                            const std::string& what) {
   ::onnx::ModelProto model;
   LOOM_USER_CHECK(!bytes.empty(), "loom.onnx.E1101") << what << " is empty";
   LOOM_USER_CHECK(model.ParseFromString(bytes), "loom.onnx.E1101")
@@ -1593,7 +1849,8 @@ HostTensor read_tensor_proto(const std::string& path) {
       << "'" << path << "' is not a serialized ONNX TensorProto";
   ir::DType dtype;
   LOOM_USER_CHECK(detail_onnx::dtype_of(t.data_type(), &dtype), "loom.onnx.E1104")
-      << "'" << path << "' holds " << detail_onnx::elem_type_name(t.data_type()) << "; loom reads FLOAT, DOUBLE, INT32 and INT64 tensors";
+      << "'" << path << "' holds " << detail_onnx::elem_type_name(t.data_type())
+      << "; loom reads FLOAT, DOUBLE, INT32 and INT64 tensors";
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
   const auto data = detail_onnx::tensor_bytes(t, dtype, shape, "'" + path + "'");
   HostTensor h(t.name(), dtype, shape);

@@ -32,7 +32,8 @@ inline std::vector<ir::IterVar> spatial_axes(const Shape& shape, const char* pre
   for (size_t d = 0; d < shape.size(); ++d) {
     std::string name = prefix;
     name += std::to_string(d);
-    axes.push_back(ir::IterVar{ir::Variable::make(std::move(name)), shape[d], ir::IterKind::Spatial});
+    axes.push_back(
+        ir::IterVar{ir::Variable::make(std::move(name)), shape[d], ir::IterKind::Spatial});
   }
   return axes;
 }
@@ -73,7 +74,8 @@ LOOM_DECL Shape broadcast_shape(const char* op, const std::vector<Shape>& shapes
         continue;
       }
       std::ostringstream all;
-      for (size_t i = 0; i < shapes.size(); ++i) all << (i ? " and " : "") << detail::shape_string(shapes[i]);
+      for (size_t i = 0; i < shapes.size(); ++i)
+        all << (i ? " and " : "") << detail::shape_string(shapes[i]);
       LOOM_USER_CHECK(false, "loom.ops.E305")
           << op << ": shapes " << all.str() << " do not broadcast: dimension "
           << (d + rank - s.size()) << " of the result has extents " << o << " and " << e
@@ -85,8 +87,8 @@ LOOM_DECL Shape broadcast_shape(const char* op, const std::vector<Shape>& shapes
 
 LOOM_DECL ir::Expr read_broadcast(const ir::Tensor& t, const std::vector<ir::IterVar>& axes) {
   const size_t rank = static_cast<size_t>(t.rank());
-  LOOM_INTERNAL_CHECK(rank <= axes.size()) << "read_broadcast: " << t.name() << " has rank " << rank
-                                           << " > " << axes.size();
+  LOOM_INTERNAL_CHECK(rank <= axes.size())
+      << "read_broadcast: " << t.name() << " has rank " << rank << " > " << axes.size();
   std::vector<ir::Expr> idx;
   idx.reserve(rank);
   for (size_t d = 0; d < rank; ++d) {
@@ -153,7 +155,8 @@ LOOM_DECL ir::Tensor matmul(const ir::Tensor& a_in, const ir::Tensor& b_in, std:
   ir::Expr rhs = read(b_in, batch_b, vec_b, kv.var, vars[r - 1], false, true);
   ir::Expr body = ir::Reduce::make(ir::ReduceOp::Sum, ir::Mul::make(lhs, rhs), {kv});
   std::string tag = r > 2 ? "batch_matmul" : "matmul";
-  ir::Tensor product = ir::make_compute(vec_a || vec_b ? name + "_2d" : name, std::move(axes), body, tag);
+  ir::Tensor product =
+      ir::make_compute(vec_a || vec_b ? name + "_2d" : name, std::move(axes), body, tag);
   if (!vec_a && !vec_b) return product;
   Shape squeezed = batch;
   if (!vec_a) squeezed.push_back(m);
@@ -216,7 +219,8 @@ LOOM_DECL ir::Tensor reshape(const ir::Tensor& x, const Shape& shape, std::strin
                           "reshape");
 }
 
-LOOM_DECL ir::Tensor transpose(const ir::Tensor& x, const std::vector<int>& perm, std::string name) {
+LOOM_DECL ir::Tensor transpose(const ir::Tensor& x, const std::vector<int>& perm,
+                               std::string name) {
   const int rank = x.rank();
   std::vector<int> source_axis(rank, -1);
   bool ok = static_cast<int>(perm.size()) == rank;
@@ -277,12 +281,15 @@ LOOM_DECL ir::Tensor concat(const std::vector<ir::Tensor>& inputs, int axis, std
 LOOM_DECL ir::Tensor slice(const ir::Tensor& x, const Shape& start, const Shape& end,
                            const Shape& step, std::string name) {
   const size_t rank = static_cast<size_t>(x.rank());
-  LOOM_USER_CHECK(start.size() == rank && end.size() == rank && step.size() == rank, "loom.ops.E319")
+  LOOM_USER_CHECK(start.size() == rank && end.size() == rank && step.size() == rank,
+                  "loom.ops.E319")
       << "slice: " << detail::describe(x) << " needs one start, end and step per dimension";
   Shape shape(rank);
   for (size_t d = 0; d < rank; ++d) {
     const int64_t s = step[d];
-    const int64_t n = s > 0 ? (end[d] - start[d] + s - 1) / s : s < 0 ? (start[d] - end[d] - s - 1) / -s : 0;
+    const int64_t n = s > 0   ? (end[d] - start[d] + s - 1) / s
+                      : s < 0 ? (start[d] - end[d] - s - 1) / -s
+                              : 0;
     const bool in_range = start[d] >= 0 && start[d] < x.shape()[d];
     LOOM_USER_CHECK(s != 0 && n > 0 && in_range, "loom.ops.E319")
         << "slice: dimension " << d << " of " << detail::describe(x) << " from " << start[d]
@@ -307,11 +314,14 @@ LOOM_DECL ir::Tensor take(const ir::Tensor& x, int axis, const std::vector<int64
   std::vector<int64_t> idx_values(indices);
   for (auto& i : idx_values) {
     LOOM_USER_CHECK(i >= -extent && i < extent, "loom.ops.E319")
-        << "take: index " << i << " is out of range for axis " << axis << " of " << detail::describe(x);
+        << "take: index " << i << " is out of range for axis " << axis << " of "
+        << detail::describe(x);
     if (i < 0) i += extent;
   }
-  LOOM_USER_CHECK(static_cast<int64_t>(idx_values.size()) == detail::product(index_shape), "loom.ops.E319")
-      << "take: " << idx_values.size() << " indices for an index shape " << detail::shape_string(index_shape);
+  LOOM_USER_CHECK(static_cast<int64_t>(idx_values.size()) == detail::product(index_shape),
+                  "loom.ops.E319")
+      << "take: " << idx_values.size() << " indices for an index shape "
+      << detail::shape_string(index_shape);
   Shape shape(x.shape().begin(), x.shape().begin() + axis);
   shape.insert(shape.end(), index_shape.begin(), index_shape.end());
   shape.insert(shape.end(), x.shape().begin() + axis + 1, x.shape().end());
@@ -321,12 +331,15 @@ LOOM_DECL ir::Tensor take(const ir::Tensor& x, int axis, const std::vector<int64
   // indices (short in practice: exporters gather one element of a shape, or a few rows).
   ir::Expr flat = int64_t{0};
   for (size_t d = 0; d < index_shape.size(); ++d)
-    flat = d == 0 ? vars[axis] : ir::Add::make(ir::Mul::make(flat, ir::Expr(index_shape[d])), vars[axis + d]);
+    flat = d == 0 ? vars[axis]
+                  : ir::Add::make(ir::Mul::make(flat, ir::Expr(index_shape[d])), vars[axis + d]);
   ir::Expr source = ir::Expr(idx_values.empty() ? int64_t{0} : idx_values.back());
   bool affine = true;  // indices start + position? then no select chain is needed
-  for (size_t i = 0; i < idx_values.size(); ++i) affine = affine && idx_values[i] == idx_values[0] + static_cast<int64_t>(i);
+  for (size_t i = 0; i < idx_values.size(); ++i)
+    affine = affine && idx_values[i] == idx_values[0] + static_cast<int64_t>(i);
   if (affine && !idx_values.empty()) {
-    source = idx_values.size() == 1 ? ir::Expr(idx_values[0]) : ir::Add::make(flat, ir::Expr(idx_values[0]));
+    source = idx_values.size() == 1 ? ir::Expr(idx_values[0])
+                                    : ir::Add::make(flat, ir::Expr(idx_values[0]));
   } else {
     for (size_t i = idx_values.size() - 1; i-- > 0;)
       source = ir::Select::make(ir::EQ::make(flat, ir::Expr(static_cast<int64_t>(i))),
@@ -336,15 +349,16 @@ LOOM_DECL ir::Tensor take(const ir::Tensor& x, int axis, const std::vector<int64
   for (int d = 0; d < axis; ++d) read.push_back(vars[d]);
   read.push_back(source);
   for (int d = axis + 1; d < x.rank(); ++d) read.push_back(vars[d - 1 + index_shape.size()]);
-  return ir::make_compute(std::move(name), std::move(axes), ir::TensorRead::make(x, std::move(read)),
-                          "take");
+  return ir::make_compute(std::move(name), std::move(axes),
+                          ir::TensorRead::make(x, std::move(read)), "take");
 }
 
 LOOM_DECL ir::Tensor broadcast_to(const ir::Tensor& x, const Shape& shape, std::string name) {
   const Shape out = broadcast_shape("broadcast_to", {x.shape(), shape});
   LOOM_USER_CHECK(out == shape, "loom.ops.E305")
-      << "broadcast_to: " << detail::describe(x) << " does not stretch to " << detail::shape_string(shape)
-      << " (the result would be " << detail::shape_string(out) << ")";
+      << "broadcast_to: " << detail::describe(x) << " does not stretch to "
+      << detail::shape_string(shape) << " (the result would be " << detail::shape_string(out)
+      << ")";
   auto axes = detail::spatial_axes(shape);
   ir::Expr body = read_broadcast(x, axes);
   return ir::make_compute(std::move(name), std::move(axes), body, "broadcast_to");
@@ -352,10 +366,12 @@ LOOM_DECL ir::Tensor broadcast_to(const ir::Tensor& x, const Shape& shape, std::
 
 LOOM_DECL ir::Tensor tile(const ir::Tensor& x, const Shape& repeats, std::string name) {
   LOOM_USER_CHECK(static_cast<int>(repeats.size()) == x.rank(), "loom.ops.E304")
-      << "tile: " << repeats.size() << " repeats for " << detail::describe(x) << " (one per dimension)";
+      << "tile: " << repeats.size() << " repeats for " << detail::describe(x)
+      << " (one per dimension)";
   Shape shape(repeats.size());
   for (size_t d = 0; d < repeats.size(); ++d) {
-    LOOM_USER_CHECK(repeats[d] >= 1, "loom.ops.E304") << "tile: repeat " << repeats[d] << " of dimension " << d;
+    LOOM_USER_CHECK(repeats[d] >= 1, "loom.ops.E304")
+        << "tile: repeat " << repeats[d] << " of dimension " << d;
     shape[d] = x.shape()[d] * repeats[d];
   }
   auto axes = detail::spatial_axes(shape);
@@ -363,7 +379,8 @@ LOOM_DECL ir::Tensor tile(const ir::Tensor& x, const Shape& repeats, std::string
   std::vector<ir::Expr> idx(repeats.size());
   for (size_t d = 0; d < repeats.size(); ++d)
     idx[d] = repeats[d] == 1 ? vars[d] : ir::floormod(vars[d], ir::Expr(x.shape()[d]));
-  return ir::make_compute(std::move(name), std::move(axes), ir::TensorRead::make(x, std::move(idx)), "tile");
+  return ir::make_compute(std::move(name), std::move(axes), ir::TensorRead::make(x, std::move(idx)),
+                          "tile");
 }
 
 LOOM_DECL ir::Tensor pad(const ir::Tensor& x, const Shape& before, const Shape& after, double value,
@@ -373,7 +390,8 @@ LOOM_DECL ir::Tensor pad(const ir::Tensor& x, const Shape& before, const Shape& 
   for (size_t d = 0; ok && d < rank; ++d) ok = before[d] >= 0 && after[d] >= 0;
   LOOM_USER_CHECK(ok, "loom.ops.E314")
       << "pad: " << detail::describe(x) << " needs one non-negative padding before and after each "
-      << "dimension, not " << detail::shape_string(before) << " and " << detail::shape_string(after);
+      << "dimension, not " << detail::shape_string(before) << " and "
+      << detail::shape_string(after);
   Shape shape(rank);
   for (size_t d = 0; d < rank; ++d) shape[d] = x.shape()[d] + before[d] + after[d];
   auto axes = detail::spatial_axes(shape);
@@ -416,7 +434,8 @@ LOOM_DECL ir::Tensor reduce(const ir::Tensor& x, const std::vector<int>& axes_in
     if (reduced[d]) {
       std::string rname = "r";
       rname += std::to_string(d);
-      raxes.push_back(ir::IterVar{ir::Variable::make(std::move(rname)), x.shape()[d], ir::IterKind::Reduce});
+      raxes.push_back(
+          ir::IterVar{ir::Variable::make(std::move(rname)), x.shape()[d], ir::IterKind::Reduce});
       idx.push_back(raxes.back().var);
       if (keep_dims) ++out;
     } else {

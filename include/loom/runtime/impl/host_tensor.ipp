@@ -53,7 +53,8 @@ LOOM_DECL HostTensor read_npy(const std::string& path) {
   LOOM_USER_CHECK(in.good(), "loom.runtime.E1201") << "cannot open '" << path << "'";
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto fail = [&](const std::string& why) {
-    LOOM_USER_CHECK(false, "loom.runtime.E1201") << "'" << path << "' is not a .npy file loom reads: " << why;
+    LOOM_USER_CHECK(false, "loom.runtime.E1201")
+        << "'" << path << "' is not a .npy file loom reads: " << why;
   };
   if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0) fail("no numpy magic string");
   const int major = static_cast<unsigned char>(data[6]);
@@ -63,7 +64,8 @@ LOOM_DECL HostTensor read_npy(const std::string& path) {
     header_at = 10;
   } else if (major == 2 || major == 3) {
     if (data.size() < 12) fail("truncated header");
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<unsigned char>(data[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<size_t>(static_cast<unsigned char>(data[8 + i])) << (8 * i);
     header_at = 12;
   } else {
     fail("format version " + std::to_string(major));
@@ -76,11 +78,16 @@ LOOM_DECL HostTensor read_npy(const std::string& path) {
   if (order != "False") fail("fortran_order is '" + order + "' (only C order is read)");
   HostTensor t;
   t.name = path;
-  if (descr == "'<f4'") t.dtype = ir::DType::f32();
-  else if (descr == "'<f8'") t.dtype = ir::DType::f64();
-  else if (descr == "'<i4'") t.dtype = ir::DType::i32();
-  else if (descr == "'<i8'") t.dtype = ir::DType::i64();
-  else fail("element type " + descr + " (float32, float64, int32 and int64 are read)");
+  if (descr == "'<f4'")
+    t.dtype = ir::DType::f32();
+  else if (descr == "'<f8'")
+    t.dtype = ir::DType::f64();
+  else if (descr == "'<i4'")
+    t.dtype = ir::DType::i32();
+  else if (descr == "'<i8'")
+    t.dtype = ir::DType::i64();
+  else
+    fail("element type " + descr + " (float32, float64, int32 and int64 are read)");
   if (shape_text.size() < 2 || shape_text.front() != '(') fail("no shape");
   std::stringstream dims(shape_text.substr(1, shape_text.size() - 2));
   std::string item;
@@ -97,8 +104,8 @@ LOOM_DECL HostTensor read_npy(const std::string& path) {
   const size_t body = data.size() - header_at - header_len;
   const size_t want = static_cast<size_t>(t.num_elements()) * t.dtype.bytes();
   if (body != want)
-    fail("shape " + shape_text + " needs " + std::to_string(want) + " bytes of data, the file has " +
-         std::to_string(body));
+    fail("shape " + shape_text + " needs " + std::to_string(want) +
+         " bytes of data, the file has " + std::to_string(body));
   t.bytes.resize(want);
   if (want) std::memcpy(t.bytes.data(), data.data() + header_at + header_len, want);
   return t;
@@ -107,11 +114,16 @@ LOOM_DECL HostTensor read_npy(const std::string& path) {
 LOOM_DECL void write_npy(const std::string& path, const HostTensor& t) {
   const char* descr = detail_npy::descr_of(t.dtype);
   LOOM_USER_CHECK(descr != nullptr, "loom.runtime.E1201")
-      << "write_npy: '" << path << "': " << ir::to_string(t.dtype) << " has no .npy type loom writes";
+      << "write_npy: '" << path << "': " << ir::to_string(t.dtype)
+      << " has no .npy type loom writes";
   std::string shape = "(";
-  for (size_t i = 0; i < t.shape.size(); ++i) shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 ? "," : i + 1 < t.shape.size() ? ", " : "");
+  for (size_t i = 0; i < t.shape.size(); ++i)
+    shape += std::to_string(t.shape[i]) + (t.shape.size() == 1      ? ","
+                                           : i + 1 < t.shape.size() ? ", "
+                                                                    : "");
   shape += ")";
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // The magic, version and length take 10 bytes; numpy pads the header with spaces to a multiple
   // of 64 and ends it with a newline.
   const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
@@ -119,12 +131,20 @@ LOOM_DECL void write_npy(const std::string& path, const HostTensor& t) {
   header += '\n';
   std::ofstream out(path, std::ios::binary);
   LOOM_USER_CHECK(out.good(), "loom.runtime.E1201") << "write_npy: cannot create '" << path << "'";
-  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  const unsigned char preamble[10] = {0x93,
+                                      'N',
+                                      'U',
+                                      'M',
+                                      'P',
+                                      'Y',
+                                      1,
+                                      0,
                                       static_cast<unsigned char>(header.size() & 0xff),
                                       static_cast<unsigned char>(header.size() >> 8)};
   out.write(reinterpret_cast<const char*>(preamble), 10);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  out.write(reinterpret_cast<const char*>(t.bytes.data()),
+            static_cast<std::streamsize>(t.bytes.size()));
   LOOM_USER_CHECK(out.good(), "loom.runtime.E1201") << "write_npy: writing '" << path << "' failed";
 }
 

@@ -63,7 +63,9 @@ class thread_pool {
       epoch_.fetch_add(1, std::memory_order_seq_cst);
       // Dekker pairing with the worker's sleepers_ increment: one of the two sees the other.
       if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-        { std::lock_guard<std::mutex> lock(mutex_); }
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+        }
         wake_.notify_all();
       }
     }

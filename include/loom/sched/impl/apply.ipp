@@ -9,7 +9,8 @@ namespace sched {
 namespace detail_sched {
 inline std::string fmt_iters(const Stage& s) {
   std::ostringstream os;
-  for (size_t i = 0; i < s.leaves.size(); ++i) os << (i ? ", " : "") << s.leaf(static_cast<int>(i)).name;
+  for (size_t i = 0; i < s.leaves.size(); ++i)
+    os << (i ? ", " : "") << s.leaf(static_cast<int>(i)).name;
   return os.str();
 }
 }  // namespace detail_sched
@@ -22,7 +23,8 @@ struct step_applier {
   Stage& stage(const std::string& name, const char* step) {
     for (auto& s : st.stages_)
       if (s.name == name) return s;
-    LOOM_USER_FAIL("loom.sched.E201") << step << ": no stage named '" << name << "' in this schedule";
+    LOOM_USER_FAIL("loom.sched.E201")
+        << step << ": no stage named '" << name << "' in this schedule";
     return st.stages_[0];
   }
   Stage& compute_stage(const std::string& name, const char* step) {
@@ -43,7 +45,8 @@ struct step_applier {
   // Re-attach stages that were computed at `old_iter` of `s` to `new_iter`.
   void move_attachments(const Stage& s, int old_iter, int new_iter) {
     for (auto& o : st.stages_)
-      if (o.location == ComputeLocation::At && o.attach_stage == s.name && o.attach_iter == old_iter)
+      if (o.location == ComputeLocation::At && o.attach_stage == s.name &&
+          o.attach_iter == old_iter)
         o.attach_iter = new_iter;
   }
 
@@ -110,14 +113,15 @@ struct step_applier {
     const SplitStep& src = src_split(x.src_step, "follow_split");
     LOOM_USER_CHECK(x.n_split >= 1 && x.n_split <= static_cast<int>(src.lengths.size()),
                     "loom.sched.E210")
-        << "follow_split: n_split " << x.n_split << " must be in [1, "
-        << src.lengths.size() << "] for step " << x.src_step;
+        << "follow_split: n_split " << x.n_split << " must be in [1, " << src.lengths.size()
+        << "] for step " << x.src_step;
     // The first n_split - 1 lengths of the source, then the product of the rest (Ansor).
     std::vector<std::optional<int64_t>> lengths(src.lengths.begin(),
                                                 src.lengths.begin() + (x.n_split - 1));
     std::optional<int64_t> last = 1;
     for (size_t j = x.n_split - 1; j < src.lengths.size(); ++j)
-      last = src.lengths[j] && last ? std::optional<int64_t>(*last * *src.lengths[j]) : std::nullopt;
+      last =
+          src.lengths[j] && last ? std::optional<int64_t>(*last * *src.lengths[j]) : std::nullopt;
     lengths.push_back(last);
     split_impl(compute_stage(x.stage, "follow_split"), x.iter, lengths, "follow_split");
   }
@@ -225,8 +229,8 @@ struct step_applier {
     auto cons = st.consumers(si);
     // The target is the consumer, or a stage the consumer is computed inside (packing a tile of
     // an input once per outer tile of the output).
-    const bool inside = cons.size() == 1 &&
-                        (cons[0] == ti || st.computed_inside(st.stages_[cons[0]], t.name));
+    const bool inside =
+        cons.size() == 1 && (cons[0] == ti || st.computed_inside(st.stages_[cons[0]], t.name));
     LOOM_USER_CHECK(std::find(cons.begin(), cons.end(), ti) != cons.end() || inside,
                     "loom.sched.E221")
         << "compute_at: stage '" << t.name << "' does not read stage '" << s.name
@@ -315,11 +319,13 @@ struct step_applier {
       readers.push_back(ri);
     }
     std::string name = new_stage_name(s.name, x.scope, "cache_read");
-    ir::Tensor src(detail::intrusive_ptr<const ir::TensorNode>(const_cast<ir::TensorNode*>(read_node)));
+    ir::Tensor src(
+        detail::intrusive_ptr<const ir::TensorNode>(const_cast<ir::TensorNode*>(read_node)));
     std::vector<ir::IterVar> axes;
     std::vector<ir::Expr> idx;
     for (size_t d = 0; d < src.shape().size(); ++d) {
-      ir::IterVar a{ir::Variable::make("ax" + std::to_string(d)), src.shape()[d], ir::IterKind::Spatial};
+      ir::IterVar a{ir::Variable::make("ax" + std::to_string(d)), src.shape()[d],
+                    ir::IterKind::Spatial};
       axes.push_back(a);
       idx.push_back(a.var);
     }
@@ -352,7 +358,8 @@ struct step_applier {
     ir::Tensor local = detail_sched::fresh_copy(s.op, name);
     std::vector<ir::Expr> idx;
     for (auto& a : s.op->axes) idx.push_back(a.var);
-    ir::Tensor copy = ir::make_compute(s.op.name(), s.op->axes, ir::TensorRead::make(local, idx), s.op->tag);
+    ir::Tensor copy =
+        ir::make_compute(s.op.name(), s.op->axes, ir::TensorRead::make(local, idx), s.op->tag);
     const int si = st.stage_index(s.name);
     Stage ls = detail_sched::make_stage(local, name, false);
     ls.scope = x.scope;
@@ -365,7 +372,8 @@ struct step_applier {
   void operator()(const RfactorStep& x) {
     Stage& s = compute_stage(x.stage, "rfactor");
     const ir::Reduce* red = s.op->body.as<ir::Reduce>();
-    LOOM_USER_CHECK(red, "loom.sched.E240") << "rfactor: stage '" << s.name << "' is not a reduction";
+    LOOM_USER_CHECK(red, "loom.sched.E240")
+        << "rfactor: stage '" << s.name << "' is not a reduction";
     check_iter(s, x.iter, "rfactor");
     LOOM_USER_CHECK(s.leaf(x.iter).kind == IterKind::Reduce, "loom.sched.E241")
         << "rfactor: loop '" << s.leaf(x.iter).name << "' of stage '" << s.name
@@ -373,7 +381,8 @@ struct step_applier {
     bool spatial_untouched = s.location == ComputeLocation::Root;
     for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
       const Iterator& it = s.leaf(p);
-      if (it.kind == IterKind::Spatial) spatial_untouched = spatial_untouched && s.leaves[p] < s.num_spatial_axes;
+      if (it.kind == IterKind::Spatial)
+        spatial_untouched = spatial_untouched && s.leaves[p] < s.num_spatial_axes;
       spatial_untouched = spatial_untouched && it.annotation == Annotation::None;
     }
     for (int p = 0; p < s.num_spatial_axes; ++p)
@@ -385,11 +394,13 @@ struct step_applier {
     LOOM_USER_CHECK(x.factor_axis >= 0 && x.factor_axis <= nspatial, "loom.sched.E243")
         << "rfactor: factor_axis " << x.factor_axis << " must be in [0, " << nspatial << "]";
     for (auto& o : st.stages_)
-      LOOM_USER_CHECK(!(o.location == ComputeLocation::At && o.attach_stage == s.name), "loom.sched.E244")
+      LOOM_USER_CHECK(!(o.location == ComputeLocation::At && o.attach_stage == s.name),
+                      "loom.sched.E244")
           << "rfactor: stage '" << o.name << "' is computed inside '" << s.name << "'";
     std::string name = s.name + ".rf";
     for (auto& o : st.stages_)
-      LOOM_USER_CHECK(o.name != name, "loom.sched.E227") << "rfactor: stage '" << name << "' exists already";
+      LOOM_USER_CHECK(o.name != name, "loom.sched.E227")
+          << "rfactor: stage '" << name << "' exists already";
 
     // C.rf[spatial..., f] = reduce over the other reduce leaves, with the reduce roots rebuilt
     // from the leaves (and a condition where a split does not divide).
@@ -397,17 +408,20 @@ struct step_applier {
     std::vector<ir::IterVar> rf_axes, rf_reduce;
     std::unordered_map<const ir::Variable*, ir::Expr> sub;
     for (int d = 0; d < nspatial; ++d) {
-      ir::IterVar a{ir::Variable::make(s.op->axes[d].name()), s.op->axes[d].extent, ir::IterKind::Spatial};
+      ir::IterVar a{ir::Variable::make(s.op->axes[d].name()), s.op->axes[d].extent,
+                    ir::IterKind::Spatial};
       sub[s.op->axes[d].variable()] = a.var;
       rf_axes.push_back(a);
     }
-    ir::IterVar fa{ir::Variable::make(s.iters[factored].name), s.iters[factored].extent, ir::IterKind::Spatial};
+    ir::IterVar fa{ir::Variable::make(s.iters[factored].name), s.iters[factored].extent,
+                   ir::IterKind::Spatial};
     rf_axes.insert(rf_axes.begin() + x.factor_axis, fa);
     std::vector<ir::Expr> values(s.iters.size());
     values[factored] = fa.var;
     for (int leaf : s.leaves)
       if (leaf != factored && s.iters[leaf].kind == IterKind::Reduce) {
-        ir::IterVar r{ir::Variable::make(s.iters[leaf].name), s.iters[leaf].extent, ir::IterKind::Reduce};
+        ir::IterVar r{ir::Variable::make(s.iters[leaf].name), s.iters[leaf].extent,
+                      ir::IterKind::Reduce};
         values[leaf] = r.var;
         rf_reduce.push_back(r);
       }
@@ -426,19 +440,22 @@ struct step_applier {
     ir::Expr src = ir::substitute(red->source, sub);
     if (rf_reduce.empty()) {
       // Nothing left to reduce: each element is one term (or the identity where out of range).
-      rf_body = cond.defined() ? ir::Select::make(cond, src, ir::reduce_identity(red->op, src.dtype())) : src;
+      rf_body = cond.defined()
+                    ? ir::Select::make(cond, src, ir::reduce_identity(red->op, src.dtype()))
+                    : src;
     } else {
       rf_body = ir::Reduce::make(red->op, src, rf_reduce, cond);
     }
     ir::Tensor rf = ir::make_compute(name, rf_axes, rf_body, s.op->tag);
     // C[spatial...] = reduce over f of C.rf[spatial..., f].
-    ir::IterVar kf{ir::Variable::make(s.iters[factored].name), s.iters[factored].extent, ir::IterKind::Reduce};
+    ir::IterVar kf{ir::Variable::make(s.iters[factored].name), s.iters[factored].extent,
+                   ir::IterKind::Reduce};
     std::vector<ir::Expr> idx;
     for (int d = 0; d < nspatial; ++d) idx.push_back(s.op->axes[d].var);
     idx.insert(idx.begin() + x.factor_axis, kf.var);
-    ir::Tensor c2 = ir::make_compute(s.op.name(), s.op->axes,
-                                     ir::Reduce::make(red->op, ir::TensorRead::make(rf, idx), {kf}),
-                                     s.op->tag);
+    ir::Tensor c2 =
+        ir::make_compute(s.op.name(), s.op->axes,
+                         ir::Reduce::make(red->op, ir::TensorRead::make(rf, idx), {kf}), s.op->tag);
     const int si = st.stage_index(s.name);
     Stage rs = detail_sched::make_stage(rf, name, false);
     Stage ns = detail_sched::make_stage(c2, s.name, s.is_output);
@@ -513,8 +530,8 @@ LOOM_DECL void State::set_split_lengths(int step, std::vector<std::optional<int6
       << "set_split_lengths: step " << step << " is not a split step of this state's history ("
       << steps_.size() << " steps)";
   LOOM_USER_CHECK(lengths.size() == sp->lengths.size(), "loom.sched.E245")
-      << "set_split_lengths: split step " << step << " has " << sp->lengths.size()
-      << " lengths, " << lengths.size() << " given";
+      << "set_split_lengths: split step " << step << " has " << sp->lengths.size() << " lengths, "
+      << lengths.size() << " given";
   sp->lengths = std::move(lengths);
 }
 
@@ -628,7 +645,8 @@ LOOM_DECL void State::follow_split(const std::string& stage, int iter, int src_s
 LOOM_DECL void State::follow_fused_split(const std::string& stage, int iter,
                                          std::vector<int> src_steps, int level,
                                          bool factor_or_nparts) {
-  LOOM_STATE_WRAPPER((FollowFusedSplitStep{stage, iter, std::move(src_steps), level, factor_or_nparts}));
+  LOOM_STATE_WRAPPER(
+      (FollowFusedSplitStep{stage, iter, std::move(src_steps), level, factor_or_nparts}));
 }
 #undef LOOM_STATE_WRAPPER
 
@@ -680,7 +698,8 @@ LOOM_DECL std::string State::to_string() const {
       os << "inlined " << s.name << '\n';
       continue;
     }
-    if (s.location == ComputeLocation::Root) detail_sched::print_stage(os, *this, static_cast<int>(i), 0);
+    if (s.location == ComputeLocation::Root)
+      detail_sched::print_stage(os, *this, static_cast<int>(i), 0);
   }
   return os.str();
 }

@@ -36,9 +36,9 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
   const State plain = replay(state.dag_ptr(), kept);
   const int p = plain.stage_index(input);
   const auto readers = plain.consumers(p);
-  LOOM_USER_CHECK(readers.size() == 1 &&
-                      plain.stages()[readers[0]].location != ComputeLocation::Inlined,
-                  "loom.sched.E261")
+  LOOM_USER_CHECK(
+      readers.size() == 1 && plain.stages()[readers[0]].location != ComputeLocation::Inlined,
+      "loom.sched.E261")
       << "rewrite_layout: input '" << input << "' is read by " << readers.size()
       << " stages; a layout can only follow the loop nest of one reader";
   const Stage& reader = plain.stages()[readers[0]];
@@ -79,11 +79,10 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
           << "rewrite_layout: stage '" << reader.name << "' reads two axes of '" << input
           << "' with the same loop";
   for (auto& idx : reads)
-    LOOM_USER_CHECK(std::equal(idx.begin(), idx.end(), reads[0].begin(), reads[0].end(),
-                               [](const ir::Expr& a, const ir::Expr& b) {
-                                 return ir::structural_equal(a, b);
-                               }),
-                    "loom.sched.E262")
+    LOOM_USER_CHECK(
+        std::equal(idx.begin(), idx.end(), reads[0].begin(), reads[0].end(),
+                   [](const ir::Expr& a, const ir::Expr& b) { return ir::structural_equal(a, b); }),
+        "loom.sched.E262")
         << "rewrite_layout: stage '" << reader.name << "' reads '" << input
         << "' at more than one point per iteration";
 
@@ -130,8 +129,7 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
   // (an NCHW convolution vectorized along the output channel reads OIHW weights so).
   const bool vector_walks_input =
       !reader.leaves.empty() && !order.empty() && order.back() >= 0 &&
-      reader.leaf(static_cast<int>(reader.leaves.size()) - 1).annotation ==
-          Annotation::Vectorize &&
+      reader.leaf(static_cast<int>(reader.leaves.size()) - 1).annotation == Annotation::Vectorize &&
       digit_of.at(order.back()).extent > 1 && [&] {
         std::vector<int> inner;  // the leaf iterators the innermost loop is made of
         std::function<void(int)> parts = [&](int id) {
@@ -167,14 +165,13 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
     }
   }
   std::vector<int64_t> shape;
-  for (int o : order)
-    shape.push_back(o < 0 ? original.shape()[-o - 1] : digit_of.at(o).extent);
+  for (int o : order) shape.push_back(o < 0 ? original.shape()[-o - 1] : digit_of.at(o).extent);
 
   // transform: packed[digits...] = input[sum of digit * inner per axis], zero in the padding.
   std::vector<ir::IterVar> axes;
   for (size_t k = 0; k < order.size(); ++k)
-    axes.push_back(ir::IterVar{ir::Variable::make("p" + std::to_string(k)), shape[k],
-                               ir::IterKind::Spatial});
+    axes.push_back(
+        ir::IterVar{ir::Variable::make("p" + std::to_string(k)), shape[k], ir::IterKind::Spatial});
   std::vector<ir::Expr> src(rank);
   for (size_t k = 0; k < order.size(); ++k) {
     const ir::Expr& v = axes[k].var;
@@ -183,7 +180,8 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
       continue;
     }
     const Digit& dg = digit_of.at(order[k]);
-    ir::Expr term = dg.inner == 1 ? v : v * ir::make_const(v.dtype(), static_cast<double>(dg.inner));
+    ir::Expr term =
+        dg.inner == 1 ? v : v * ir::make_const(v.dtype(), static_cast<double>(dg.inner));
     src[dg.axis] = src[dg.axis].defined() ? src[dg.axis] + term : term;
   }
   ir::Expr in_range;
@@ -215,8 +213,10 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
       const Digit& dg = digit_of.at(o);
       ir::Expr x = idx[dg.axis];
       const bool outermost = dg.inner * dg.extent >= original.shape()[dg.axis];
-      if (dg.inner != 1) x = ir::floordiv(x, ir::make_const(x.dtype(), static_cast<double>(dg.inner)));
-      if (!outermost) x = ir::floormod(x, ir::make_const(x.dtype(), static_cast<double>(dg.extent)));
+      if (dg.inner != 1)
+        x = ir::floordiv(x, ir::make_const(x.dtype(), static_cast<double>(dg.inner)));
+      if (!outermost)
+        x = ir::floormod(x, ir::make_const(x.dtype(), static_cast<double>(dg.extent)));
       out.push_back(x);
     }
     return out;

@@ -33,7 +33,8 @@ inline void show_into(const json& j, std::string& out, size_t budget, int depth)
     bool first = true;
     for (auto it = j.begin(); it != j.end() && out.size() < budget; ++it, first = false) {
       if (!first) out += ',';
-      if (j.is_object()) out += json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace) + ':';
+      if (j.is_object())
+        out += json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace) + ':';
       show_into(*it, out, budget, depth + 1);
     }
     out += j.is_array() ? ']' : '}';
@@ -105,8 +106,8 @@ class step_reader {
         break;
       }
     LOOM_USER_CHECK(layout_ != nullptr, "loom.sched.E250")
-        << "step " << index_ << ": unknown step tag " << show(j_[0])
-        << " (expected one of " << tag_list() << ")";
+        << "step " << index_ << ": unknown step tag " << show(j_[0]) << " (expected one of "
+        << tag_list() << ")";
     LOOM_USER_CHECK(j_.size() == layout_->fields.size() + 1, "loom.sched.E250")
         << "step " << index_ << " (" << tag << "): expected " << layout_->fields.size()
         << " fields after the tag (" << field_list() << "), got " << j_.size() - 1;
@@ -179,8 +180,9 @@ class step_reader {
     std::string s = string(k);
     for (int a = 0; a <= static_cast<int>(Annotation::ThreadIdxZ); ++a)
       if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
-    fail(k, "is not a loop annotation (none, parallel, vectorize, unroll, vthread, blockIdx.x, "
-            "threadIdx.x, ...)",
+    fail(k,
+         "is not a loop annotation (none, parallel, vectorize, unroll, vthread, blockIdx.x, "
+         "threadIdx.x, ...)",
          field(k));
     return Annotation::None;
   }
@@ -204,17 +206,26 @@ class step_reader {
   /// Field `k` as the type of the member `f` names; a type without a case does not compile.
   template <class S, class T>
   T read(size_t k, [[maybe_unused]] const StepField<S, T>& f) {
-    if constexpr (std::is_same_v<T, std::string>) return string(k);
+    if constexpr (std::is_same_v<T, std::string>)
+      return string(k);
     else if constexpr (std::is_same_v<T, int>)
       return f.range == FieldRange::NonNegative ? position(k) : small_integer(k);
-    else if constexpr (std::is_same_v<T, int64_t>) return integer(k);
-    else if constexpr (std::is_same_v<T, bool>) return boolean(k);
-    else if constexpr (std::is_same_v<T, Annotation>) return annotation(k);
-    else if constexpr (std::is_same_v<T, ir::MemoryScope>) return scope(k);
-    else if constexpr (std::is_same_v<T, std::vector<int>>) return positions(k);
-    else if constexpr (std::is_same_v<T, std::vector<std::string>>) return strings(k);
-    else if constexpr (std::is_same_v<T, std::vector<std::optional<int64_t>>>) return lengths(k);
-    else static_assert(sizeof(T) == 0, "a step field of a type the record reader does not know");
+    else if constexpr (std::is_same_v<T, int64_t>)
+      return integer(k);
+    else if constexpr (std::is_same_v<T, bool>)
+      return boolean(k);
+    else if constexpr (std::is_same_v<T, Annotation>)
+      return annotation(k);
+    else if constexpr (std::is_same_v<T, ir::MemoryScope>)
+      return scope(k);
+    else if constexpr (std::is_same_v<T, std::vector<int>>)
+      return positions(k);
+    else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+      return strings(k);
+    else if constexpr (std::is_same_v<T, std::vector<std::optional<int64_t>>>)
+      return lengths(k);
+    else
+      static_assert(sizeof(T) == 0, "a step field of a type the record reader does not know");
   }
 
  private:
@@ -268,8 +279,9 @@ S read_fields(step_reader& r) {
 template <size_t... I>
 Step read_alternative(step_reader& r, size_t index, std::index_sequence<I...>) {
   using reader = Step (*)(step_reader&);
-  static constexpr reader readers[] = {
-      [](step_reader& rd) -> Step { return read_fields<std::variant_alternative_t<I, Step>>(rd); }...};
+  static constexpr reader readers[] = {[](step_reader& rd) -> Step {
+    return read_fields<std::variant_alternative_t<I, Step>>(rd);
+  }...};
   return readers[index](r);
 }
 
@@ -282,8 +294,10 @@ inline Step read_step(const json& j, size_t index) {
 // The JSON of one field value, by its type; a type without a case does not compile.
 template <class T>
 json field_json(const T& v) {
-  if constexpr (std::is_same_v<T, Annotation>) return annotation_name(v);
-  else if constexpr (std::is_same_v<T, ir::MemoryScope>) return scope_name(v);
+  if constexpr (std::is_same_v<T, Annotation>)
+    return annotation_name(v);
+  else if constexpr (std::is_same_v<T, ir::MemoryScope>)
+    return scope_name(v);
   else if constexpr (std::is_same_v<T, std::vector<std::optional<int64_t>>>) {
     json lengths = json::array();
     for (auto& l : v) lengths.push_back(l ? json(*l) : json(nullptr));
@@ -293,7 +307,8 @@ json field_json(const T& v) {
                        std::is_same_v<T, std::vector<int>> ||
                        std::is_same_v<T, std::vector<std::string>>)
     return json(v);
-  else static_assert(sizeof(T) == 0, "a step field of a type the record writer does not know");
+  else
+    static_assert(sizeof(T) == 0, "a step field of a type the record writer does not know");
 }
 
 }  // namespace detail_record
@@ -321,8 +336,8 @@ LOOM_DECL nlohmann::json history_to_json(const std::vector<Step>& steps) {
 
 LOOM_DECL std::vector<Step> history_from_json(const nlohmann::json& j) {
   LOOM_USER_CHECK(j.is_array(), "loom.sched.E250")
-      << "a step history is a JSON array of step records, got " << detail_record::type_of(j)
-      << ' ' << detail_record::show(j);
+      << "a step history is a JSON array of step records, got " << detail_record::type_of(j) << ' '
+      << detail_record::show(j);
   std::vector<Step> steps;
   steps.reserve(j.size());
   for (size_t i = 0; i < j.size(); ++i) steps.push_back(detail_record::read_step(j[i], i));

@@ -51,8 +51,8 @@ LOOM_DECL ir::MemoryScope parse_scope(const std::string& s) {
   if (s == "global") return ir::MemoryScope::Global;
   if (s == "local") return ir::MemoryScope::Local;
   if (s == "shared") return ir::MemoryScope::Shared;
-  LOOM_USER_FAIL("loom.sched.E231") << "unknown memory scope '" << s
-                                    << "'; expected global, local or shared";
+  LOOM_USER_FAIL("loom.sched.E231")
+      << "unknown memory scope '" << s << "'; expected global, local or shared";
   return ir::MemoryScope::Global;
 }
 
@@ -114,8 +114,8 @@ struct step_printer {
     os << "pragma " << s.stage << " @" << s.iter << " auto_unroll_max_step=" << s.max_step;
   }
   void operator()(const StorageAlignStep& s) const {
-    os << "storage_align " << s.stage << " axis " << s.axis << " factor " << s.factor
-       << " offset " << s.offset;
+    os << "storage_align " << s.stage << " axis " << s.axis << " factor " << s.factor << " offset "
+       << s.offset;
   }
   void operator()(const RfactorStep& s) const {
     os << "rfactor " << s.stage << " @" << s.iter << " axis " << s.factor_axis;
@@ -179,10 +179,12 @@ inline Stage make_stage(const ir::Tensor& op, const std::string& name, bool is_o
   s.is_placeholder = op.is_placeholder();
   s.is_output = is_output;
   if (s.is_placeholder) return s;
-  for (auto& a : op->axes) s.iters.push_back({a.name(), a.extent, IterKind::Spatial, Annotation::None});
+  for (auto& a : op->axes)
+    s.iters.push_back({a.name(), a.extent, IterKind::Spatial, Annotation::None});
   s.num_spatial_axes = static_cast<int>(op->axes.size());
   if (auto* r = op->body.as<ir::Reduce>())
-    for (auto& a : r->axes) s.iters.push_back({a.name(), a.extent, IterKind::Reduce, Annotation::None});
+    for (auto& a : r->axes)
+      s.iters.push_back({a.name(), a.extent, IterKind::Reduce, Annotation::None});
   s.leaves.resize(s.iters.size());
   std::iota(s.leaves.begin(), s.leaves.end(), 0);
   return s;
@@ -228,8 +230,9 @@ inline ir::Tensor fresh_copy(const ir::Tensor& op, const std::string& name) {
       sub[a.variable()] = n.var;
       raxes.push_back(n);
     }
-    body = ir::Reduce::make(r->op, ir::substitute(r->source, sub), raxes,
-                            r->condition.defined() ? ir::substitute(r->condition, sub) : ir::Expr());
+    body =
+        ir::Reduce::make(r->op, ir::substitute(r->source, sub), raxes,
+                         r->condition.defined() ? ir::substitute(r->condition, sub) : ir::Expr());
   } else {
     body = ir::substitute(body, sub);
   }

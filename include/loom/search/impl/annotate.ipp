@@ -44,8 +44,8 @@ inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost
   std::vector<int64_t> lengths(n);
   for (int attempt = 0; attempt < 128; ++attempt) {
     for (int j = n - 1; j >= 0; --j)
-      lengths[j] = detail::draw_free_length(
-          rng, free_length_cap(extent, lengths, j, max_innermost), j == n - 1);
+      lengths[j] = detail::draw_free_length(rng, free_length_cap(extent, lengths, j, max_innermost),
+                                            j == n - 1);
     if (low_waste_tiling(extent, lengths)) break;
   }
   return lengths;
@@ -65,8 +65,8 @@ LOOM_DECL const std::vector<std::vector<int64_t>>& perfect_tilings(int64_t exten
   if (it != memo.end()) return it->second;
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> cur;
-  detail_search::enumerate_tilings(std::max<int64_t>(extent, 1), n, std::max(max_innermost, 1),
-                                   cur, out);
+  detail_search::enumerate_tilings(std::max<int64_t>(extent, 1), n, std::max(max_innermost, 1), cur,
+                                   out);
   return memo.emplace(key, std::move(out)).first->second;
 }
 
@@ -139,8 +139,8 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
     for (int c : cons) {
       if (c == t) continue;
       const sched::Stage* o = &state.stages()[c];
-      for (int guard = 0; o->location == sched::ComputeLocation::At && o->attach_stage != root &&
-                          guard < 1000;
+      for (int guard = 0;
+           o->location == sched::ComputeLocation::At && o->attach_stage != root && guard < 1000;
            ++guard)
         o = &state.stage(o->attach_stage);
       if (o->location != sched::ComputeLocation::At) return out;  // under another root
@@ -226,8 +226,8 @@ LOOM_DECL void change_compute_location(const SketchContext& ctx, sched::State& s
 }
 
 LOOM_DECL void annotate_parallel(const SketchContext& ctx, sched::State& state) {
-  const int64_t limit = int64_t{ctx.options().parallel_granularity} *
-                        std::max(1, ctx.task().target.num_cores);
+  const int64_t limit =
+      int64_t{ctx.options().parallel_granularity} * std::max(1, ctx.task().target.num_cores);
   for (size_t si = 0; si < state.stages().size(); ++si) {
     const sched::Stage& s = state.stages()[si];
     if (s.is_placeholder || s.location != sched::ComputeLocation::Root || s.leaves.empty())
@@ -286,7 +286,8 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   const sched::Iterator& it = s.leaf(inner);
   std::vector<int64_t> lanes;  // none unless the loop is longer than `limit`
   for (int64_t times : {1, 2, 4})
-    if (it.extent % (limit * times) == 0 && it.extent > limit * times) lanes.push_back(limit * times);
+    if (it.extent % (limit * times) == 0 && it.extent > limit * times)
+      lanes.push_back(limit * times);
   if (lanes.empty() || !detail::chance(rng, ctx.options().long_loop_vectorize_probability)) return;
   const int64_t length = lanes[draw(rng, lanes.size())];
   const std::string name = s.name;
@@ -332,8 +333,8 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
     while (count < n) {
       const int p = n - 1 - count;
       const sched::Iterator& it = s.leaf(p);
-      if (!state.attached_at(s.name, s.leaves[p]).empty() ||
-          it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None)
+      if (!state.attached_at(s.name, s.leaves[p]).empty() || it.kind == sched::IterKind::Reduce ||
+          it.annotation != sched::Annotation::None)
         break;
       // In a tiled stage the loop outside the innermost one strides over a tile: fusing it
       // would not give contiguous accesses.
@@ -370,25 +371,19 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
 
 LOOM_DECL const std::vector<InitRule>& cpu_init_rules() {
   static const std::vector<InitRule> rules = {
-      {"FillTileSize",
-       [](const SketchContext& ctx, sched::State& s, std::mt19937_64& rng) {
-         s = fill_tile_sizes(s, ctx.options(), rng);
-       }},
+      {"FillTileSize", [](const SketchContext& ctx, sched::State& s,
+                          std::mt19937_64& rng) { s = fill_tile_sizes(s, ctx.options(), rng); }},
       {"ChangeComputeLocation", change_compute_location},
-      {"Parallel",
-       [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
-         annotate_parallel(ctx, s);
-       }},
+      {"Parallel", [](const SketchContext& ctx, sched::State& s,
+                      std::mt19937_64&) { annotate_parallel(ctx, s); }},
       {"Unroll", annotate_unroll},
       {"Vectorization", annotate_vectorize}};
   return rules;
 }
 
-LOOM_DECL std::optional<sched::State> try_sample_program(const sched::State& sketch,
-                                                         const Task& task,
-                                                         const SearchOptions& options,
-                                                         std::mt19937_64& rng,
-                                                         const std::vector<InitRule>& custom_rules) {
+LOOM_DECL std::optional<sched::State> try_sample_program(
+    const sched::State& sketch, const Task& task, const SearchOptions& options,
+    std::mt19937_64& rng, const std::vector<InitRule>& custom_rules) {
   try {
     const SketchContext ctx(task, options);
     sched::State s = sketch;
@@ -405,10 +400,9 @@ LOOM_DECL sched::State sample_program(const sched::State& sketch, const Task& ta
                                       const std::vector<InitRule>& custom_rules) {
   for (int a = 0; a < std::max(1, options.max_sample_attempts); ++a)
     if (auto s = try_sample_program(sketch, task, options, rng, custom_rules)) return *s;
-  LOOM_USER_FAIL("loom.search.E810")
-      << "sample_program: all " << options.max_sample_attempts
-      << " random annotations of the sketch were rejected:\n"
-      << sketch.to_string();
+  LOOM_USER_FAIL("loom.search.E810") << "sample_program: all " << options.max_sample_attempts
+                                     << " random annotations of the sketch were rejected:\n"
+                                     << sketch.to_string();
   return sketch;
 }
 
@@ -430,8 +424,7 @@ LOOM_DECL void define_split(sched::State& state, const std::string& stage, int i
 }
 
 LOOM_DECL std::vector<sched::State> sample_programs(const std::vector<sched::State>& sketches,
-                                                    const Task& task,
-                                                    const SearchOptions& options,
+                                                    const Task& task, const SearchOptions& options,
                                                     std::mt19937_64& rng, int count,
                                                     const std::vector<InitRule>& custom_rules) {
   std::vector<sched::State> out;

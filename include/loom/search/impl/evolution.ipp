@@ -77,13 +77,13 @@ LOOM_DECL EvolutionarySearch::EvolutionarySearch(Task task, SearchOptions space,
                       probability(options_.sketch_transfer_probability) &&
                       probability(options_.eps_greedy) && probability(options_.init_measured_ratio),
                   "loom.search.E830")
-      << "EvolutionOptions out of range: population " << options_.population << " (≥ 1), generations "
-      << options_.generations << " (≥ 0), init_min_population " << options_.init_min_population
-      << " (≥ 1), and mutation_probability " << options_.mutation_probability
-      << ", crossover_probability " << options_.crossover_probability
-      << ", sketch_transfer_probability " << options_.sketch_transfer_probability << ", eps_greedy "
-      << options_.eps_greedy << ", init_measured_ratio " << options_.init_measured_ratio
-      << " must lie in [0, 1]";
+      << "EvolutionOptions out of range: population " << options_.population
+      << " (≥ 1), generations " << options_.generations << " (≥ 0), init_min_population "
+      << options_.init_min_population << " (≥ 1), and mutation_probability "
+      << options_.mutation_probability << ", crossover_probability "
+      << options_.crossover_probability << ", sketch_transfer_probability "
+      << options_.sketch_transfer_probability << ", eps_greedy " << options_.eps_greedy
+      << ", init_measured_ratio " << options_.init_measured_ratio << " must lie in [0, 1]";
   if (options_.mutation_rules.empty()) options_.mutation_rules = cpu_mutation_rules();
   sketches_ = generate_sketches(task_, space_, {}, constant_inputs);
   LOOM_USER_CHECK(!sketches_.empty(), "loom.search.E831")
@@ -226,9 +226,9 @@ LOOM_DECL std::vector<sched::State> EvolutionarySearch::next_batch(int count,
   stats_.sampled = static_cast<int>(init.size());
 
   std::vector<Candidate> pop = init;
-  const size_t from_measured = std::min(
-      measured_best_.size(),
-      static_cast<size_t>(options_.init_measured_ratio * options_.population));
+  const size_t from_measured =
+      std::min(measured_best_.size(),
+               static_cast<size_t>(options_.init_measured_ratio * options_.population));
   for (size_t i = 0; i < from_measured; ++i) pop.push_back(measured_best_[i].second);
 
   // The best not-yet-measured programs of all generations, by score (a min-heap of at most
@@ -267,7 +267,8 @@ LOOM_DECL std::vector<sched::State> EvolutionarySearch::next_batch(int count,
       static_cast<size_t>(std::floor(options_.eps_greedy * static_cast<double>(count)));
   std::vector<size_t> init_order(init.size());
   for (size_t i = 0; i < init.size(); ++i) init_order[i] = i;
-  for (size_t i = init_order.size(); i > 1; --i) std::swap(init_order[i - 1], init_order[rng() % i]);
+  for (size_t i = init_order.size(); i > 1; --i)
+    std::swap(init_order[i - 1], init_order[rng() % i]);
 
   std::vector<sched::State> picked;
   std::unordered_set<ProgramKey, ProgramKey::Hash> picked_keys;

@@ -23,7 +23,8 @@ inline bool name_ends_with(const std::string& s, const char* suffix) {
 inline int gpu_tile_group_size(const sched::Stage& s) {
   const int n = static_cast<int>(s.leaves.size());
   int k = 0;
-  while (k < n && s.leaf(k).kind == sched::IterKind::Spatial && name_ends_with(s.leaf(k).name, ".0"))
+  while (k < n && s.leaf(k).kind == sched::IterKind::Spatial &&
+         name_ends_with(s.leaf(k).name, ".0"))
     ++k;
   if (k == 0 || 3 * k > n) return 0;
   for (int p = k; p < 3 * k; ++p)
@@ -47,7 +48,8 @@ inline std::vector<int> gpu_spatial_split_steps(const sched::State& st, const st
 
 // Draws the thread count of every split that CrossThreadReduction made (the sketch holds a
 // warp as a stand-in): one of gpu_thread_candidates up to the loop's extent.
-inline void draw_threads_across(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng) {
+inline void draw_threads_across(const SketchContext& ctx, sched::State& state,
+                                std::mt19937_64& rng) {
   const Target& target = ctx.task().target;
   std::vector<sched::Step> steps = state.steps();
   bool drawn = false;
@@ -59,7 +61,8 @@ inline void draw_threads_across(const SketchContext& ctx, sched::State& state, s
       continue;
     std::vector<int64_t> cands;
     for (int c : ctx.options().gpu_thread_candidates)
-      if (c <= target.max_threads_per_block && (cands.empty() || c <= sp->extent)) cands.push_back(c);
+      if (c <= target.max_threads_per_block && (cands.empty() || c <= sp->extent))
+        cands.push_back(c);
     if (cands.empty()) continue;
     sp->lengths[0] = cands[detail::draw(rng, cands.size())];
     drawn = true;
@@ -75,7 +78,8 @@ inline bool has_thread_loop(const sched::Stage& s) {
 
 }  // namespace detail_search
 
-LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng) {
+LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
+                               std::mt19937_64& rng) {
   const Target& target = ctx.task().target;
   const SearchOptions& o = ctx.options();
   const int64_t warp = target.warp_size;
@@ -101,8 +105,8 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state, st
         const sched::Stage& t = state.stage(name);
         const int64_t vthreads = t.leaf(1).extent, threads = t.leaf(2).extent;
         LOOM_USER_CHECK(vthreads <= o.max_vthread_extent, "loom.search.E813")
-            << "ThreadBind: stage '" << name << "' would have " << vthreads
-            << " vthreads; at most " << o.max_vthread_extent;
+            << "ThreadBind: stage '" << name << "' would have " << vthreads << " vthreads; at most "
+            << o.max_vthread_extent;
         LOOM_USER_CHECK(threads >= warp || work <= 2 * warp, "loom.search.E813")
             << "ThreadBind: stage '" << name << "' would run " << threads
             << " threads per block, fewer than a warp (" << warp << ")";
@@ -140,7 +144,8 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state, st
       }
       std::vector<int> cands;
       for (int c : o.gpu_thread_candidates)
-        if (c <= target.max_threads_per_block && (c == o.gpu_thread_candidates.front() || c < extent))
+        if (c <= target.max_threads_per_block &&
+            (c == o.gpu_thread_candidates.front() || c < extent))
           cands.push_back(c);
       if (cands.empty()) cands.push_back(static_cast<int>(warp));
       const int threads = cands[detail::draw(rng, cands.size())];
@@ -166,14 +171,11 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state, st
 
 LOOM_DECL const std::vector<InitRule>& gpu_init_rules() {
   static const std::vector<InitRule> rules = {
-      {"FillTileSize",
-       [](const SketchContext& ctx, sched::State& s, std::mt19937_64& rng) {
-         s = fill_tile_sizes(s, ctx.options(), rng);
-       }},
+      {"FillTileSize", [](const SketchContext& ctx, sched::State& s,
+                          std::mt19937_64& rng) { s = fill_tile_sizes(s, ctx.options(), rng); }},
       {"ThreadBind", gpu_thread_bind},
       {"Unroll", annotate_unroll},
-      {"VerifyGpuProgram",
-       [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
+      {"VerifyGpuProgram", [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
          (void)lower::lower_gpu(s, ctx.task().target);
        }}};
   return rules;

@@ -47,22 +47,23 @@ inline int shared_cache_reader(const SketchContext& ctx, const sched::State& st,
 }  // namespace detail_search
 
 LOOM_DECL SketchRule rule_add_cache_read_shared() {
-  return {"AddCacheReadShared",
-          [](const SketchContext& ctx, const sched::State& st, int i) {
-            return detail_search::shared_cache_reader(ctx, st, i) >= 0
-                       ? RuleCondition::ApplyAndSkipRest
-                       : RuleCondition::Skip;
-          },
-          [](const SketchContext& ctx, const sched::State& st, int i) {
-            const std::string reader = st.stages()[detail_search::shared_cache_reader(ctx, st, i)].name;
-            sched::State s = st;
-            const std::string copy = s.cache_read(st.stages()[i].name, ir::MemoryScope::Shared, {reader});
-            // One step of the reader's outer reduction tile at a time (Ansor's
-            // GetLastReduceIteratorInOutermostReduceTile).
-            s.compute_at(copy, reader, detail_search::first_reduce_level_end(s.stage(reader)));
-            // The copy sits at i + 1; the stage itself is visited again (it may be inlined).
-            return detail_search::Successors{{std::move(s), i}};
-          }};
+  return {
+      "AddCacheReadShared",
+      [](const SketchContext& ctx, const sched::State& st, int i) {
+        return detail_search::shared_cache_reader(ctx, st, i) >= 0 ? RuleCondition::ApplyAndSkipRest
+                                                                   : RuleCondition::Skip;
+      },
+      [](const SketchContext& ctx, const sched::State& st, int i) {
+        const std::string reader = st.stages()[detail_search::shared_cache_reader(ctx, st, i)].name;
+        sched::State s = st;
+        const std::string copy =
+            s.cache_read(st.stages()[i].name, ir::MemoryScope::Shared, {reader});
+        // One step of the reader's outer reduction tile at a time (Ansor's
+        // GetLastReduceIteratorInOutermostReduceTile).
+        s.compute_at(copy, reader, detail_search::first_reduce_level_end(s.stage(reader)));
+        // The copy sits at i + 1; the stage itself is visited again (it may be inlined).
+        return detail_search::Successors{{std::move(s), i}};
+      }};
 }
 
 LOOM_DECL SketchRule rule_always_inline_gpu() {
@@ -111,12 +112,13 @@ inline SketchRule rule_cross_thread_reduction() {
             if (o.op < 0 || o.cache_write_copy || o.cache_write_local) return RuleCondition::Skip;
             int64_t space = 1, reduce = 1;
             for (const sched::Iterator& it : s.iters)
-              (it.kind == sched::IterKind::Reduce ? reduce : space) *= std::max<int64_t>(it.extent, 1);
+              (it.kind == sched::IterKind::Reduce ? reduce : space) *=
+                  std::max<int64_t>(it.extent, 1);
             const Target& t = ctx.task().target;
             if (needs_multi_level_tiling(ctx, st, i))
               // Enough outputs to fill blocks of threads: tiling them reuses more.
               return space <= t.max_threads_per_block && space < reduce ? RuleCondition::Apply
-                                                                         : RuleCondition::Skip;
+                                                                        : RuleCondition::Skip;
             return reduce > t.warp_size ? RuleCondition::Apply : RuleCondition::Skip;
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
@@ -152,23 +154,22 @@ inline SketchRule rule_cross_thread_reduction() {
 // CrossThreadReduction can take: also left untiled, so that the reduction can be computed
 // inside its rows.
 inline SketchRule rule_untiled_row_consumer_gpu() {
-  return {"UntiledRowConsumerGpu",
-          [](const SketchContext& ctx, const sched::State& st, int i) {
-            const sched::Stage& s = st.stages()[i];
-            if (has_reduce(s) || !is_untouched(s) || !needs_multi_level_tiling(ctx, st, i) ||
-                ctx.origin(st, i).cache_write_local)
-              return RuleCondition::Skip;
-            for (int p : st.producers(i)) {
-              const RuleCondition c = rule_cross_thread_reduction().condition(ctx, st, p);
-              if (c != RuleCondition::Skip && !needs_multi_level_tiling(ctx, st, p) &&
-                  row_consumer(st, p, true) == i)
-                return RuleCondition::Apply;
-            }
-            return RuleCondition::Skip;
-          },
-          [](const SketchContext&, const sched::State& st, int i) {
-            return Successors{{st, i - 1}};
-          }};
+  return {
+      "UntiledRowConsumerGpu",
+      [](const SketchContext& ctx, const sched::State& st, int i) {
+        const sched::Stage& s = st.stages()[i];
+        if (has_reduce(s) || !is_untouched(s) || !needs_multi_level_tiling(ctx, st, i) ||
+            ctx.origin(st, i).cache_write_local)
+          return RuleCondition::Skip;
+        for (int p : st.producers(i)) {
+          const RuleCondition c = rule_cross_thread_reduction().condition(ctx, st, p);
+          if (c != RuleCondition::Skip && !needs_multi_level_tiling(ctx, st, p) &&
+              row_consumer(st, p, true) == i)
+            return RuleCondition::Apply;
+        }
+        return RuleCondition::Skip;
+      },
+      [](const SketchContext&, const sched::State& st, int i) { return Successors{{st, i - 1}}; }};
 }
 
 inline SketchRule rule_add_cache_write_gpu() {
@@ -193,7 +194,8 @@ inline SketchRule rule_multi_level_tiling_with_fusion_gpu() {
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
             sched::State s = st;
-            const std::vector<int> steps = multi_level_tile(s, i, ctx.options().gpu_tiling_structure);
+            const std::vector<int> steps =
+                multi_level_tile(s, i, ctx.options().gpu_tiling_structure);
             const int c = single_elementwise_matched_consumer(ctx, s, i);
             if (c < 0 || steps.empty()) return Successors{};
             const std::string producer = st.stages()[i].name, consumer = s.stages()[c].name;

@@ -171,15 +171,15 @@ struct structure_equal {
   bool operator()(const sched::StorageAlignStep& a, const sched::StorageAlignStep& b) const {
     return a == b;
   }
-  bool operator()(const sched::RfactorStep& a, const sched::RfactorStep& b) const {
-    return a == b;
-  }
+  bool operator()(const sched::RfactorStep& a, const sched::RfactorStep& b) const { return a == b; }
 };
 
 inline bool same_structure(const sched::Step& x, const sched::Step& y) {
   if (x.index() != y.index()) return false;
   return std::visit(
-      [&](const auto& a) -> bool { return structure_equal{}(a, std::get<std::decay_t<decltype(a)>>(y)); },
+      [&](const auto& a) -> bool {
+        return structure_equal{}(a, std::get<std::decay_t<decltype(a)>>(y));
+      },
       x);
 }
 
@@ -363,9 +363,9 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   // extent in one length) may also leave the perfect tilings, half of the time, as the free
   // lengths FillTileSize draws for it would; otherwise evolution could never reach them from a
   // perfect parent.
-  const bool may_go_free =
-      ctx.options().non_divisible_for_awkward_extents &&
-      awkward_extent(sp.extent, ctx.options().max_innermost_split_factor) && rng() % 2 == 0;
+  const bool may_go_free = ctx.options().non_divisible_for_awkward_extents &&
+                           awkward_extent(sp.extent, ctx.options().max_innermost_split_factor) &&
+                           rng() % 2 == 0;
   if (sp.extent % product == 0 && !may_go_free) {
     // TVM's MutateTileSize: levels 1..n are the lengths, level 0 the implicit outermost loop.
     // One change: a move between two levels whose loops are fused into one loop (the parallel

@@ -80,22 +80,14 @@ inline double seconds_field(const json& j, const char* key) {
 
 inline MeasureError error_from_number(int64_t n) {
   switch (n) {
-    case 0:
-      return MeasureError::none;
-    case 1:
-      return MeasureError::instantiation;
-    case 2:
-      return MeasureError::compile;
-    case 4:
-      return MeasureError::runtime;
-    case 5:
-      return MeasureError::wrong_answer;
-    case 6:
-      return MeasureError::compile_timeout;
-    case 7:
-      return MeasureError::run_timeout;
-    case 8:
-      return MeasureError::unknown;
+    case 0: return MeasureError::none;
+    case 1: return MeasureError::instantiation;
+    case 2: return MeasureError::compile;
+    case 4: return MeasureError::runtime;
+    case 5: return MeasureError::wrong_answer;
+    case 6: return MeasureError::compile_timeout;
+    case 7: return MeasureError::run_timeout;
+    case 8: return MeasureError::unknown;
   }
   LOOM_USER_FAIL("loom.search.E824") << "field 'error' of the tuning record is " << n
                                      << ", not a MeasureError number (0, 1, 2, 4, 5, 6, 7 or 8)";
@@ -204,8 +196,7 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
   if (j.contains("threads")) {
     const json& t = field(j, "threads", &json::is_number_integer, "an integer");
     LOOM_USER_CHECK(t.get<int64_t>() >= 1 && t.get<int64_t>() <= 1 << 20, "loom.search.E824")
-        << "field 'threads' of the tuning record is " << t.get<int64_t>()
-        << ", not a thread count";
+        << "field 'threads' of the tuning record is " << t.get<int64_t>() << ", not a thread count";
     r.threads = static_cast<int>(t.get<int64_t>());
   }
   if (j.contains("device")) {
@@ -239,7 +230,7 @@ LOOM_DECL void append_records(const std::string& path, const std::vector<TuningR
 
   // A writer killed in the middle of a line leaves no newline at the end; without one the
   // first new record would be glued to the torn line and lost with it.
-  struct stat st {};
+  struct stat st{};
   LOOM_USER_CHECK(::fstat(f.fd, &st) == 0, "loom.search.E826")
       << "cannot stat the tuning log '" << path << "': " << detail_records::system_reason(errno);
   if (st.st_size > 0) {
@@ -284,7 +275,7 @@ LOOM_DECL std::vector<TuningRecord> read_records(const std::string& path,
     // bytes are copied, not while they are parsed.
     LOOM_USER_CHECK(detail_records::lock_retrying(f.fd, LOCK_SH) == 0, "loom.search.E827")
         << "cannot lock the tuning log '" << path << "': " << detail_records::system_reason(errno);
-    struct stat st {};
+    struct stat st{};
     if (::fstat(f.fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
     char buf[1 << 16];
     for (;;) {

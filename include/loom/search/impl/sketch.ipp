@@ -71,8 +71,7 @@ LOOM_DECL bool has_cache_write_stage(const SketchContext& ctx, const sched::Stat
 
 LOOM_DECL bool is_untouched(const sched::Stage& stage) {
   if (stage.is_placeholder || stage.location != sched::ComputeLocation::Root ||
-      !stage.splits.empty() || !stage.fuses.empty() ||
-      stage.leaves.size() != stage.iters.size())
+      !stage.splits.empty() || !stage.fuses.empty() || stage.leaves.size() != stage.iters.size())
     return false;
   for (size_t p = 0; p < stage.leaves.size(); ++p)
     if (stage.leaves[p] != static_cast<int>(p) ||
@@ -198,8 +197,7 @@ LOOM_DECL std::vector<int> multi_level_tile(sched::State& state, int stage,
     const int level = spatial ? seen_s++ : seen_r++;
     const bool last_spatial_level = spatial && level == n_s - 1;
     for (size_t r = 0; r < roots.size(); ++r) {
-      const bool is_spatial =
-          state.stage(name).iters[roots[r]].kind == sched::IterKind::Spatial;
+      const bool is_spatial = state.stage(name).iters[roots[r]].kind == sched::IterKind::Spatial;
       if (last_spatial_level && static_cast<int>(r) == innermost_axis) continue;
       if (is_spatial == spatial) ids.push_back(levels[r][level]);
     }
@@ -466,9 +464,8 @@ inline std::vector<int> tile_for_vectors(const SketchContext& ctx, sched::State&
 LOOM_DECL SketchRule rule_add_rfactor() {
   return {"AddRfactor",
           [](const SketchContext& ctx, const sched::State& st, int i) {
-            return ctx.options().enable_rfactor && needs_rfactor(ctx, st, i)
-                       ? RuleCondition::Apply
-                       : RuleCondition::Skip;
+            return ctx.options().enable_rfactor && needs_rfactor(ctx, st, i) ? RuleCondition::Apply
+                                                                             : RuleCondition::Skip;
           },
           [](const SketchContext&, const sched::State& st, int i) {
             const std::string name = st.stages()[i].name;
@@ -600,8 +597,8 @@ LOOM_DECL SketchRule rule_multi_level_tiling_with_fusion() {
               if (c < 0) return std::vector<std::pair<sched::State, int>>{};
               const std::string producer = st.stages()[i].name, consumer = base.stages()[c].name;
               for (int level : {1, 2}) {
-                if (structure.size() < static_cast<size_t>(level) ||
-                    structure[level - 1] != 'S' || steps.empty())
+                if (structure.size() < static_cast<size_t>(level) || structure[level - 1] != 'S' ||
+                    steps.empty())
                   continue;
                 sched::State s = base;
                 const int at = detail_search::follow_tiling(s, consumer, steps, level);
@@ -642,10 +639,9 @@ LOOM_DECL SketchRule rule_skip_stage() {
 LOOM_DECL const std::vector<SketchRule>& cpu_sketch_rules() {
   // SimplifyComputeWithConstTensor (winograd) is not planned: loom has no const-tensor ops.
   static const std::vector<SketchRule> rules = {
-      rule_always_inline(),        rule_add_rfactor(),
-      rule_memory_bound_reduction(), rule_pack_reused_input(),
-      rule_add_cache_write(),      rule_multi_level_tiling_with_fusion(),
-      rule_multi_level_tiling(),   rule_skip_stage()};
+      rule_always_inline(),      rule_add_rfactor(),     rule_memory_bound_reduction(),
+      rule_pack_reused_input(),  rule_add_cache_write(), rule_multi_level_tiling_with_fusion(),
+      rule_multi_level_tiling(), rule_skip_stage()};
   return rules;
 }
 
@@ -664,7 +660,8 @@ LOOM_DECL std::vector<sched::State> generate_sketches(
   constexpr size_t max_sketches = 10000;
 
   sched::State init(task.dag);
-  std::vector<std::pair<sched::State, int>> work{{init, static_cast<int>(init.stages().size()) - 1}};
+  std::vector<std::pair<sched::State, int>> work{
+      {init, static_cast<int>(init.stages().size()) - 1}};
   std::vector<std::pair<sched::State, int>> next;
   std::vector<sched::State> out;
   // Every built-in rule either moves to an earlier stage or inserts a stage and stays; more

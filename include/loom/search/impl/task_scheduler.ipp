@@ -200,7 +200,8 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
     auto all = std::make_shared<ModelSamples>();
     for (size_t j = 0; j < tasks.size(); ++j) {
       if (j == k || !samples[j]) continue;
-      all->features.insert(all->features.end(), samples[j]->features.begin(), samples[j]->features.end());
+      all->features.insert(all->features.end(), samples[j]->features.begin(),
+                           samples[j]->features.end());
       all->labels.insert(all->labels.end(), samples[j]->labels.begin(), samples[j]->labels.end());
     }
     return all->features.empty() ? nullptr : all;
@@ -269,8 +270,10 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
     if (!options.quiet) {
       // Time left: the trials left at this run's pace, or the time limit if that comes first.
       const double spent = elapsed();
-      double left = report.trials > 0 ? spent / report.trials * (options.trials - report.trials) : 0;
-      if (options.time_limit_s > 0) left = std::min(left, std::max(options.time_limit_s - spent, 0.0));
+      double left =
+          report.trials > 0 ? spent / report.trials * (options.trials - report.trials) : 0;
+      if (options.time_limit_s > 0)
+        left = std::min(left, std::max(options.time_limit_s - spent, 0.0));
       const std::string budget =
           options.trials >= kUnlimitedTrials ? "" : "/" + std::to_string(options.trials);
       char line[448];

@@ -38,7 +38,8 @@ struct Samples {
     std::vector<double> l(costs.size());
     if (costs.empty()) return l;
     const double best = *std::min_element(costs.begin(), costs.end());
-    for (size_t i = 0; i < costs.size(); ++i) l[i] = costs[i] >= kFailedCost ? 0.0 : best / costs[i];
+    for (size_t i = 0; i < costs.size(); ++i)
+      l[i] = costs[i] >= kFailedCost ? 0.0 : best / costs[i];
     return l;
   }
   std::unique_ptr<cost::CostModel> fit(const TuneOptions& options, uint64_t round) const {
@@ -354,8 +355,8 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
   report.wall_seconds = seconds_since(wall_start);
   if (!options.quiet) {
     if (report.reranked > 0)
-      log << "[loom] " << name << ": measured the " << options.rerank_top
-          << " fastest again (" << report.reranked << " measurements, "
+      log << "[loom] " << name << ": measured the " << options.rerank_top << " fastest again ("
+          << report.reranked << " measurements, "
           << ::loom::detail::format_duration(report.rerank_seconds) << "); best by median "
           << report.best_gflops() << " GFLOP/s\n";
     // Which errors, since most failures of a healthy run are the measurer's slow-program
@@ -369,14 +370,14 @@ LOOM_DECL TuneReport tune_with(const Task& task, const TuneOptions& options, Mea
         sep = ", ";
       }
     char line[448];
-    std::snprintf(line, sizeof line,
-                  "[loom] %s: done (%s): %d trials (%s; %d resumed) in %s, best %.2f "
-                  "GFLOP/s (%.3f ms); time: search %.1f s, model %.1f s, build %.1f s, run %.1f s\n",
-                  name.c_str(), report.stop_reason.c_str(), report.trials, failed.c_str(),
-                  report.resumed, ::loom::detail::format_duration(report.wall_seconds).c_str(),
-                  report.best_gflops(), report.best_cost < kFailedCost ? report.best_cost * 1e3 : 0.0,
-                  report.search_seconds, report.train_seconds, report.compile_seconds,
-                  report.run_seconds);
+    std::snprintf(
+        line, sizeof line,
+        "[loom] %s: done (%s): %d trials (%s; %d resumed) in %s, best %.2f "
+        "GFLOP/s (%.3f ms); time: search %.1f s, model %.1f s, build %.1f s, run %.1f s\n",
+        name.c_str(), report.stop_reason.c_str(), report.trials, failed.c_str(), report.resumed,
+        ::loom::detail::format_duration(report.wall_seconds).c_str(), report.best_gflops(),
+        report.best_cost < kFailedCost ? report.best_cost * 1e3 : 0.0, report.search_seconds,
+        report.train_seconds, report.compile_seconds, report.run_seconds);
     log << line;
   }
   return report;

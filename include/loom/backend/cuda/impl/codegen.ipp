@@ -29,8 +29,10 @@ class printer {
     idx_ = wide_ ? "long long" : "int";
     for (int d = 0; d < 3; ++d) {
       const char* xyz[] = {"x", "y", "z"};
-      special_[k.block_index[d].as<Variable>()] = std::string("((") + idx_ + ")blockIdx." + xyz[d] + ")";
-      special_[k.thread_index[d].as<Variable>()] = std::string("((") + idx_ + ")threadIdx." + xyz[d] + ")";
+      special_[k.block_index[d].as<Variable>()] =
+          std::string("((") + idx_ + ")blockIdx." + xyz[d] + ")";
+      special_[k.thread_index[d].as<Variable>()] =
+          std::string("((") + idx_ + ")threadIdx." + xyz[d] + ")";
       ranges_[k.block_index[d].as<Variable>()] = Interval::range(k.grid[d]);
       ranges_[k.thread_index[d].as<Variable>()] = Interval::range(k.block[d]);
     }
@@ -69,7 +71,8 @@ class printer {
 
  private:
   std::string type(DType t) const {
-    if (t.lanes != 1) LOOM_BACKEND_FAIL("loom.cuda.E950") << "vector type " << to_string(t) << " in a GPU kernel";
+    if (t.lanes != 1)
+      LOOM_BACKEND_FAIL("loom.cuda.E950") << "vector type " << to_string(t) << " in a GPU kernel";
     if (t.is_bool()) return "bool";
     if (t.is_float()) return t.bits == 32 ? "float" : "double";
     return t.bits == 32 ? "int" : "long long";
@@ -110,11 +113,19 @@ class printer {
         case NodeKind::Sub: return "(" + x + " - " + y + ")";
         case NodeKind::Mul: return "(" + x + " * " + y + ")";
         case NodeKind::Div: return "(" + x + " / " + y + ")";
-        case NodeKind::Mod: return fl ? std::string(f32 ? "fmodf(" : "fmod(") + x + ", " + y + ")" : "(" + x + " % " + y + ")";
-        case NodeKind::FloorDiv: return plain ? "(" + x + " / " + y + ")" : "loom_floordiv(" + x + ", " + y + ")";
-        case NodeKind::FloorMod: return plain ? "(" + x + " % " + y + ")" : "loom_floormod(" + x + ", " + y + ")";
-        case NodeKind::Min: return fl ? std::string(f32 ? "fminf(" : "fmin(") + x + ", " + y + ")" : "loom_min(" + x + ", " + y + ")";
-        case NodeKind::Max: return fl ? std::string(f32 ? "fmaxf(" : "fmax(") + x + ", " + y + ")" : "loom_max(" + x + ", " + y + ")";
+        case NodeKind::Mod:
+          return fl ? std::string(f32 ? "fmodf(" : "fmod(") + x + ", " + y + ")"
+                    : "(" + x + " % " + y + ")";
+        case NodeKind::FloorDiv:
+          return plain ? "(" + x + " / " + y + ")" : "loom_floordiv(" + x + ", " + y + ")";
+        case NodeKind::FloorMod:
+          return plain ? "(" + x + " % " + y + ")" : "loom_floormod(" + x + ", " + y + ")";
+        case NodeKind::Min:
+          return fl ? std::string(f32 ? "fminf(" : "fmin(") + x + ", " + y + ")"
+                    : "loom_min(" + x + ", " + y + ")";
+        case NodeKind::Max:
+          return fl ? std::string(f32 ? "fmaxf(" : "fmax(") + x + ", " + y + ")"
+                    : "loom_max(" + x + ", " + y + ")";
         case NodeKind::EQ: return "(" + x + " == " + y + ")";
         case NodeKind::NE: return "(" + x + " != " + y + ")";
         case NodeKind::LT: return "(" + x + " < " + y + ")";
@@ -130,15 +141,18 @@ class printer {
       case NodeKind::IntImm: {
         const int64_t v = e.as<IntImm>()->value;
         if (t.is_bool()) return v ? "true" : "false";
-        if (t.bits == 64 && (wide_ || v > INT32_MAX || v < INT32_MIN)) return "(" + std::to_string(v) + "LL)";
+        if (t.bits == 64 && (wide_ || v > INT32_MAX || v < INT32_MIN))
+          return "(" + std::to_string(v) + "LL)";
         return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v);
       }
       case NodeKind::FloatImm: {
         const double v = e.as<FloatImm>()->value;
         const bool f32 = t.bits == 32;
-        if (std::isnan(v)) return f32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)";
+        if (std::isnan(v))
+          return f32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)";
         if (std::isinf(v)) {
-          std::string inf = f32 ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
+          std::string inf =
+              f32 ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
           return v < 0 ? "(-" + inf + ")" : inf;
         }
         char buf[64];
@@ -157,7 +171,8 @@ class printer {
       case NodeKind::Not: return "(!" + expr(e.as<Not>()->a) + ")";
       case NodeKind::Select: {
         auto* s = e.as<Select>();
-        return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " + expr(s->false_value) + ")";
+        return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " +
+               expr(s->false_value) + ")";
       }
       case NodeKind::Call: {
         auto* c = e.as<Call>();
@@ -170,9 +185,11 @@ class printer {
           case CallOp::sqrt: return fn("sqrt");
           case CallOp::rsqrt: return "(1 / " + fn("sqrt") + ")";
           case CallOp::tanh: return fn("tanh");
-          case CallOp::sigmoid: return std::string("(1 / (1 + ") + (f ? "expf(-" : "exp(-") + x + ")))";
+          case CallOp::sigmoid:
+            return std::string("(1 / (1 + ") + (f ? "expf(-" : "exp(-") + x + ")))";
           case CallOp::erf: return fn("erf");
-          case CallOp::pow: return std::string(f ? "powf(" : "pow(") + x + ", " + expr(c->args[1]) + ")";
+          case CallOp::pow:
+            return std::string(f ? "powf(" : "pow(") + x + ", " + expr(c->args[1]) + ")";
           case CallOp::abs: return t.is_float() ? fn("fabs") : "loom_abs(" + x + ")";
           case CallOp::floor: return fn("floor");
           case CallOp::ceil: return fn("ceil");
@@ -241,12 +258,8 @@ class printer {
         os_ << pad << "}\n";
         return;
       }
-      case StmtKind::Barrier:
-        os_ << pad << "__syncthreads();\n";
-        return;
-      case StmtKind::AllReduce:
-        all_reduce(s.as<AllReduce>(), pad);
-        return;
+      case StmtKind::Barrier: os_ << pad << "__syncthreads();\n"; return;
+      case StmtKind::AllReduce: all_reduce(s.as<AllReduce>(), pad); return;
     }
   }
 
@@ -304,7 +317,8 @@ class printer {
         os_ << in << "__syncthreads();\n";
         os_ << in << "loom_v = " << buf << "[loom_row * " << warps << "];\n";
         os_ << in << "for (int loom_i = 1; loom_i < " << warps << "; ++loom_i) loom_v = "
-            << combine("loom_v", buf + "[loom_row * " + std::to_string(warps) + " + loom_i]") << ";\n";
+            << combine("loom_v", buf + "[loom_row * " + std::to_string(warps) + " + loom_i]")
+            << ";\n";
         os_ << in << "__syncthreads();\n";
       }
     }
@@ -352,18 +366,20 @@ LOOM_DECL std::string to_cuda_source(const lower::GpuProgram& program) {
   // programs can be compiled as one.
   os << "#ifndef LOOM_CUDA_PRELUDE\n#define LOOM_CUDA_PRELUDE\n";
   for (const char* ty : {"int", "long long"}) {
-    os << "__device__ __forceinline__ " << ty << " loom_floordiv(" << ty << " a, " << ty
-       << " b) { " << ty << " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
-       << "__device__ __forceinline__ " << ty << " loom_floormod(" << ty << " a, " << ty
-       << " b) { " << ty << " r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }\n"
+    os << "__device__ __forceinline__ " << ty << " loom_floordiv(" << ty << " a, " << ty << " b) { "
+       << ty << " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
+       << "__device__ __forceinline__ " << ty << " loom_floormod(" << ty << " a, " << ty << " b) { "
+       << ty << " r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }\n"
        << "__device__ __forceinline__ " << ty << " loom_min(" << ty << " a, " << ty
        << " b) { return a < b ? a : b; }\n"
        << "__device__ __forceinline__ " << ty << " loom_max(" << ty << " a, " << ty
        << " b) { return a > b ? a : b; }\n"
-       << "__device__ __forceinline__ " << ty << " loom_abs(" << ty << " a) { return a < 0 ? -a : a; }\n";
+       << "__device__ __forceinline__ " << ty << " loom_abs(" << ty
+       << " a) { return a < 0 ? -a : a; }\n";
   }
   os << "#endif  // LOOM_CUDA_PRELUDE\n\n";
-  for (const lower::GpuKernel& k : program.kernels) os << detail_cuda::printer(k, wide).kernel() << '\n';
+  for (const lower::GpuKernel& k : program.kernels)
+    os << detail_cuda::printer(k, wide).kernel() << '\n';
   return os.str();
 }
 

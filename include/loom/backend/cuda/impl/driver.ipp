@@ -92,80 +92,43 @@ constexpr unsigned CU_EVENT_DEFAULT = 0;
 /// CUDA_ERROR_STUB_LIBRARY).
 LOOM_DECL const char* known_error_name(CUresult rc) noexcept {
   switch (rc) {
-    case 0:
-      return "CUDA_SUCCESS";
-    case 1:
-      return "CUDA_ERROR_INVALID_VALUE";
-    case 2:
-      return "CUDA_ERROR_OUT_OF_MEMORY";
-    case 3:
-      return "CUDA_ERROR_NOT_INITIALIZED";
-    case 4:
-      return "CUDA_ERROR_DEINITIALIZED";
-    case 34:
-      return "CUDA_ERROR_STUB_LIBRARY";
-    case 36:
-      return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
-    case 46:
-      return "CUDA_ERROR_DEVICE_UNAVAILABLE";
-    case 100:
-      return "CUDA_ERROR_NO_DEVICE";
-    case 101:
-      return "CUDA_ERROR_INVALID_DEVICE";
-    case 200:
-      return "CUDA_ERROR_INVALID_IMAGE";
-    case 201:
-      return "CUDA_ERROR_INVALID_CONTEXT";
-    case 209:
-      return "CUDA_ERROR_NO_BINARY_FOR_GPU";
-    case 218:
-      return "CUDA_ERROR_INVALID_PTX";
-    case 221:
-      return "CUDA_ERROR_JIT_COMPILER_NOT_FOUND";
-    case 222:
-      return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
-    case 226:
-      return "CUDA_ERROR_CONTAINED";
-    case 400:
-      return "CUDA_ERROR_INVALID_HANDLE";
-    case 500:
-      return "CUDA_ERROR_NOT_FOUND";
-    case 700:
-      return "CUDA_ERROR_ILLEGAL_ADDRESS";
-    case 701:
-      return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
-    case 702:
-      return "CUDA_ERROR_LAUNCH_TIMEOUT";
-    case 709:
-      return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
-    case 710:
-      return "CUDA_ERROR_ASSERT";
-    case 714:
-      return "CUDA_ERROR_HARDWARE_STACK_ERROR";
-    case 715:
-      return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
-    case 716:
-      return "CUDA_ERROR_MISALIGNED_ADDRESS";
-    case 717:
-      return "CUDA_ERROR_INVALID_ADDRESS_SPACE";
-    case 718:
-      return "CUDA_ERROR_INVALID_PC";
-    case 719:
-      return "CUDA_ERROR_LAUNCH_FAILED";
-    case 721:
-      return "CUDA_ERROR_TENSOR_MEMORY_LEAK";
-    case 801:
-      return "CUDA_ERROR_NOT_SUPPORTED";
-    case 803:
-      return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
-    case 804:
-      return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
-    case 911:
-      return "CUDA_ERROR_EXTERNAL_DEVICE";
-    case 999:
-      return "CUDA_ERROR_UNKNOWN";
-    default:
-      return nullptr;
+    case 0: return "CUDA_SUCCESS";
+    case 1: return "CUDA_ERROR_INVALID_VALUE";
+    case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case 3: return "CUDA_ERROR_NOT_INITIALIZED";
+    case 4: return "CUDA_ERROR_DEINITIALIZED";
+    case 34: return "CUDA_ERROR_STUB_LIBRARY";
+    case 36: return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
+    case 46: return "CUDA_ERROR_DEVICE_UNAVAILABLE";
+    case 100: return "CUDA_ERROR_NO_DEVICE";
+    case 101: return "CUDA_ERROR_INVALID_DEVICE";
+    case 200: return "CUDA_ERROR_INVALID_IMAGE";
+    case 201: return "CUDA_ERROR_INVALID_CONTEXT";
+    case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case 218: return "CUDA_ERROR_INVALID_PTX";
+    case 221: return "CUDA_ERROR_JIT_COMPILER_NOT_FOUND";
+    case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+    case 226: return "CUDA_ERROR_CONTAINED";
+    case 400: return "CUDA_ERROR_INVALID_HANDLE";
+    case 500: return "CUDA_ERROR_NOT_FOUND";
+    case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case 701: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+    case 702: return "CUDA_ERROR_LAUNCH_TIMEOUT";
+    case 709: return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
+    case 710: return "CUDA_ERROR_ASSERT";
+    case 714: return "CUDA_ERROR_HARDWARE_STACK_ERROR";
+    case 715: return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
+    case 716: return "CUDA_ERROR_MISALIGNED_ADDRESS";
+    case 717: return "CUDA_ERROR_INVALID_ADDRESS_SPACE";
+    case 718: return "CUDA_ERROR_INVALID_PC";
+    case 719: return "CUDA_ERROR_LAUNCH_FAILED";
+    case 721: return "CUDA_ERROR_TENSOR_MEMORY_LEAK";
+    case 801: return "CUDA_ERROR_NOT_SUPPORTED";
+    case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case 804: return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    case 911: return "CUDA_ERROR_EXTERNAL_DEVICE";
+    case 999: return "CUDA_ERROR_UNKNOWN";
+    default: return nullptr;
   }
 }
 
@@ -184,10 +147,8 @@ LOOM_DECL bool is_sticky(CUresult rc) noexcept {
     case cu::CUDA_ERROR_INVALID_PC:
     case cu::CUDA_ERROR_LAUNCH_FAILED:
     case cu::CUDA_ERROR_TENSOR_MEMORY_LEAK:
-    case cu::CUDA_ERROR_EXTERNAL_DEVICE:
-      return true;
-    default:
-      return false;
+    case cu::CUDA_ERROR_EXTERNAL_DEVICE: return true;
+    default: return false;
   }
 }
 
@@ -773,8 +734,7 @@ LOOM_DECL void DeviceBuffer::fill_bytes(unsigned char value) {
   check_usable("fill_bytes", bytes_);
   if (bytes_ == 0) return;
   context_->make_current();
-  detail::driver_check(detail::driver().cuMemsetD8(ptr_, value, bytes_), "cuMemsetD8_v2",
-                       context_);
+  detail::driver_check(detail::driver().cuMemsetD8(ptr_, value, bytes_), "cuMemsetD8_v2", context_);
 }
 
 // --- Module and Function -------------------------------------------------------------------------
@@ -805,7 +765,10 @@ LOOM_DECL Module::Module(const std::string& ptx, Context& context) {
   info_log.back() = error_log.back() = '\0';
   module->info_log = info_log.data();
   if (rc != detail::cu::CUDA_SUCCESS) {
-    const bool cubin = ptx.rfind("\x7f" "ELF", 0) == 0;
+    const bool cubin = ptx.rfind(
+                           "\x7f"
+                           "ELF",
+                           0) == 0;
     std::string more = std::string(" while loading ") + (cubin ? "a CUBIN" : "PTX") + " (" +
                        std::to_string(ptx.size()) + " bytes";
     const std::string target = detail::ptx_directive(ptx, ".target");

@@ -35,8 +35,8 @@ LOOM_BEGIN_NAMESPACE
 namespace cuda {
 namespace detail_measure {
 
-using search::MeasureError;
 using backend::measure_data::OutputSpec;
+using search::MeasureError;
 
 inline constexpr const char* kWorkerEnv = "LOOM_CUDA_MEASURE_WORKER";
 
@@ -124,7 +124,8 @@ class Reader {
  private:
   std::size_t count() {
     const int64_t n = i64();
-    if (n < 0 || n > (int64_t{1} << 24)) throw std::runtime_error("bad count in a measurer message");
+    if (n < 0 || n > (int64_t{1} << 24))
+      throw std::runtime_error("bad count in a measurer message");
     return static_cast<std::size_t>(n);
   }
   void raw(void* p, std::size_t n) {
@@ -149,7 +150,8 @@ inline bool write_all(int fd, const char* p, std::size_t n) {
 
 inline bool send_message(int fd, const std::string& body) {
   const uint64_t n = body.size();
-  return write_all(fd, reinterpret_cast<const char*>(&n), 8) && write_all(fd, body.data(), body.size());
+  return write_all(fd, reinterpret_cast<const char*>(&n), 8) &&
+         write_all(fd, body.data(), body.size());
 }
 
 enum class Received { message, timeout, closed };
@@ -220,7 +222,8 @@ inline ArgSpec get_arg(Reader& r) {
   a.spec.shape.resize(static_cast<std::size_t>(r.i64()));
   for (int64_t& e : a.spec.shape) e = r.i64();
   a.is_output = r.u8() != 0;
-  a.bytes = static_cast<std::size_t>(a.spec.elements) * static_cast<std::size_t>(a.spec.dtype.bytes());
+  a.bytes =
+      static_cast<std::size_t>(a.spec.elements) * static_cast<std::size_t>(a.spec.dtype.bytes());
   return a;
 }
 
@@ -249,7 +252,7 @@ struct WorkerTask {
       got.resize(args[i].bytes);
       buffers[i].download(got.data(), got.size());
       std::string diff = backend::measure_data::compare_output(args[i].spec, got.data(),
-                                                              reference[i].data(), rtol, atol);
+                                                               reference[i].data(), rtol, atol);
       if (!diff.empty()) return diff;
     }
     return {};
@@ -285,7 +288,7 @@ inline double serve_setup(Reader& r, WorkerTask& t, int device) {
     if (t.args[i].is_output) continue;
     host.resize(t.args[i].bytes);
     backend::measure_data::fill_random(host.data(), t.args[i].spec.dtype, t.args[i].spec.elements,
-                                      seed + i);
+                                       seed + i);
     t.buffers[i].upload(host.data(), host.size());
   }
   const std::string image = r.str();
@@ -446,7 +449,8 @@ inline const bool worker_hook = run_worker_if_asked();
 
 }  // namespace detail_measure
 
-// --- the measurer's side ---------------------------------------------------------------------------
+// --- the measurer's side
+// ---------------------------------------------------------------------------
 
 struct GpuMeasurer::Worker {
   pid_t pid = -1;
@@ -495,7 +499,8 @@ struct GpuMeasurer::Worker {
                             ":" + std::to_string(device);
     std::vector<std::string> env_strings{env};
     for (char** e = environ; e && *e; ++e)
-      if (std::strncmp(*e, detail_measure::kWorkerEnv, std::strlen(detail_measure::kWorkerEnv)) != 0)
+      if (std::strncmp(*e, detail_measure::kWorkerEnv, std::strlen(detail_measure::kWorkerEnv)) !=
+          0)
         env_strings.emplace_back(*e);
     std::vector<char*> envp;
     for (std::string& s : env_strings) envp.push_back(s.data());
@@ -556,9 +561,8 @@ LOOM_DECL GpuMeasurer::GpuMeasurer(search::MeasureOptions options, GpuMeasurerOp
   };
   need(gpu_.reference_timeout_s > 0,
        "reference_timeout_s " + std::to_string(gpu_.reference_timeout_s) + " (must be > 0)");
-  need(gpu_.worker_start_timeout_s > 0, "worker_start_timeout_s " +
-                                            std::to_string(gpu_.worker_start_timeout_s) +
-                                            " (must be > 0)");
+  need(gpu_.worker_start_timeout_s > 0,
+       "worker_start_timeout_s " + std::to_string(gpu_.worker_start_timeout_s) + " (must be > 0)");
   need(gpu_.device >= 0, "device " + std::to_string(gpu_.device) + " (must be ≥ 0)");
   LOOM_USER_CHECK(problems.empty(), "loom.cuda.E922")
       << "GpuMeasurer options out of range: " << problems;
@@ -624,7 +628,7 @@ inline std::string make_setup(const Task& task, const std::vector<ArgSpec>& args
       data[i].resize(std::max<std::size_t>(args[i].bytes, 1));
       if (!args[i].is_output)
         backend::measure_data::fill_random(data[i].data(), args[i].spec.dtype,
-                                          args[i].spec.elements, gpu.seed + i);
+                                           args[i].spec.elements, gpu.seed + i);
       ptrs.push_back(data[i].data());
     }
     evaluate(*task.dag, ptrs);
@@ -632,10 +636,10 @@ inline std::string make_setup(const Task& task, const std::vector<ArgSpec>& args
     for (std::size_t i = 0; i < args.size(); ++i)
       w.str(std::string(reinterpret_cast<const char*>(data[i].data()), args[i].bytes));
   } else {
-    const CompiledProgram ref = compile_program(
-        lower::lower_gpu(sched::default_schedule(task.dag, task.target), task.target,
-                         "loom_reference"),
-        task.target.arch, gpu.nvrtc_options, gpu.image);
+    const CompiledProgram ref =
+        compile_program(lower::lower_gpu(sched::default_schedule(task.dag, task.target),
+                                         task.target, "loom_reference"),
+                        task.target.arch, gpu.nvrtc_options, gpu.image);
     w.u8(1);
     w.i64(static_cast<int64_t>(gpu.seed));
     w.str(ref.image);
@@ -663,10 +667,12 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
     slot = std::make_shared<TaskData>();
     for (const ir::Tensor& t : task.dag->inputs())
       slot->args.push_back({{t.name(), t.dtype(), t.shape(), t.num_elements()},
-                            static_cast<std::size_t>(t.num_elements() * t.dtype().bytes()), false});
+                            static_cast<std::size_t>(t.num_elements() * t.dtype().bytes()),
+                            false});
     for (const ir::Tensor& t : task.dag->outputs())
       slot->args.push_back({{t.name(), t.dtype(), t.shape(), t.num_elements()},
-                            static_cast<std::size_t>(t.num_elements() * t.dtype().bytes()), true});
+                            static_cast<std::size_t>(t.num_elements() * t.dtype().bytes()),
+                            true});
     const auto start = std::chrono::steady_clock::now();
     try {
       slot->setup = make_setup(task, slot->args, o, gpu_);
@@ -796,7 +802,8 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
     res.costs.resize(static_cast<std::size_t>(r.i64()));
     for (double& c : res.costs) c = r.f64();
     if (r.u8() != 0) worker_->stop();  // its context is gone with the fault
-    if (res.ok()) td.best_cost = std::min(td.best_cost, *std::min_element(res.costs.begin(), res.costs.end()));
+    if (res.ok())
+      td.best_cost = std::min(td.best_cost, *std::min_element(res.costs.begin(), res.costs.end()));
     finish();
   }
   stats_.wall_seconds += seconds_since(wall_start);

@@ -286,8 +286,9 @@ LOOM_DECL std::string nvrtc_compile(const std::string& source, const std::string
     LOOM_BACKEND_FAIL("loom.cuda.E902")
         << "NVRTC could not compile " << program_name << " (" << detail::nvrtc_result_name(api, rc)
         << ")\noptions: " << joined << "\nNVRTC log:\n"
-        << (log.empty() ? std::string("(empty)") : log) << detail::arch_hint(rc, gpu_arch.rfind("sm_", 0) == 0 ? "compute_" + gpu_arch.substr(3)
-                                                                   : gpu_arch);
+        << (log.empty() ? std::string("(empty)") : log)
+        << detail::arch_hint(
+               rc, gpu_arch.rfind("sm_", 0) == 0 ? "compute_" + gpu_arch.substr(3) : gpu_arch);
   }
 
   auto get_size = cubin ? api.GetCUBINSize : api.GetPTXSize;

@@ -39,7 +39,8 @@ class capture_collector : public StmtVisitor {
 
  protected:
   void visit_Variable(const Variable* op) override {
-    if (!bound_.count(op) && std::find(vars.begin(), vars.end(), op) == vars.end()) vars.push_back(op);
+    if (!bound_.count(op) && std::find(vars.begin(), vars.end(), op) == vars.end())
+      vars.push_back(op);
   }
   void visit_For(const For* op) override {
     bound_.insert(op->variable());
@@ -166,7 +167,8 @@ class codegen {
         llvm::Value* base = splat(expr(r->base), r->lanes);
         llvm::Value* stride = splat(expr(r->stride), r->lanes);
         std::vector<llvm::Constant*> steps;
-        for (int i = 0; i < r->lanes; ++i) steps.push_back(llvm::ConstantInt::get(b_.getInt64Ty(), i));
+        for (int i = 0; i < r->lanes; ++i)
+          steps.push_back(llvm::ConstantInt::get(b_.getInt64Ty(), i));
         return b_.CreateAdd(base, b_.CreateMul(stride, llvm::ConstantVector::get(steps)));
       }
       case NodeKind::Broadcast: {
@@ -277,7 +279,8 @@ class codegen {
     auto needs_branch = [&](const Expr& v) {
       return contains_load(v) && !evaluated_by_condition(s->condition, v);
     };
-    if (s->condition.dtype().lanes == 1 && (needs_branch(s->true_value) || needs_branch(s->false_value))) {
+    if (s->condition.dtype().lanes == 1 &&
+        (needs_branch(s->true_value) || needs_branch(s->false_value))) {
       auto* then_bb = llvm::BasicBlock::Create(ctx_, "sel.then", fn_);
       auto* else_bb = llvm::BasicBlock::Create(ctx_, "sel.else", fn_);
       auto* done = llvm::BasicBlock::Create(ctx_, "sel.done", fn_);
@@ -328,8 +331,9 @@ class codegen {
     // Ordered compares are false for NaN, so the clamp keeps it.
     llvm::Value* v = b_.CreateSelect(b_.CreateFCmpOGT(x, c(89.0)), c(89.0), x);
     v = b_.CreateSelect(b_.CreateFCmpOLT(v, c(-104.0)), c(-104.0), v);
-    llvm::Value* m = b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::floor, {t}),
-                                   {fma(v, c(1.44269504088896341), c(0.5))});
+    llvm::Value* m =
+        b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::floor, {t}),
+                      {fma(v, c(1.44269504088896341), c(0.5))});
     llvm::Value* r = fma(m, c(-0.693359375), v);
     r = fma(m, c(2.12194440e-4), r);
     llvm::Value* r2 = b_.CreateFMul(r, r);
@@ -381,7 +385,9 @@ class codegen {
     std::vector<llvm::Value*> parts;
     for (unsigned first = 0; first < lanes; first += width) {
       auto part = [&](llvm::Value* v) {
-        return width == lanes ? v : b_.CreateShuffleVector(v, llvm::createSequentialMask(first, width, 0));
+        return width == lanes
+                   ? v
+                   : b_.CreateShuffleVector(v, llvm::createSequentialMask(first, width, 0));
       };
       std::vector<llvm::Value*> args = {part(y), part(m), llvm::Constant::getNullValue(part_ty),
                                         all_lanes};
@@ -393,7 +399,8 @@ class codegen {
 
   llvm::Value* exp(llvm::Value* x, bool is_f32) {
     if (is_f32) return exp_f32(x);
-    return b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::exp, {x->getType()}), {x});
+    return b_.CreateCall(
+        llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::exp, {x->getType()}), {x});
   }
 
   llvm::Value* call(const Call* c) {
@@ -469,7 +476,8 @@ class codegen {
         llvm::Value* c = expr(i->condition);
         auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
         auto* done = llvm::BasicBlock::Create(ctx_, "if.done", fn_);
-        auto* else_bb = i->else_case.defined() ? llvm::BasicBlock::Create(ctx_, "if.else", fn_) : done;
+        auto* else_bb =
+            i->else_case.defined() ? llvm::BasicBlock::Create(ctx_, "if.else", fn_) : done;
         b_.CreateCondBr(c, then_bb, else_bb);
         b_.SetInsertPoint(then_bb);
         stmt(i->then_case);
@@ -485,7 +493,8 @@ class codegen {
       case StmtKind::Barrier:
       case StmtKind::AllReduce:
         LOOM_BACKEND_FAIL("loom.llvm.E530")
-            << "the kernel contains a GPU " << (s.kind() == StmtKind::Barrier ? "barrier" : "AllReduce")
+            << "the kernel contains a GPU "
+            << (s.kind() == StmtKind::Barrier ? "barrier" : "AllReduce")
             << "; the CPU backend compiles loop nests from lower::lower(), not GPU kernels from "
             << "lower::lower_gpu()";
         return;
@@ -495,8 +504,8 @@ class codegen {
   // A scalar sum of loaded values into the stored element, `buf[i] = buf[i] + other[j]`: the
   // rfactor combine of partial sums, or a sum over an exp buffer. Its fadd gets LLVM's reassoc
   // and nsz flags, which let the vectorizers turn the serial chain (32 dependent vaddss per
-  // softmax row) into a vector sum and one horizontal reduction. The IR contract allows reassociating
-  // reductions; sums with a product (GEMM, conv updates) keep their exact FMA chains.
+  // softmax row) into a vector sum and one horizontal reduction. The IR contract allows
+  // reassociating reductions; sums with a product (GEMM, conv updates) keep their exact FMA chains.
   static bool is_sum_of_loads(const Store* s) {
     const auto* add = s->value.as<Add>();
     if (!add || !s->value.dtype().is_float() || s->index.dtype().lanes != 1) return false;
@@ -555,9 +564,9 @@ class codegen {
 
   void loop(const For* f) {
     if (f->for_kind >= ForKind::BlockIdxX)
-      LOOM_USER_FAIL("loom.llvm.E510") << "loop '" << f->variable()->name << "' is bound to "
-                                       << for_kind_name(f->for_kind)
-                                       << ", which the CPU cannot run; build for a CUDA target";
+      LOOM_USER_FAIL("loom.llvm.E510")
+          << "loop '" << f->variable()->name << "' is bound to " << for_kind_name(f->for_kind)
+          << ", which the CPU cannot run; build for a CUDA target";
     if (f->for_kind == ForKind::Parallel && !in_parallel_) return parallel_loop(f);
     llvm::Value* mn = expr(f->min);
     llvm::Value* end = b_.CreateAdd(mn, expr(f->extent));
@@ -610,7 +619,8 @@ class codegen {
     for (size_t i = 0; i < cvars.size(); ++i)
       b_.CreateStore(vars_.at(cvars[i]), b_.CreateStructGEP(closure_ty, closure, 1 + i));
     for (size_t i = 0; i < cc.buffers.size(); ++i)
-      b_.CreateStore(buffer(cc.buffers[i]), b_.CreateStructGEP(closure_ty, closure, 1 + cvars.size() + i));
+      b_.CreateStore(buffer(cc.buffers[i]),
+                     b_.CreateStructGEP(closure_ty, closure, 1 + cvars.size() + i));
 
     const std::string base = symbol_ + ".par" + std::to_string(closure_count_++);
     // Inner function: (begin, end, min, vars..., noalias buffers...).
@@ -632,7 +642,8 @@ class codegen {
     b_.SetInsertPoint(obb);
     std::vector<llvm::Value*> call_args{outer->getArg(0), outer->getArg(1)};
     for (size_t i = 0; i < fields.size(); ++i)
-      call_args.push_back(b_.CreateLoad(fields[i], b_.CreateStructGEP(closure_ty, outer->getArg(2), i)));
+      call_args.push_back(
+          b_.CreateLoad(fields[i], b_.CreateStructGEP(closure_ty, outer->getArg(2), i)));
     b_.CreateRet(b_.CreateCall(inner, call_args));
 
     // inner: the loop over [begin, end), offset by min.
@@ -644,8 +655,8 @@ class codegen {
     in_parallel_ = true;
     begin_function(inner);
     llvm::Value* imin = inner->getArg(2);
-    serial_loop(f->variable(), b_.CreateAdd(imin, inner->getArg(0)), b_.CreateAdd(imin, inner->getArg(1)),
-                f->body);
+    serial_loop(f->variable(), b_.CreateAdd(imin, inner->getArg(0)),
+                b_.CreateAdd(imin, inner->getArg(1)), f->body);
     b_.CreateRet(b_.getInt32(0));
 
     // Back in the parent: run it.
@@ -655,8 +666,8 @@ class codegen {
     entry_ = saved_entry;
     in_parallel_ = saved_par;
     b_.SetInsertPoint(saved_block);
-    llvm::FunctionCallee rt = mod_.getOrInsertFunction(
-        "loom_parallel_for", b_.getInt32Ty(), i64, ptr, ptr);
+    llvm::FunctionCallee rt =
+        mod_.getOrInsertFunction("loom_parallel_for", b_.getInt32Ty(), i64, ptr, ptr);
     b_.CreateCall(rt, {extent, outer, closure});
   }
 

@@ -37,7 +37,8 @@ LOOM_BEGIN_NAMESPACE
 namespace cpu_jit {
 namespace detail {
 
-[[noreturn]] LOOM_LLVM_DECL void fail_with(const char* id, const std::string& what, llvm::Error err) {
+[[noreturn]] LOOM_LLVM_DECL void fail_with(const char* id, const std::string& what,
+                                           llvm::Error err) {
   // LOOM_BACKEND_FAIL spelled out: the macro's loop hides from the compiler that this never
   // returns.
   ::loom::detail::error_reporter reporter(true, ::loom::detail::error_tier::backend, id);
@@ -147,7 +148,8 @@ LOOM_LLVM_DECL std::string*& captured_errors() noexcept {
 }
 
 /// Runs `default<O{level}>` on `m`. Does not throw (it runs inside the IR transform).
-LOOM_LLVM_DECL llvm::Error run_pipeline(llvm::Module& m, llvm::TargetMachine& tm, int level) noexcept {
+LOOM_LLVM_DECL llvm::Error run_pipeline(llvm::Module& m, llvm::TargetMachine& tm,
+                                        int level) noexcept {
   static const char* const pipelines[] = {"default<O0>", "default<O1>", "default<O2>",
                                           "default<O3>"};
   level = std::clamp(level, 0, 3);
@@ -362,7 +364,9 @@ LOOM_LLVM_DECL bool Engine::has_feature(std::string_view name) const noexcept {
                             [](std::string_view a, std::string_view b) { return a < b; });
 }
 LOOM_LLVM_DECL const std::string& Engine::triple() const noexcept { return impl_->triple; }
-LOOM_LLVM_DECL const std::string& Engine::data_layout() const noexcept { return impl_->data_layout; }
+LOOM_LLVM_DECL const std::string& Engine::data_layout() const noexcept {
+  return impl_->data_layout;
+}
 LOOM_LLVM_DECL int Engine::vector_bits() const noexcept { return impl_->vector_bits; }
 LOOM_LLVM_DECL int Engine::preferred_vector_bits() const noexcept {
   return impl_->preferred_vector_bits;
@@ -463,8 +467,8 @@ LOOM_LLVM_DECL void configure_module(Engine& engine, llvm::Module& module) {
 }
 
 LOOM_LLVM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::Module> module,
-                                    std::unique_ptr<llvm::LLVMContext> context,
-                                    const CompileOptions& options) {
+                                         std::unique_ptr<llvm::LLVMContext> context,
+                                         const CompileOptions& options) {
   LOOM_USER_CHECK(module && context, "loom.llvm.E508")
       << "add_module needs both a module and the context that owns it";
   LOOM_USER_CHECK(&module->getContext() == context.get(), "loom.llvm.E508")
@@ -572,7 +576,7 @@ LOOM_LLVM_DECL CompiledModule add_module(Engine& engine, std::unique_ptr<llvm::M
 }
 
 LOOM_LLVM_DECL CompiledModule add_module(Engine& engine, ModuleBundle&& bundle,
-                                    const CompileOptions& options) {
+                                         const CompileOptions& options) {
   return add_module(engine, std::move(bundle.module), std::move(bundle.context), options);
 }
 

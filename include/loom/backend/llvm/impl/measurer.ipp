@@ -345,7 +345,8 @@ inline std::string describe_death(int status, const std::string& while_doing,
 /// Forks a child with a socket and a captured stdout/stderr. In the child, closes
 /// `close_in_child`, makes the captured pipe its stdout and stderr and calls `body(socket)`,
 /// which should end with _exit (if it returns or throws, the child exits with status 1; it never
-/// returns into the caller's code). Returns false (with `error`) when the socket, the pipe or fork fails.
+/// returns into the caller's code). Returns false (with `error`) when the socket, the pipe or fork
+/// fails.
 template <class Body>
 bool spawn(ChildChannel& ch, const std::vector<int>& close_in_child, Body&& body,
            std::string& error) {
@@ -559,8 +560,8 @@ inline void evict_from_caches(const void* data, size_t bytes) {
 /// estimate that reaches min_repeat_ms, at least doubling) until one repeat lasts
 /// min_repeat_ms; that repeat is the first cost. With cache flushing every repeat is one call
 /// after writing a buffer larger than the last-level cache.
-inline void measure_child_run(const search::MeasureOptions& o,
-                              const LocalMeasurer::TaskData& td, const ChildProgram& prog,
+inline void measure_child_run(const search::MeasureOptions& o, const LocalMeasurer::TaskData& td,
+                              const ChildProgram& prog,
                               const std::vector<std::string>& constant_inputs, int sock,
                               ChildResult& r) {
   const auto t0 = clock::now();
@@ -612,8 +613,9 @@ inline void measure_child_run(const search::MeasureOptions& o,
   }
   if (o.check_correctness) {
     for (size_t i : outputs) {
-      std::string diff = compare_output({td.args[i].name, td.args[i].dtype, td.args[i].shape, td.args[i].elements},
-                                              args[i], td.data(i), o.rtol, o.atol);
+      std::string diff =
+          compare_output({td.args[i].name, td.args[i].dtype, td.args[i].shape, td.args[i].elements},
+                         args[i], td.data(i), o.rtol, o.atol);
       if (!diff.empty()) {
         r.error = MeasureError::wrong_answer;
         r.message = std::move(diff);
@@ -625,10 +627,9 @@ inline void measure_child_run(const search::MeasureOptions& o,
   // is its cost (the first call also pays cold caches, so this errs on the slow side). A long
   // first run is trusted at a tighter factor: its one-off costs are a negligible part of it.
   const bool long_first_run = o.min_repeat_ms > 0 && first_seconds >= o.min_repeat_ms * 1e-3;
-  const double slow_factor =
-      long_first_run && o.slow_long_program_factor > 0
-          ? std::min(o.slow_program_factor, o.slow_long_program_factor)
-          : o.slow_program_factor;
+  const double slow_factor = long_first_run && o.slow_long_program_factor > 0
+                                 ? std::min(o.slow_program_factor, o.slow_long_program_factor)
+                                 : o.slow_program_factor;
   if (o.slow_program_factor > 0 && td.best_cost > 0 && first_seconds > slow_factor * td.best_cost) {
     // A short first run can be mostly one-off costs: a BERT layer's attention-times-V product
     // (about 80 µs) sometimes took 1-2 ms on its first call, and once the task's best was that
@@ -661,8 +662,8 @@ inline void measure_child_run(const search::MeasureOptions& o,
   if (evicts_constants(o)) {
     for (size_t i = 0; i < td.args.size(); ++i) {
       const auto& a = td.args[i];
-      if (a.is_output ||
-          std::find(constant_inputs.begin(), constant_inputs.end(), a.name) == constant_inputs.end())
+      if (a.is_output || std::find(constant_inputs.begin(), constant_inputs.end(), a.name) ==
+                             constant_inputs.end())
         continue;
       size_t bytes = a.bytes;
       for (const ChildProgram::Pack& p : prog.packs)
@@ -704,7 +705,8 @@ inline void measure_child_run(const search::MeasureOptions& o,
     while (t < min_repeat_s) {
       const double per_call = std::max(t / static_cast<double>(number), 1e-9);
       const double wanted = std::ceil(1.1 * min_repeat_s / per_call);
-      number = static_cast<int64_t>(std::min(std::max(wanted, 2.0 * static_cast<double>(number)), 1e9));
+      number =
+          static_cast<int64_t>(std::min(std::max(wanted, 2.0 * static_cast<double>(number)), 1e9));
       t = time_calls(number);
     }
     if (!first_is_repeat) r.costs.push_back(t / static_cast<double>(number));
@@ -722,8 +724,7 @@ inline void measure_child_run(const search::MeasureOptions& o,
 /// The body of a measuring child: builds, reports "built", waits for the go byte, runs, reports
 /// the result. Never returns.
 [[noreturn]] inline void measuring_child(int sock, size_t index, const Task& task,
-                                         const sched::State& state,
-                                         const search::MeasureOptions& o,
+                                         const sched::State& state, const search::MeasureOptions& o,
                                          const LocalMeasurerOptions& local,
                                          const LocalMeasurer::TaskData& td) noexcept {
   ChildResult r;
@@ -756,8 +757,8 @@ inline void measure_child_run(const search::MeasureOptions& o,
     measure_child_run(o, td, prog, local.constant_inputs, sock, r);
   } catch (const std::exception& e) {
     r.error = built ? MeasureError::runtime : MeasureError::unknown;
-    r.message = std::string(built ? "exception while running: " : "exception while building: ") +
-                e.what();
+    r.message =
+        std::string(built ? "exception while running: " : "exception while building: ") + e.what();
     r.costs.clear();
   } catch (...) {
     r.error = MeasureError::unknown;
@@ -823,8 +824,7 @@ inline double slow_run_limit(const LocalMeasurer::TaskData& td, const search::Me
 /// there must not end the tuning run either): the interpreter for small DAGs, else the default
 /// schedule. Returns an empty string, or why there is no usable reference.
 inline std::string compute_reference(const Task& task, const LocalMeasurer::TaskData& td,
-                                     const search::MeasureOptions& o,
-                                     double reference_timeout_s) {
+                                     const search::MeasureOptions& o, double reference_timeout_s) {
   const auto t0 = clock::now();
   const bool interpret = task.dag->flop_count() <= o.interpreter_flop_limit;
   const char* how = interpret ? "the reference interpreter" : "the default schedule";
@@ -842,8 +842,8 @@ inline std::string compute_reference(const Task& task, const LocalMeasurer::Task
             evaluate(*task.dag, ptrs);
           } else {
             if (o.num_threads > 0) runtime::set_num_threads(o.num_threads);
-            CompiledKernel k = compile(
-                lower::lower(sched::default_schedule(task.dag, task.target), "reference"));
+            CompiledKernel k =
+                compile(lower::lower(sched::default_schedule(task.dag, task.target), "reference"));
             if (const int32_t rc = k.fn(ptrs.data()); rc != 0)
               throw backend_error("the kernel returned error code " + std::to_string(rc));
           }
@@ -898,8 +898,8 @@ inline std::string compute_reference(const Task& task, const LocalMeasurer::Task
         const double v = a.dtype.bits == 32 ? static_cast<const float*>(td.data(i))[e]
                                             : static_cast<const double*>(td.data(i))[e];
         if (std::isnan(v)) {
-          failure = "its output '" + a.name + "' has NaN at element " + std::to_string(e) +
-                    " " + coordinates(e, a.shape) +
+          failure = "its output '" + a.name + "' has NaN at element " + std::to_string(e) + " " +
+                    coordinates(e, a.shape) +
                     " for the random inputs (floats in [0.5, 1.5), integers in [1, 8])";
           break;
         }
@@ -1066,11 +1066,11 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
     ChildChannel ch;
     Phase phase = Phase::building;
     bool stopped = false;
-    double build_used = 0;         ///< build seconds used before the current stretch
-    clock::time_point resumed;     ///< start of the current unstopped stretch (building)
+    double build_used = 0;      ///< build seconds used before the current stretch
+    clock::time_point resumed;  ///< start of the current unstopped stretch (building)
     clock::time_point run_started;
-    bool first_run_done = false;   ///< the child said so ('F')
-    double compile_seconds = 0;    ///< from the child's "built" frame
+    bool first_run_done = false;  ///< the child said so ('F')
+    double compile_seconds = 0;   ///< from the child's "built" frame
     bool have_result = false;
     ChildResult result;
   };
@@ -1160,9 +1160,7 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
           const size_t index = c->index;
           const bool ok = spawn(
               c->ch, others,
-              [&](int sock) {
-                measuring_child(sock, index, task, states[index], o, local_, td);
-              },
+              [&](int sock) { measuring_child(sock, index, task, states[index], o, local_, td); },
               error);
           if (!ok) {
             results[index].error = MeasureError::unknown;
@@ -1185,8 +1183,8 @@ LOOM_DECL std::vector<search::MeasureResult> LocalMeasurer::measure_each(
     std::vector<std::pair<Child*, bool>> owners;  // (child, is its socket)
     for (auto& c : live) {
       if (c->phase == Phase::running)
-        wait = std::min(wait, run_limit(*c) -
-                                  std::chrono::duration<double>(now - c->run_started).count());
+        wait = std::min(
+            wait, run_limit(*c) - std::chrono::duration<double>(now - c->run_started).count());
       else if (c->phase == Phase::building && !c->stopped)
         wait = std::min(wait, build_limit - build_seconds_used(*c, now));
       if (!c->ch.sock_eof) {
