@@ -43,6 +43,18 @@ Expr simplify(const Expr& e, const RangeMap& ranges = {});
 /// True only if `condition` (bool) holds for every value of its variables within `ranges`.
 bool can_prove(const Expr& condition, const RangeMap& ranges = {});
 
+/// Variables replaced by expressions (ir::substitute's map).
+using SubstitutionMap = std::unordered_map<const Variable*, Expr>;
+
+/// simplify(substitute(e, substitutions), ranges) without building the substituted copy of `e`
+/// (lower::simplify_loops replaces the variables of the one-iteration loops it removes so). The
+/// values must not use the substituted variables. `known`, when not null, is a node of `e` whose
+/// simplified form (with the same substitutions and ranges) is `known_result`: a store's value
+/// that reads the stored element through the very index node of the store reuses it.
+Expr simplify_substituted(const Expr& e, const SubstitutionMap& substitutions,
+                          const RangeMap& ranges, const Expr* known = nullptr,
+                          const Expr* known_result = nullptr);
+
 }  // namespace ir
 LOOM_END_NAMESPACE
 

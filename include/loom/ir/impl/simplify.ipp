@@ -674,23 +674,13 @@ LOOM_DECL Expr simplify(const Expr& e, const RangeMap& ranges) {
   return s.mutate(e);
 }
 
-namespace detail_ir {
-/// simplify(substitute(e, substitutions), ranges) without building the substituted copy of `e`
-/// (for lower::simplify_loops, which replaces the variables of the one-iteration loops it
-/// removes). The values must not use the substituted variables (the loops' bounds, simplified
-/// already, do not).
-/// `known`, when not null, is a node of `e` with its simplified form `known_result` (computed
-/// with the same substitutions and ranges): a store's value reads the stored element through
-/// the very index node of the store.
-LOOM_DECL Expr simplify_substituted(const Expr& e,
-                                    const std::unordered_map<const Variable*, Expr>& substitutions,
+LOOM_DECL Expr simplify_substituted(const Expr& e, const SubstitutionMap& substitutions,
                                     const RangeMap& ranges, const Expr* known,
                                     const Expr* known_result) {
-  simplifier s(ranges, substitutions.empty() ? nullptr : &substitutions);
+  detail_ir::simplifier s(ranges, substitutions.empty() ? nullptr : &substitutions);
   if (known) s.set_known(known, known_result);
   return s.mutate(e);
 }
-}  // namespace detail_ir
 
 LOOM_DECL bool can_prove(const Expr& condition, const RangeMap& ranges) {
   return is_const_int(simplify(condition, ranges), 1);

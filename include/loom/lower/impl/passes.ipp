@@ -4,14 +4,6 @@
 #include "loom/ir/simplify.hpp"
 
 LOOM_BEGIN_NAMESPACE
-namespace ir::detail_ir {
-// Defined in ir/impl/simplify.ipp (declared here for builds with LOOM_SEPARATE_COMPILATION).
-LOOM_DECL Expr simplify_substituted(const Expr& e,
-                                    const std::unordered_map<const Variable*, Expr>& substitutions,
-                                    const RangeMap& ranges, const Expr* known = nullptr,
-                                    const Expr* known_result = nullptr);
-}  // namespace ir::detail_ir
-
 namespace lower {
 
 namespace detail_lower {
@@ -20,7 +12,7 @@ class loop_simplifier : public ir::StmtMutator {
  public:
   using ir::StmtMutator::mutate;
   ir::Expr mutate(const ir::Expr& e) override {
-    return ir::detail_ir::simplify_substituted(e, substitutions_, ranges_);
+    return ir::simplify_substituted(e, substitutions_, ranges_);
   }
 
  protected:
@@ -47,8 +39,7 @@ class loop_simplifier : public ir::StmtMutator {
     ir::Expr i = mutate(op->index);
     // The value of an update reads the stored element through the same index node: it is
     // simplified once.
-    ir::Expr v =
-        ir::detail_ir::simplify_substituted(op->value, substitutions_, ranges_, &op->index, &i);
+    ir::Expr v = ir::simplify_substituted(op->value, substitutions_, ranges_, &op->index, &i);
     if (i.same_as(op->index) && v.same_as(op->value)) return self;
     return ir::Store::make(op->buffer, i, v);
   }
