@@ -169,6 +169,16 @@ def build_model(name):
     return model.eval()
 
 
+def load_exported(name, model_dir):
+    """The eval-mode model NAME with the weights and the input this script wrote to model_dir
+    (what the benchmarks under benchmarks/net/ run)."""
+    model = build_model(name)
+    model.load_state_dict(torch.load(os.path.join(model_dir, name + '.pt')))
+    model.eval()
+    x = torch.from_numpy(np.load(os.path.join(model_dir, name + '.input.npy')))
+    return model, x
+
+
 def make_input(name):
     _, shape = MODELS[name]
     generator = torch.Generator().manual_seed(INPUT_SEED)

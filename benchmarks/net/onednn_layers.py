@@ -49,10 +49,7 @@ def main():
     import export_models
 
     torch.set_num_threads(args.threads)
-    model = export_models.build_model(args.model)
-    model.load_state_dict(torch.load(os.path.join(args.dir, args.model + '.pt')))
-    model.eval()
-    x = torch.from_numpy(np.load(os.path.join(args.dir, args.model + '.input.npy')))
+    model, x = export_models.load_exported(args.model, args.dir)
 
     # Each convolution's and linear layer's input shape, in execution order.
     layers = []

@@ -204,10 +204,7 @@ def measure(args):
               f'{"p10 ms":>10}{"p90 ms":>10}{"GFLOP/s":>9}{"max|diff|":>11}{"rel":>11}')
     print(header)
     for name in args.models:
-        model = export_models.build_model(name)
-        model.load_state_dict(torch.load(os.path.join(args.dir, name + '.pt')))
-        model.eval()
-        x = torch.from_numpy(np.load(os.path.join(args.dir, name + '.input.npy')))
+        model, x = export_models.load_exported(name, args.dir)
         reference = np.load(os.path.join(args.dir, name + '.output.npy'))
         # Diffs are also shown relative to the output's scale: ResNet-50's random-weight logits
         # reach ~1e3, where an abs diff of 1e-4 is float32 rounding, not an error.

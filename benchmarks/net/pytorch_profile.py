@@ -32,17 +32,13 @@ def main():
                              'aten::mkldnn_convolution (oneDNN, per layer)')
     args = parser.parse_args()
 
-    import numpy as np
     import torch
     sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
     sys.dont_write_bytecode = True
     import export_models
 
     torch.set_num_threads(args.threads)
-    model = export_models.build_model(args.model)
-    model.load_state_dict(torch.load(os.path.join(args.dir, args.model + '.pt')))
-    model.eval()
-    x = torch.from_numpy(np.load(os.path.join(args.dir, args.model + '.input.npy')))
+    model, x = export_models.load_exported(args.model, args.dir)
     with torch.no_grad():
         run = model if args.eager else torch.jit.optimize_for_inference(
             torch.jit.freeze(torch.jit.trace(model, (x,)).eval()))
