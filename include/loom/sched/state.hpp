@@ -43,9 +43,9 @@
 LOOM_BEGIN_NAMESPACE
 namespace sched {
 
-/// Whether an iterator walks the output (spatial) or a reduction. Fusing the two kinds is not
-/// allowed: a reduction's init could not be placed.
-enum class IterKind : uint8_t { Spatial, Reduce };
+/// Whether an iterator walks the output (spatial) or a reduction: the IR's kind of its axis.
+/// Fusing the two kinds is not allowed: a reduction's init could not be placed.
+using IterKind = ir::IterKind;
 
 /// One iterator of a stage: a root axis of the op or one derived by split/fuse.
 struct Iterator {
