@@ -66,14 +66,14 @@ bool jit_part() {
   s.reorder("C", {2, 0, 1, 3});                          // j.0 i.0 i.1 j.1
   s.compute_at(cl, "C", 1);                              // one tile per (j.0, i.0)
   s.reorder(cl, {2, 0, 1});                              // k outside the tile
-  s.annotate(cl, 1, sched::Annotation::Unroll);
-  s.annotate(cl, 2, sched::Annotation::Vectorize);
+  s.annotate(cl, 1, sched::Annotation::Unrolled);
+  s.annotate(cl, 2, sched::Annotation::Vectorized);
   auto bl = s.cache_read("B", ir::MemoryScope::Local, {cl});  // pack B's column panel
   s.compute_at(bl, "C", 0);
-  s.annotate(bl, 1, sched::Annotation::Vectorize);
+  s.annotate(bl, 1, sched::Annotation::Vectorized);
   s.annotate("C", 0, sched::Annotation::Parallel);
-  s.annotate("C", 2, sched::Annotation::Unroll);
-  s.annotate("C", 3, sched::Annotation::Vectorize);
+  s.annotate("C", 2, sched::Annotation::Unrolled);
+  s.annotate("C", 3, sched::Annotation::Vectorized);
   std::printf("\n== JIT: matmul %lld^3 on %s (%d threads), schedule ==\n%s",
               static_cast<long long>(n), task.target.to_string().c_str(), runtime::num_threads(),
               s.to_string().c_str());

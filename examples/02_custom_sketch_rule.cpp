@@ -42,7 +42,7 @@ search::SketchRule distance_register_tile() {
             s.reorder(name, {0, 2, 1, 3});                     // i.0 j.0 | i.1 j.1
             s.compute_at(local, name, 1);                      // one tile per (i.0, j.0)
             s.reorder(local, {2, 0, 1});                       // k outside the tile
-            s.annotate(local, 2, sched::Annotation::Vectorize);
+            s.annotate(local, 2, sched::Annotation::Vectorized);
             // D.local now sits at `stage` and D after it: go on with the stage before both.
             return std::vector<std::pair<sched::State, int>>{{std::move(s), stage - 1}};
           }};

@@ -30,7 +30,7 @@ int main() {
   t.compute_at("C", out, 1);
   search::define_split(t, "C", 2, 2);  // k -> k.0 k.1 (searched)
   t.reorder("C", {2, 3, 0, 1});        // k.0 k.1 i j
-  t.annotate("C", 3, sched::Annotation::Vectorize);
+  t.annotate("C", 3, sched::Annotation::Vectorized);
   std::printf("the template (unset lengths print as ?):\n%s\n", t.to_string().c_str());
 
   const search::SearchOptions options;

@@ -29,14 +29,14 @@ sched::State tiled(std::shared_ptr<const ComputeDAG> dag, int nr) {
   s.reorder("C", {2, 0, 1, 3});
   s.compute_at(cl, "C", 1);
   s.reorder(cl, {2, 0, 1});
-  s.annotate(cl, 1, Annotation::Unroll);
-  s.annotate(cl, 2, Annotation::Vectorize);
+  s.annotate(cl, 1, Annotation::Unrolled);
+  s.annotate(cl, 2, Annotation::Vectorized);
   auto bl = s.cache_read("B", ir::MemoryScope::Local, {cl});
   s.compute_at(bl, "C", 0);
-  s.annotate(bl, 1, Annotation::Vectorize);
+  s.annotate(bl, 1, Annotation::Vectorized);
   s.annotate("C", 0, Annotation::Parallel);
-  s.annotate("C", 2, Annotation::Unroll);
-  s.annotate("C", 3, Annotation::Vectorize);
+  s.annotate("C", 2, Annotation::Unrolled);
+  s.annotate("C", 3, Annotation::Vectorized);
   return s;
 }
 

@@ -26,20 +26,20 @@ sched::State hand_schedule(std::shared_ptr<const ComputeDAG> dag, const Target& 
   sched::State s(std::move(dag));
   // C.local: the MR x NR accumulator tile; C then only copies it out.
   std::string cl = s.cache_write("C", ir::MemoryScope::Local);
-  s.split("C", 0, {mr});                     // C: i.0 i.1 j
-  s.split("C", 2, {nr});                     // C: i.0 i.1 j.0 j.1
-  s.reorder("C", {2, 0, 1, 3});              // C: j.0 i.0 i.1 j.1   (column panels outermost)
-  s.compute_at(cl, "C", 1);                  // one accumulator tile per (j.0, i.0)
-  s.reorder(cl, {2, 0, 1});                  // C.local: k i j       (k outside the register tile)
-  s.annotate(cl, 1, Annotation::Unroll);     // MR rows, unrolled
-  s.annotate(cl, 2, Annotation::Vectorize);  // NR columns, as vectors
+  s.split("C", 0, {mr});                      // C: i.0 i.1 j
+  s.split("C", 2, {nr});                      // C: i.0 i.1 j.0 j.1
+  s.reorder("C", {2, 0, 1, 3});               // C: j.0 i.0 i.1 j.1   (column panels outermost)
+  s.compute_at(cl, "C", 1);                   // one accumulator tile per (j.0, i.0)
+  s.reorder(cl, {2, 0, 1});                   // C.local: k i j       (k outside the register tile)
+  s.annotate(cl, 1, Annotation::Unrolled);    // MR rows, unrolled
+  s.annotate(cl, 2, Annotation::Vectorized);  // NR columns, as vectors
   // Pack B's K x NR column panel once per panel: contiguous, reused by every row tile.
   std::string bl = s.cache_read("B", ir::MemoryScope::Local, {cl});
   s.compute_at(bl, "C", 0);
-  s.annotate(bl, 1, Annotation::Vectorize);
+  s.annotate(bl, 1, Annotation::Vectorized);
   s.annotate("C", 0, Annotation::Parallel);  // column panels over the threads
-  s.annotate("C", 2, Annotation::Unroll);
-  s.annotate("C", 3, Annotation::Vectorize);
+  s.annotate("C", 2, Annotation::Unrolled);
+  s.annotate("C", 3, Annotation::Vectorized);
   return s;
 }
 

@@ -77,16 +77,16 @@ sched::State gemm_schedule(const gemm& g, int mr, int nr, bool pack) {
   s.reorder("C", {2, 0, 1, 3});
   s.compute_at(cl, "C", 1);
   s.reorder(cl, {2, 0, 1});
-  s.annotate(cl, 1, Annotation::Unroll);
-  s.annotate(cl, 2, Annotation::Vectorize);
+  s.annotate(cl, 1, Annotation::Unrolled);
+  s.annotate(cl, 2, Annotation::Vectorized);
   if (pack) {
     auto bl = s.cache_read("B", ir::MemoryScope::Local, {cl});
     s.compute_at(bl, "C", 0);
-    s.annotate(bl, 1, Annotation::Vectorize);
+    s.annotate(bl, 1, Annotation::Vectorized);
   }
   s.annotate("C", 0, Annotation::Parallel);
-  s.annotate("C", 2, Annotation::Unroll);
-  s.annotate("C", 3, Annotation::Vectorize);
+  s.annotate("C", 2, Annotation::Unrolled);
+  s.annotate("C", 3, Annotation::Vectorized);
   return s;
 }
 
@@ -159,12 +159,12 @@ TEST_SUITE("jit") {
     s.split("Y", 1, {8});
     s.reorder("Y", {0, 2, 3, 1, 4});
     s.compute_at("P", "Y", 0);
-    s.annotate("Y", 4, Annotation::Vectorize);
-    s.annotate("P", 1, Annotation::Vectorize);
+    s.annotate("Y", 4, Annotation::Vectorized);
+    s.annotate("P", 1, Annotation::Vectorized);
     CHECK(jit_vs_interpreter(s) <= 1.0);
     sched::State t(dag);
     t.compute_inline("P");
-    t.annotate("Y", 1, Annotation::Vectorize);
+    t.annotate("Y", 1, Annotation::Vectorized);
     CHECK(jit_vs_interpreter(t) <= 1.0);
   }
 
@@ -180,7 +180,7 @@ TEST_SUITE("jit") {
     sched::State s(dag);
     s.split("C", 1, {8});
     s.reorder("C", {0, 3, 1, 2});
-    s.annotate("C", 3, Annotation::Vectorize);
+    s.annotate("C", 3, Annotation::Vectorized);
     s.annotate("C", 0, Annotation::Parallel);
     Kernel kern = build(Task(dag), s);
     auto a = random_vector<int32_t>(M * K, 3, -100000, 100000);
@@ -239,7 +239,7 @@ TEST_SUITE("jit") {
       if (lanes > 1) {
         for (const char* op : {"E", "S"}) {
           s.split(op, 0, {lanes});
-          s.annotate(op, 1, Annotation::Vectorize);
+          s.annotate(op, 1, Annotation::Vectorized);
         }
       }
       Kernel k = build(Task(dag), s);
@@ -315,7 +315,7 @@ TEST_SUITE("jit") {
       });
       auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({x}, {y}));
       sched::State s(dag);
-      s.annotate("Y", 1, Annotation::Vectorize);
+      s.annotate("Y", 1, Annotation::Vectorized);
       store_lanes found;
       found.visit(lower::lower(s).body);
       CHECK(found.lanes == lanes);
@@ -353,7 +353,7 @@ TEST_SUITE("jit") {
           s.split(op, 1, {16});
           const std::string rf = s.rfactor(op, 2, 1);
           s.reorder(rf, {0, 2, 1});
-          s.annotate(rf, 2, Annotation::Vectorize);
+          s.annotate(rf, 2, Annotation::Vectorized);
         }
       }
       Kernel k = build(Task(dag), s);
@@ -378,7 +378,7 @@ TEST_SUITE("jit") {
     sched::State s(dag);
     s.compute_at("S", "Y", 0);
     s.split("Y", 1, {16});
-    s.annotate("Y", 2, Annotation::Vectorize);
+    s.annotate("Y", 2, Annotation::Vectorized);
     const std::string assembly = compiled_text(s);
     REQUIRE_FALSE(assembly.empty());
     CHECK(assembly.find("divps") == std::string::npos);
@@ -397,7 +397,7 @@ TEST_SUITE("jit") {
     s.split("S", 1, {32});
     const std::string rf = s.rfactor("S", 2, 1);
     s.reorder(rf, {0, 2, 1});
-    s.annotate(rf, 2, Annotation::Vectorize);
+    s.annotate(rf, 2, Annotation::Vectorized);
     const std::string ir = compiled_text(s, true);
     REQUIRE_FALSE(ir.empty());
     // Here LLVM turns the combine into one llvm.vector.reduce.fadd per row, which keeps the flags.

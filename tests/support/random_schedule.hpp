@@ -417,11 +417,11 @@ inline const std::vector<random_step_kind>& random_step_kinds() {
                                    Annotation::Parallel};
            case 1:
              if (c.kind_at(c.n - 1) != IterKind::Spatial) return std::nullopt;
-             return AnnotationStep{c.st.name, c.n - 1, Annotation::Vectorize};
+             return AnnotationStep{c.st.name, c.n - 1, Annotation::Vectorized};
            default: {
              int p = pick(rng, c.n);
              if (c.st.leaf(p).extent > 16) return std::nullopt;
-             return AnnotationStep{c.st.name, p, Annotation::Unroll};
+             return AnnotationStep{c.st.name, p, Annotation::Unrolled};
            }
          }
        }},

@@ -52,7 +52,7 @@ struct Iterator {
   std::string name;
   int64_t extent = 1;
   IterKind kind = IterKind::Spatial;
-  Annotation annotation = Annotation::None;
+  Annotation annotation = Annotation::Serial;
 };
 
 /// `parent` was split into `children` (outer to inner); `lengths` are the inner children's

@@ -16,20 +16,10 @@
 LOOM_BEGIN_NAMESPACE
 namespace sched {
 
-/// Loop annotations. GPU bindings map a loop to a hardware index.
-enum class Annotation : uint8_t {
-  None,
-  Parallel,
-  Vectorize,
-  Unroll,
-  BlockIdxX,
-  BlockIdxY,
-  BlockIdxZ,
-  VThread,
-  ThreadIdxX,
-  ThreadIdxY,
-  ThreadIdxZ
-};
+/// Loop annotations: how the loop of an iterator runs once lowered (serial, parallel,
+/// vectorized, unrolled, or bound to a GPU index), the IR's own kinds of loop. Records spell them
+/// as Ansor does (annotation_name).
+using Annotation = ir::ForKind;
 const char* annotation_name(Annotation a);
 Annotation parse_annotation(const std::string& s);
 

@@ -162,7 +162,7 @@ TEST_SUITE("cost") {
 
   TEST_CASE("vectorizing the inner loop: vector features, and the vectorized lowering agrees") {
     sched::State s(add_4x8());
-    s.annotate("C", 1, sched::Annotation::Vectorize);
+    s.annotate("C", 1, sched::Annotation::Vectorized);
     auto p = features(s);
     REQUIRE(p.num_rows == 1);
     CHECK(raw(p, 0, kFeatureVecNum) == doctest::Approx(1));
@@ -274,7 +274,7 @@ TEST_SUITE("cost") {
     sched::State s(matmul(16, 8, 32));
     s.split("C", 2, {4});  // i, j, k.0 (8), k.1 (4)
     SUBCASE("innermost reduce") {
-      s.annotate("C", 3, sched::Annotation::Unroll);
+      s.annotate("C", 3, sched::Annotation::Unrolled);
       auto p = features(s);
       CHECK(raw(p, 0, kFeatureUnrollNum) == doctest::Approx(1));
       CHECK(raw(p, 0, kFeatureUnrollLen) == doctest::Approx(4));
@@ -282,7 +282,7 @@ TEST_SUITE("cost") {
       CHECK(raw(p, 0, kFeatureAutoUnrollMaxStep) == doctest::Approx(4));
     }
     SUBCASE("outer reduce") {
-      s.annotate("C", 2, sched::Annotation::Unroll);
+      s.annotate("C", 2, sched::Annotation::Unrolled);
       auto p = features(s);
       CHECK(position(p, 0, kFeatureUnrollPos) == LoopPosition::OuterReduce);
       CHECK(raw(p, 0, kFeatureAutoUnrollMaxStep) == doctest::Approx(32));  // 8 × 4 updates
@@ -301,7 +301,7 @@ TEST_SUITE("cost") {
     s.split("C", 0, {8});
     s.split("C", 2, {8});
     s.reorder("C", {0, 2, 4, 1, 3});  // i.0, j.0, k, i.1, j.1
-    s.annotate("C", 4, sched::Annotation::Vectorize);
+    s.annotate("C", 4, sched::Annotation::Vectorized);
     auto p = features(s);
     REQUIRE(p.num_rows == 1);
     double prev = 0;

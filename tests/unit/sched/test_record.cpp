@@ -108,7 +108,7 @@ TEST_SUITE("sched") {
     s.split(cl, 2, {4});
     s.follow_split(cl, 0, 1, 1);
     s.annotate("D", 0, Annotation::Parallel);
-    s.annotate("D", 3, Annotation::Vectorize);
+    s.annotate("D", 3, Annotation::Vectorized);
     s.pragma_unroll(cl, 0, 16);
     std::string text = to_record(s.steps());
     State back = replay(w.dag, from_record(text));

@@ -28,7 +28,7 @@ T sample(bool other) {
   else if constexpr (std::is_same_v<T, bool>)
     return other;
   else if constexpr (std::is_same_v<T, Annotation>)
-    return other ? Annotation::ThreadIdxX : Annotation::Vectorize;
+    return other ? Annotation::ThreadIdxX : Annotation::Vectorized;
   else if constexpr (std::is_same_v<T, loom::ir::MemoryScope>)
     return other ? loom::ir::MemoryScope::Shared : loom::ir::MemoryScope::Local;
   else if constexpr (std::is_same_v<T, std::vector<int>>)

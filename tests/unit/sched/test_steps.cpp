@@ -169,19 +169,19 @@ TEST_SUITE("sched") {
       s.split("C", 3, {4});
       s.reorder("C", {0, 1, 3, 4, 2});
       s.annotate("C", 0, Annotation::Parallel);
-      s.annotate("C", 3, Annotation::Unroll);
-      s.annotate("C", 4, Annotation::Vectorize);
+      s.annotate("C", 3, Annotation::Unrolled);
+      s.annotate("C", 4, Annotation::Vectorized);
       check_schedule(w, s);
     }
     SUBCASE("vectorize of a loop with loops inside runs serially") {
       State s(w.dag);
-      s.annotate("C", 1, Annotation::Vectorize);
+      s.annotate("C", 1, Annotation::Vectorized);
       check_schedule(w, s);
     }
     SUBCASE("unroll of a loop longer than the unroller expands stays a loop") {
       auto r = row_sum(3, 300);
       State s(r.dag);
-      s.annotate("R", 1, Annotation::Unroll);
+      s.annotate("R", 1, Annotation::Unrolled);
       check_schedule(r, s);
       CHECK(lowered_text(s).find("unrolled") != std::string::npos);
     }
@@ -189,8 +189,8 @@ TEST_SUITE("sched") {
       State s(w.dag);
       s.annotate("C", 0, Annotation::Parallel);
       s.annotate("C", 0, Annotation::Parallel);
-      s.annotate("C", 0, Annotation::None);
-      s.annotate("C", 0, Annotation::Unroll);
+      s.annotate("C", 0, Annotation::Serial);
+      s.annotate("C", 0, Annotation::Unrolled);
       check_schedule(w, s);
     }
     SUBCASE("a vectorized element-wise stage with a tail, exact on int32") {
@@ -199,7 +199,7 @@ TEST_SUITE("sched") {
       s.compute_inline("a");
       s.compute_inline("b");
       s.split("c", 1, {4});
-      s.annotate("c", 2, Annotation::Vectorize);
+      s.annotate("c", 2, Annotation::Vectorized);
       s.annotate("c", 0, Annotation::Parallel);
       check_schedule(e, s);
     }
@@ -369,9 +369,9 @@ TEST_SUITE("sched") {
       s.compute_at(cl, "D", 1);
       s.split(cl, 1, {4});
       s.reorder(cl, {0, 1, 3, 2});
-      s.annotate(cl, 3, Annotation::Vectorize);
+      s.annotate(cl, 3, Annotation::Vectorized);
       s.annotate("D", 0, Annotation::Parallel);
-      s.annotate("D", 3, Annotation::Vectorize);
+      s.annotate("D", 3, Annotation::Vectorized);
       check_schedule(w, s);
     }
     SUBCASE("an int32 matmul whose output is a copy of its local tile") {
@@ -546,7 +546,7 @@ TEST_SUITE("sched") {
       check_rejected(s, [](State& x) { x.split("C", 2, {2}); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.split("C", -1, {2}); }, "[loom.sched.E204]");
       check_rejected(
-          s, [](State& x) { x.annotate("C", 5, Annotation::Unroll); }, "[loom.sched.E204]");
+          s, [](State& x) { x.annotate("C", 5, Annotation::Unrolled); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.compute_at("C", "D", 3); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.pragma_unroll("C", 2, 4); }, "[loom.sched.E204]");
       check_rejected(s, [](State& x) { x.fuse("C", {1, 2}); }, "[loom.sched.E204]");
@@ -576,7 +576,7 @@ TEST_SUITE("sched") {
       check_rejected(t, [](State& x) { x.fuse("C", {0, 2}); }, "[loom.sched.E213]");
       check_rejected(t, [](State& x) { x.fuse("C", {1, 0}); }, "[loom.sched.E213]");
       check_rejected(t, [](State& x) { x.fuse("C", {1, 2}); }, "[loom.sched.E236]");
-      t.annotate("C", 1, Annotation::Unroll);
+      t.annotate("C", 1, Annotation::Unrolled);
       check_rejected(t, [](State& x) { x.fuse("C", {0, 1}); }, "[loom.sched.E214]");
     }
     SUBCASE("reorder that is not a permutation of the loops") {
@@ -588,14 +588,14 @@ TEST_SUITE("sched") {
     SUBCASE("annotations: conflicting, parallel reduction, vectorize of an unknown extent") {
       s.annotate("D", 0, Annotation::Parallel);
       check_rejected(
-          s, [](State& x) { x.annotate("D", 0, Annotation::Vectorize); }, "[loom.sched.E216]");
+          s, [](State& x) { x.annotate("D", 0, Annotation::Vectorized); }, "[loom.sched.E216]");
       check_rejected(
           s, [](State& x) { x.annotate("C", 1, Annotation::Parallel); }, "[loom.sched.E217]");
       s.apply(SplitStep{"D", 2, 17, {std::nullopt}});
       check_rejected(
-          s, [](State& x) { x.annotate("D", 3, Annotation::Vectorize); }, "[loom.sched.E218]");
+          s, [](State& x) { x.annotate("D", 3, Annotation::Vectorized); }, "[loom.sched.E218]");
       check_rejected(
-          s, [](State& x) { x.annotate("D", 3, Annotation::Unroll); }, "[loom.sched.E218]");
+          s, [](State& x) { x.annotate("D", 3, Annotation::Unrolled); }, "[loom.sched.E218]");
     }
     SUBCASE("compute_at: of an output, into a non-consumer, of a stage with two consumers") {
       check_rejected(s, [](State& x) { x.compute_at("D", "C", 0); }, "[loom.sched.E220]");
@@ -679,7 +679,7 @@ TEST_SUITE("sched") {
       check_rejected(s, [](State& x) { x.storage_align("D", 0, 8, -1); }, "[loom.sched.E235]");
     }
     SUBCASE("names of annotations and scopes") {
-      CHECK(parse_annotation("vectorize") == Annotation::Vectorize);
+      CHECK(parse_annotation("vectorize") == Annotation::Vectorized);
       CHECK(parse_scope("shared") == MemoryScope::Shared);
       CHECK_THROWS_WITH_AS(parse_annotation("fast"), doctest::Contains("[loom.sched.E230]"),
                            user_error);
@@ -736,8 +736,8 @@ TEST_SUITE("sched") {
     auto Y = compute("Y", {4, 8}, [&](Var i, Var j) { return X(i, j) + b(i); });
     workload w = make_workload("nested_vectorize", {X, b}, {Y}, 1);
     State s(w.dag);
-    s.annotate("Y", 0, Annotation::Vectorize);
-    s.annotate("Y", 1, Annotation::Vectorize);
+    s.annotate("Y", 0, Annotation::Vectorized);
+    s.annotate("Y", 1, Annotation::Vectorized);
     check_schedule(w, s);
   }
 

@@ -255,7 +255,7 @@ TEST_SUITE("search") {
       for (auto& st : s.stages())
         for (size_t p = 0; p < st.leaves.size(); ++p) {
           const sched::Iterator& it = st.leaf(static_cast<int>(p));
-          if (it.annotation != sched::Annotation::Vectorize) continue;
+          if (it.annotation != sched::Annotation::Vectorized) continue;
           ++vectorized;
           CHECK(p + 1 == st.leaves.size());  // innermost
           CHECK(it.kind == sched::IterKind::Spatial);
@@ -293,7 +293,7 @@ TEST_SUITE("search") {
           for (const sched::Stage& st : s.stages()) {
             if (st.name != sp->stage) continue;
             const sched::Iterator& inner = st.leaf(static_cast<int>(st.leaves.size()) - 1);
-            CHECK(inner.annotation == sched::Annotation::Vectorize);
+            CHECK(inner.annotation == sched::Annotation::Vectorized);
             CHECK(inner.extent == lanes);
           }
         }
@@ -326,7 +326,7 @@ TEST_SUITE("search") {
           const sched::Iterator& inner = st.leaf(static_cast<int>(st.leaves.size()) - 1);
           if (inner.kind != sched::IterKind::Spatial || inner.extent <= 4) continue;
           if (!s.attached_at(st.name, st.leaves.back()).empty()) continue;
-          const bool vectorized = inner.annotation == sched::Annotation::Vectorize;
+          const bool vectorized = inner.annotation == sched::Annotation::Vectorized;
           if (inner.extent > 64) CHECK_FALSE(vectorized);
           (vectorized ? wide : left) += 1;
         }
@@ -360,7 +360,7 @@ TEST_SUITE("search") {
       for (auto& [t, p] : cands) {
         const sched::Stage& target = s.stages()[t];
         CHECK(target.leaf(p).extent != 1);
-        CHECK(target.leaf(p).annotation == sched::Annotation::None);
+        CHECK(target.leaf(p).annotation == sched::Annotation::Serial);
       }
       search::change_compute_location(ctx, s, rng);
       const sched::Stage& ps = s.stage("conv2d_nchw_pad");

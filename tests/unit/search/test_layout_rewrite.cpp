@@ -91,7 +91,7 @@ TEST_SUITE("search") {
     s.split("C", 1, {4});             // j -> j.0 (4) j.1 (4)
     s.split("C", 3, {3});             // k -> k.0 (4) k.1 (3)
     s.reorder("C", {1, 3, 0, 2, 4});  // j.0 k.0 i j.1 k.1: a reduction tile inside j.1
-    s.annotate("C", 4, sched::Annotation::Unroll);
+    s.annotate("C", 4, sched::Annotation::Unrolled);
     sched::LayoutRewrite rw = sched::rewrite_layout(s, "B");
     // Loop order would give B_packed[j.0][k.0][j.1][k.1], read along j.1 with stride 3.
     CHECK(rw.packed.shape() == std::vector<int64_t>{4, 4, 3, 4});

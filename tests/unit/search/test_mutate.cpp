@@ -111,7 +111,8 @@ std::map<std::string, std::set<std::string>> annotated_loops(const sched::State&
   for (const sched::Stage& st : s.stages())
     for (int id : st.leaves) {
       const sched::Iterator& it = st.iters[id];
-      if (it.annotation != sched::Annotation::None && it.annotation != sched::Annotation::Parallel)
+      if (it.annotation != sched::Annotation::Serial &&
+          it.annotation != sched::Annotation::Parallel)
         out[st.name].insert(it.name + ":" + sched::annotation_name(it.annotation));
     }
   return out;

@@ -29,23 +29,6 @@ struct stage_info {
   std::unordered_map<const Variable*, Expr> axes;  ///< op axes -> absolute coordinates
 };
 
-inline ForKind for_kind(sched::Annotation a) {
-  switch (a) {
-    case sched::Annotation::None: return ForKind::Serial;
-    case sched::Annotation::Parallel: return ForKind::Parallel;
-    case sched::Annotation::Vectorize: return ForKind::Vectorized;
-    case sched::Annotation::Unroll: return ForKind::Unrolled;
-    case sched::Annotation::BlockIdxX: return ForKind::BlockIdxX;
-    case sched::Annotation::BlockIdxY: return ForKind::BlockIdxY;
-    case sched::Annotation::BlockIdxZ: return ForKind::BlockIdxZ;
-    case sched::Annotation::VThread: return ForKind::VThread;
-    case sched::Annotation::ThreadIdxX: return ForKind::ThreadIdxX;
-    case sched::Annotation::ThreadIdxY: return ForKind::ThreadIdxY;
-    case sched::Annotation::ThreadIdxZ: return ForKind::ThreadIdxZ;
-  }
-  return ForKind::Serial;
-}
-
 /// Loop structure of one stage for one region: extents of every iterator (recomputed from the
 /// region, as splits of a smaller region have smaller outer loops), leaf loop variables, and each
 /// iterator's value relative to the region's start.
@@ -432,7 +415,7 @@ class lowering {
   static int vectorized_axis(const Stage& ps) {
     if (ps.leaves.empty()) return -1;
     int id = ps.leaves.back();
-    if (ps.iters[id].annotation != sched::Annotation::Vectorize ||
+    if (ps.iters[id].annotation != sched::Annotation::Vectorized ||
         ps.iters[id].kind != sched::IterKind::Spatial)
       return -1;
     for (bool climbed = true; climbed;) {
@@ -508,7 +491,7 @@ class lowering {
     for (int p = first_reduce; p < static_cast<int>(s.leaves.size()); ++p) {
       const sched::Iterator& it = s.leaf(p);
       if (it.kind != sched::IterKind::Reduce || !attached[p].empty()) return -1;
-      const ForKind k = for_kind(it.annotation);
+      const ForKind k = it.annotation;
       if (k == ForKind::ThreadIdxX || k == ForKind::ThreadIdxY || k == ForKind::ThreadIdxZ) {
         if (found >= 0) return -1;
         found = p;
@@ -558,7 +541,7 @@ class lowering {
           body = Allocate::make(*it, body);
       }
       return For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
-                       for_kind(s.iters[id].annotation), body);
+                       s.iters[id].annotation, body);
     };
 
     Stmt nest;
@@ -580,7 +563,7 @@ class lowering {
         // The init nest keeps the spatial loops' annotations except vectorize of loops the
         // vectorizer can handle anyway; it never holds attached stages.
         init = For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
-                         for_kind(s.iters[id].annotation), init);
+                         s.iters[id].annotation, init);
       }
       const int across = cross_thread_leaf(s, first_reduce, attached);
       if (across < 0) {
@@ -606,12 +589,12 @@ class lowering {
                  guarded(loops.guards,
                          Store::make(in.buffer, offset, reduce_combine(red->op, cur, acc0)))}));
         update = For::make(loops.var[id], Expr(int64_t{0}), Expr(loops.extent[id]),
-                           for_kind(s.iters[id].annotation), update);
+                           s.iters[id].annotation, update);
         // The output of a kernel's root stage lives in global memory: one thread starts it
         // (a thread loop of one iteration), as one thread will finish it.
         if (s.location == ComputeLocation::Root || s.scope == MemoryScope::Shared)
           init = For::make(Variable::make(s.iters[id].name + ".init"), Expr(int64_t{0}),
-                           Expr(int64_t{1}), for_kind(s.iters[id].annotation), init);
+                           Expr(int64_t{1}), s.iters[id].annotation, init);
         nest = Block::make({init, update});
       }
       for (int p = first_reduce; p-- > 0;) nest = wrap_loop(p, nest, true);

@@ -56,7 +56,7 @@ struct step_applier {
     LOOM_USER_CHECK(!lengths.empty(), "loom.sched.E205") << step << ": no split lengths given";
     const int id = s.leaves[iter];
     const Iterator parent = s.iters[id];
-    LOOM_USER_CHECK(parent.annotation == Annotation::None, "loom.sched.E206")
+    LOOM_USER_CHECK(parent.annotation == Annotation::Serial, "loom.sched.E206")
         << step << ": loop '" << parent.name << "' of stage '" << s.name << "' is annotated "
         << annotation_name(parent.annotation) << "; split it before annotating";
     int64_t inner = 1;
@@ -73,10 +73,10 @@ struct step_applier {
     SplitRelation rel{id, {}};
     std::vector<Iterator> children;
     children.push_back({parent.name + ".0", known ? (parent.extent + inner - 1) / inner : -1,
-                        parent.kind, Annotation::None});
+                        parent.kind, Annotation::Serial});
     for (size_t i = 0; i < lengths.size(); ++i)
       children.push_back({parent.name + "." + std::to_string(i + 1), lengths[i] ? *lengths[i] : -1,
-                          parent.kind, Annotation::None});
+                          parent.kind, Annotation::Serial});
     std::vector<int> ids;
     for (auto& c : children) {
       ids.push_back(static_cast<int>(s.iters.size()));
@@ -155,7 +155,7 @@ struct step_applier {
           << "fuse: loops " << detail_sched::join(x.iters) << " of stage '" << s.name
           << "' are not consecutive in the loop order (" << detail_sched::fmt_iters(s)
           << "); reorder them first";
-      LOOM_USER_CHECK(s.leaf(x.iters[i]).annotation == Annotation::None, "loom.sched.E214")
+      LOOM_USER_CHECK(s.leaf(x.iters[i]).annotation == Annotation::Serial, "loom.sched.E214")
           << "fuse: loop '" << s.leaf(x.iters[i]).name << "' is annotated; fuse before annotating";
     }
     for (int p : x.iters)
@@ -164,7 +164,7 @@ struct step_applier {
           << "' of stage '" << s.name << "' mix spatial and reduction iterators; fuse each kind "
           << "separately";
     if (x.iters.size() == 1) return;
-    Iterator fused{"", 1, s.leaf(x.iters[0]).kind, Annotation::None};
+    Iterator fused{"", 1, s.leaf(x.iters[0]).kind, Annotation::Serial};
     FuseRelation rel;
     for (int p : x.iters) {
       const Iterator& it = s.leaf(p);
@@ -200,8 +200,8 @@ struct step_applier {
     check_iter(s, x.iter, "annotate");
     Iterator& it = s.iters[s.leaves[x.iter]];
     const char* what = annotation_name(x.annotation);
-    LOOM_USER_CHECK(it.annotation == Annotation::None || it.annotation == x.annotation ||
-                        x.annotation == Annotation::None,
+    LOOM_USER_CHECK(it.annotation == Annotation::Serial || it.annotation == x.annotation ||
+                        x.annotation == Annotation::Serial,
                     "loom.sched.E216")
         << "annotate: loop '" << it.name << "' of stage '" << s.name << "' is already "
         << annotation_name(it.annotation) << "; it can't also be " << what;
@@ -210,7 +210,7 @@ struct step_applier {
           << "annotate: loop '" << it.name << "' of stage '" << s.name
           << "' is a reduction loop; running it in parallel would race on the result (use "
           << "rfactor or parallelize a spatial loop)";
-    if (x.annotation == Annotation::Vectorize || x.annotation == Annotation::Unroll)
+    if (x.annotation == Annotation::Vectorized || x.annotation == Annotation::Unrolled)
       LOOM_USER_CHECK(it.extent > 0, "loom.sched.E218")
           << "annotate: loop '" << it.name << "' has an unknown extent; fill its split first";
     it.annotation = x.annotation;
@@ -345,7 +345,7 @@ struct step_applier {
     Stage& s = compute_stage(x.stage, "cache_write");
     bool untouched = s.splits.empty() && s.fuses.empty() && s.location == ComputeLocation::Root;
     for (size_t i = 0; untouched && i < s.leaves.size(); ++i)
-      untouched = s.leaves[i] == static_cast<int>(i) && s.iters[i].annotation == Annotation::None;
+      untouched = s.leaves[i] == static_cast<int>(i) && s.iters[i].annotation == Annotation::Serial;
     LOOM_USER_CHECK(untouched, "loom.sched.E232")
         << "cache_write: stage '" << s.name << "' was already transformed; cache_write must come "
         << "before any split, fuse, reorder, annotation or compute location of the stage";
@@ -383,7 +383,7 @@ struct step_applier {
       const Iterator& it = s.leaf(p);
       if (it.kind == IterKind::Spatial)
         spatial_untouched = spatial_untouched && s.leaves[p] < s.num_spatial_axes;
-      spatial_untouched = spatial_untouched && it.annotation == Annotation::None;
+      spatial_untouched = spatial_untouched && it.annotation == Annotation::Serial;
     }
     for (int p = 0; p < s.num_spatial_axes; ++p)
       spatial_untouched = spatial_untouched && s.leaves[p] == p;
@@ -658,7 +658,7 @@ inline void print_stage(std::ostream& os, const State& st, int si, int indent) {
   int depth = indent;
   for (size_t p = 0; p < s.leaves.size(); ++p) {
     const Iterator& it = s.iters[s.leaves[p]];
-    const char* kind = it.annotation == Annotation::None ? "for" : annotation_name(it.annotation);
+    const char* kind = it.annotation == Annotation::Serial ? "for" : annotation_name(it.annotation);
     os << std::string(depth * 2, ' ') << kind << ' ' << it.name << " (0,"
        << (it.extent > 0 ? std::to_string(it.extent) : std::string("?")) << ")";
     if (p == 0 && s.auto_unroll_max_step > 0)

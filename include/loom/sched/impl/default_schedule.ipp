@@ -69,7 +69,7 @@ LOOM_DECL State default_schedule(std::shared_ptr<const ComputeDAG> dag, const Ta
         s.stage(name).leaf(inner).kind == IterKind::Spatial) {
       if (s.stage(name).leaf(inner).extent % lanes == 0) {
         s.split(name, inner, {lanes});
-        s.annotate(name, inner + 1, Annotation::Vectorize);
+        s.annotate(name, inner + 1, Annotation::Vectorized);
       }
     }
     // Parallelise: fuse outer spatial loops until there is work for every core several times

@@ -129,7 +129,8 @@ LOOM_DECL LayoutRewrite rewrite_layout(const State& state, const std::string& in
   // (an NCHW convolution vectorized along the output channel reads OIHW weights so).
   const bool vector_walks_input =
       !reader.leaves.empty() && !order.empty() && order.back() >= 0 &&
-      reader.leaf(static_cast<int>(reader.leaves.size()) - 1).annotation == Annotation::Vectorize &&
+      reader.leaf(static_cast<int>(reader.leaves.size()) - 1).annotation ==
+          Annotation::Vectorized &&
       digit_of.at(order.back()).extent > 1 && [&] {
         std::vector<int> inner;  // the leaf iterators the innermost loop is made of
         std::function<void(int)> parts = [&](int id) {

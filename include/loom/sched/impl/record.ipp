@@ -184,7 +184,7 @@ class step_reader {
          "is not a loop annotation (none, parallel, vectorize, unroll, vthread, blockIdx.x, "
          "threadIdx.x, ...)",
          field(k));
-    return Annotation::None;
+    return Annotation::Serial;
   }
 
   ir::MemoryScope scope(size_t k) {

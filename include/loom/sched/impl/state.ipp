@@ -16,10 +16,10 @@ namespace sched {
 
 LOOM_DECL const char* annotation_name(Annotation a) {
   switch (a) {
-    case Annotation::None: return "none";
+    case Annotation::Serial: return "none";
     case Annotation::Parallel: return "parallel";
-    case Annotation::Vectorize: return "vectorize";
-    case Annotation::Unroll: return "unroll";
+    case Annotation::Vectorized: return "vectorize";
+    case Annotation::Unrolled: return "unroll";
     case Annotation::BlockIdxX: return "blockIdx.x";
     case Annotation::BlockIdxY: return "blockIdx.y";
     case Annotation::BlockIdxZ: return "blockIdx.z";
@@ -35,7 +35,7 @@ LOOM_DECL Annotation parse_annotation(const std::string& s) {
   for (int a = 0; a <= static_cast<int>(Annotation::ThreadIdxZ); ++a)
     if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
   LOOM_USER_FAIL("loom.sched.E230") << "unknown loop annotation '" << s << "'";
-  return Annotation::None;
+  return Annotation::Serial;
 }
 
 LOOM_DECL const char* scope_name(ir::MemoryScope s) {
@@ -180,11 +180,11 @@ inline Stage make_stage(const ir::Tensor& op, const std::string& name, bool is_o
   s.is_output = is_output;
   if (s.is_placeholder) return s;
   for (auto& a : op->axes)
-    s.iters.push_back({a.name(), a.extent, IterKind::Spatial, Annotation::None});
+    s.iters.push_back({a.name(), a.extent, IterKind::Spatial, Annotation::Serial});
   s.num_spatial_axes = static_cast<int>(op->axes.size());
   if (auto* r = op->body.as<ir::Reduce>())
     for (auto& a : r->axes)
-      s.iters.push_back({a.name(), a.extent, IterKind::Reduce, Annotation::None});
+      s.iters.push_back({a.name(), a.extent, IterKind::Reduce, Annotation::Serial});
   s.leaves.resize(s.iters.size());
   std::iota(s.leaves.begin(), s.leaves.end(), 0);
   return s;

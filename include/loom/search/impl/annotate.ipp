@@ -159,7 +159,7 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
     } else if (visited_reduce) {
       break;  // a spatial loop inside a reduce tile: the inner tile
     }
-    if (it.annotation == sched::Annotation::Unroll) break;
+    if (it.annotation == sched::Annotation::Unrolled) break;
     if (it.extent == 1) continue;
     // Inside another stage the first tile level has one iteration; skip it.
     if (target_attached && it.kind == sched::IterKind::Spatial && it.name.size() >= 2 &&
@@ -178,7 +178,7 @@ LOOM_DECL std::vector<std::pair<int, int>> compute_location_candidates(const Ske
       if (it.kind == sched::IterKind::Reduce ||
           !state.attached_at(outer.name, outer.leaves[p]).empty())
         break;
-      if (it.annotation == sched::Annotation::Unroll) break;
+      if (it.annotation == sched::Annotation::Unrolled) break;
       if (it.extent == 1) continue;
       out.emplace_back(tt, p);
     }
@@ -236,7 +236,7 @@ LOOM_DECL void annotate_parallel(const SketchContext& ctx, sched::State& state) 
     int count = 0;
     for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
       const sched::Iterator& it = s.leaf(p);
-      if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None) break;
+      if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::Serial) break;
       ++count;
       degree *= std::max<int64_t>(it.extent, 1);
       if (degree > limit || !state.attached_at(s.name, s.leaves[p]).empty()) break;
@@ -293,7 +293,7 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   const std::string name = s.name;
   try {
     state.split(name, inner, {length});
-    state.annotate(name, inner + 1, sched::Annotation::Vectorize);
+    state.annotate(name, inner + 1, sched::Annotation::Vectorized);
   } catch (const user_error&) {
   }
 }
@@ -310,7 +310,7 @@ inline void vectorize_wide_tile(const SketchContext& ctx, sched::State& state, i
     return;
   const std::string name = s.name;
   try {
-    state.annotate(name, inner, sched::Annotation::Vectorize);
+    state.annotate(name, inner, sched::Annotation::Vectorized);
   } catch (const user_error&) {
   }
 }
@@ -334,7 +334,7 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
       const int p = n - 1 - count;
       const sched::Iterator& it = s.leaf(p);
       if (!state.attached_at(s.name, s.leaves[p]).empty() || it.kind == sched::IterKind::Reduce ||
-          it.annotation != sched::Annotation::None)
+          it.annotation != sched::Annotation::Serial)
         break;
       // In a tiled stage the loop outside the innermost one strides over a tile: fusing it
       // would not give contiguous accesses.
@@ -363,7 +363,7 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
         std::iota(iters.begin(), iters.end(), n - count);
         state.fuse(name, iters);
       }
-      state.annotate(name, n - count, sched::Annotation::Vectorize);
+      state.annotate(name, n - count, sched::Annotation::Vectorized);
     } catch (const user_error&) {
     }
   }

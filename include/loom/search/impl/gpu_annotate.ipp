@@ -120,7 +120,8 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       int64_t extent = 1;
       for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
         const sched::Iterator& it = s.leaf(p);
-        if (it.kind != sched::IterKind::Spatial || it.annotation != sched::Annotation::None) break;
+        if (it.kind != sched::IterKind::Spatial || it.annotation != sched::Annotation::Serial)
+          break;
         ++count;
         extent *= std::max<int64_t>(it.extent, 1);
         if (!state.attached_at(name, s.leaves[p]).empty()) break;

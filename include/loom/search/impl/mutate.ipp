@@ -584,7 +584,7 @@ LOOM_DECL std::optional<sched::State> mutate_parallel(const SketchContext&,
   int max_count = 0;
   for (int p = 0; p < static_cast<int>(s.leaves.size()); ++p) {
     const sched::Iterator& it = s.leaf(p);
-    if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::None) break;
+    if (it.kind == sched::IterKind::Reduce || it.annotation != sched::Annotation::Serial) break;
     ++max_count;
     if (!before.attached_at(s.name, s.leaves[p]).empty()) break;
   }

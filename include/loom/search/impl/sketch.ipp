@@ -75,7 +75,7 @@ LOOM_DECL bool is_untouched(const sched::Stage& stage) {
     return false;
   for (size_t p = 0; p < stage.leaves.size(); ++p)
     if (stage.leaves[p] != static_cast<int>(p) ||
-        stage.iters[p].annotation != sched::Annotation::None)
+        stage.iters[p].annotation != sched::Annotation::Serial)
       return false;
   return true;
 }
@@ -344,7 +344,7 @@ inline int row_consumer(const sched::State& st, int stage, bool rows_untouched =
   if (rows_untouched) {
     for (int d = 0; d < rank; ++d)
       if (rs.leaves.size() <= static_cast<size_t>(d) || rs.leaves[d] != d ||
-          rs.iters[d].annotation != sched::Annotation::None)
+          rs.iters[d].annotation != sched::Annotation::Serial)
         return -1;
   } else if (!is_untouched(rs)) {
     return -1;
