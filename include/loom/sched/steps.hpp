@@ -21,6 +21,9 @@ namespace sched {
 /// as Ansor does (annotation_name).
 using Annotation = ir::ForKind;
 const char* annotation_name(Annotation a);
+/// The annotation `annotation_name` spells `s`, or nothing.
+std::optional<Annotation> find_annotation(const std::string& s);
+/// As find_annotation; throws loom::user_error `[loom.sched.E230]` for an unknown name.
 Annotation parse_annotation(const std::string& s);
 
 /// How a record reads an `int` field: most count or index something and must be >= 0.
@@ -230,6 +233,8 @@ const std::string& step_stage(const Step& s);
 std::string to_string(const Step& s);
 
 const char* scope_name(ir::MemoryScope s);
+/// The memory scope `scope_name` spells `s`, or nothing.
+std::optional<ir::MemoryScope> find_scope(const std::string& s);
 ir::MemoryScope parse_scope(const std::string& s);
 
 }  // namespace sched

@@ -177,9 +177,7 @@ class step_reader {
   }
 
   Annotation annotation(size_t k) {
-    std::string s = string(k);
-    for (int a = 0; a <= static_cast<int>(Annotation::ThreadIdxZ); ++a)
-      if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
+    if (const std::optional<Annotation> a = find_annotation(string(k))) return *a;
     fail(k,
          "is not a loop annotation (none, parallel, vectorize, unroll, vthread, blockIdx.x, "
          "threadIdx.x, ...)",
@@ -188,9 +186,7 @@ class step_reader {
   }
 
   ir::MemoryScope scope(size_t k) {
-    std::string s = string(k);
-    for (auto sc : {ir::MemoryScope::Global, ir::MemoryScope::Local, ir::MemoryScope::Shared})
-      if (s == scope_name(sc)) return sc;
+    if (const std::optional<ir::MemoryScope> sc = find_scope(string(k))) return *sc;
     fail(k, "is not a memory scope (global, local or shared)", field(k));
     return ir::MemoryScope::Global;
   }

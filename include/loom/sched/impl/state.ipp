@@ -31,11 +31,16 @@ LOOM_DECL const char* annotation_name(Annotation a) {
   return "?";
 }
 
-LOOM_DECL Annotation parse_annotation(const std::string& s) {
+LOOM_DECL std::optional<Annotation> find_annotation(const std::string& s) {
   for (int a = 0; a <= static_cast<int>(Annotation::ThreadIdxZ); ++a)
     if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
-  LOOM_USER_FAIL("loom.sched.E230") << "unknown loop annotation '" << s << "'";
-  return Annotation::Serial;
+  return std::nullopt;
+}
+
+LOOM_DECL Annotation parse_annotation(const std::string& s) {
+  const std::optional<Annotation> a = find_annotation(s);
+  LOOM_USER_CHECK(a.has_value(), "loom.sched.E230") << "unknown loop annotation '" << s << "'";
+  return *a;
 }
 
 LOOM_DECL const char* scope_name(ir::MemoryScope s) {
@@ -47,13 +52,17 @@ LOOM_DECL const char* scope_name(ir::MemoryScope s) {
   return "?";
 }
 
+LOOM_DECL std::optional<ir::MemoryScope> find_scope(const std::string& s) {
+  for (auto sc : {ir::MemoryScope::Global, ir::MemoryScope::Local, ir::MemoryScope::Shared})
+    if (s == scope_name(sc)) return sc;
+  return std::nullopt;
+}
+
 LOOM_DECL ir::MemoryScope parse_scope(const std::string& s) {
-  if (s == "global") return ir::MemoryScope::Global;
-  if (s == "local") return ir::MemoryScope::Local;
-  if (s == "shared") return ir::MemoryScope::Shared;
-  LOOM_USER_FAIL("loom.sched.E231")
+  const std::optional<ir::MemoryScope> scope = find_scope(s);
+  LOOM_USER_CHECK(scope.has_value(), "loom.sched.E231")
       << "unknown memory scope '" << s << "'; expected global, local or shared";
-  return ir::MemoryScope::Global;
+  return *scope;
 }
 
 LOOM_DECL const char* step_tag(const Step& s) {
