@@ -15,9 +15,9 @@
 LOOM_BEGIN_NAMESPACE
 namespace search {
 
-namespace detail_search {
+namespace detail {
 
-using detail::draw;
+using ::loom::detail::draw;
 
 inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vector<int64_t>& cur,
                               std::vector<std::vector<int64_t>>& out) {
@@ -36,7 +36,7 @@ inline void enumerate_tilings(int64_t rest, int n, int max_innermost, std::vecto
 }
 
 // Free lengths for a non-divisible tiling: drawn inner to outer, each within free_length_cap
-// (detail::draw_free_length). A draw that wastes more than an eighth of the work
+// (::loom::detail::draw_free_length). A draw that wastes more than an eighth of the work
 // (low_waste_tiling) is redrawn: about a fifth of the draws for 129 in three lengths pass, so
 // 128 attempts practically always find one.
 inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost,
@@ -44,14 +44,14 @@ inline std::vector<int64_t> free_tiling(int64_t extent, int n, int max_innermost
   std::vector<int64_t> lengths(n);
   for (int attempt = 0; attempt < 128; ++attempt) {
     for (int j = n - 1; j >= 0; --j)
-      lengths[j] = detail::draw_free_length(rng, free_length_cap(extent, lengths, j, max_innermost),
-                                            j == n - 1);
+      lengths[j] = ::loom::detail::draw_free_length(
+          rng, free_length_cap(extent, lengths, j, max_innermost), j == n - 1);
     if (low_waste_tiling(extent, lengths)) break;
   }
   return lengths;
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL const std::vector<std::vector<int64_t>>& perfect_tilings(int64_t extent, int n,
                                                                    int max_innermost) {
@@ -65,8 +65,7 @@ LOOM_DECL const std::vector<std::vector<int64_t>>& perfect_tilings(int64_t exten
   if (it != memo.end()) return it->second;
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> cur;
-  detail_search::enumerate_tilings(std::max<int64_t>(extent, 1), n, std::max(max_innermost, 1), cur,
-                                   out);
+  detail::enumerate_tilings(std::max<int64_t>(extent, 1), n, std::max(max_innermost, 1), cur, out);
   return memo.emplace(key, std::move(out)).first->second;
 }
 
@@ -90,7 +89,7 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
     if (unset < n && sp->extent % preset == 0) {
       const auto& all = perfect_tilings(sp->extent / preset, unset,
                                         static_cast<int>(std::min<int64_t>(sp->extent, 1 << 30)));
-      const std::vector<int64_t>& drawn = all[detail_search::draw(rng, all.size())];
+      const std::vector<int64_t>& drawn = all[detail::draw(rng, all.size())];
       for (int j = 0, k = 0; j < n; ++j)
         if (!sp->lengths[j]) sp->lengths[j] = drawn[static_cast<size_t>(k++)];
       continue;
@@ -101,11 +100,11 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
     if (options.allow_non_divisible_tiles) free_probability = options.non_divisible_probability;
     // No draw when free lengths are out: sampling keeps Ansor's random stream for every other
     // extent (seeded tests depend on it).
-    if (detail::chance(rng, free_probability)) {
-      lengths = detail_search::free_tiling(sp->extent, n, options.max_innermost_split_factor, rng);
+    if (::loom::detail::chance(rng, free_probability)) {
+      lengths = detail::free_tiling(sp->extent, n, options.max_innermost_split_factor, rng);
     } else {
       const auto& all = perfect_tilings(sp->extent, n, options.max_innermost_split_factor);
-      lengths = all[detail_search::draw(rng, all.size())];
+      lengths = all[detail::draw(rng, all.size())];
     }
     for (int j = 0; j < n; ++j)
       if (!sp->lengths[j]) sp->lengths[j] = lengths[j];
@@ -207,7 +206,7 @@ LOOM_DECL void change_compute_location(const SketchContext& ctx, sched::State& s
       continue;
     const std::string name = s.name;
     const auto cands = compute_location_candidates(ctx, state, si);
-    const size_t choice = detail_search::draw(rng, cands.size() + 2);
+    const size_t choice = detail::draw(rng, cands.size() + 2);
     try {
       if (choice == 0) {
         // As in Ansor, "inline" only takes a stage out of another stage's loops; a root stage
@@ -267,11 +266,11 @@ LOOM_DECL void annotate_unroll(const SketchContext& ctx, sched::State& state,
     if (s.is_placeholder || s.location == sched::ComputeLocation::Inlined || s.leaves.empty() ||
         !has_reduce(s))
       continue;
-    state.pragma_unroll(s.name, 0, cands[detail_search::draw(rng, cands.size())]);
+    state.pragma_unroll(s.name, 0, cands[detail::draw(rng, cands.size())]);
   }
 }
 
-namespace detail_search {
+namespace detail {
 
 // The two rules below take over where annotate_vectorize finds the innermost loop of stage `si`
 // free (spatial, unannotated, nothing computed at it) but longer than `limit` lanes on its own.
@@ -288,7 +287,8 @@ inline void split_long_loop_for_vectors(const SketchContext& ctx, sched::State& 
   for (int64_t times : {1, 2, 4})
     if (it.extent % (limit * times) == 0 && it.extent > limit * times)
       lanes.push_back(limit * times);
-  if (lanes.empty() || !detail::chance(rng, ctx.options().long_loop_vectorize_probability)) return;
+  if (lanes.empty() || !::loom::detail::chance(rng, ctx.options().long_loop_vectorize_probability))
+    return;
   const int64_t length = lanes[draw(rng, lanes.size())];
   const std::string name = s.name;
   try {
@@ -306,7 +306,7 @@ inline void vectorize_wide_tile(const SketchContext& ctx, sched::State& state, i
   const sched::Stage& s = state.stages()[si];
   const int inner = static_cast<int>(s.leaves.size()) - 1;
   if (s.leaf(inner).extent > lower::max_vectorized_extent ||
-      !detail::chance(rng, ctx.options().wide_vectorize_probability))
+      !::loom::detail::chance(rng, ctx.options().wide_vectorize_probability))
     return;
   const std::string name = s.name;
   try {
@@ -315,7 +315,7 @@ inline void vectorize_wide_tile(const SketchContext& ctx, sched::State& state, i
   }
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
                                   std::mt19937_64& rng) {
@@ -347,13 +347,13 @@ LOOM_DECL void annotate_vectorize(const SketchContext& ctx, sched::State& state,
       ++count;
     }
     // Ansor fuses a random 1 .. count-1 of the candidates.
-    if (count > 1) count = 1 + static_cast<int>(detail_search::draw(rng, count - 1));
+    if (count > 1) count = 1 + static_cast<int>(detail::draw(rng, count - 1));
     if (count == 0) {
       // The innermost loop alone is free to vectorize but longer than `limit`.
       if (too_long && is_tiled(s))
-        detail_search::vectorize_wide_tile(ctx, state, si, rng);
+        detail::vectorize_wide_tile(ctx, state, si, rng);
       else if (too_long)
-        detail_search::split_long_loop_for_vectors(ctx, state, si, limit, rng);
+        detail::split_long_loop_for_vectors(ctx, state, si, limit, rng);
       continue;
     }
     const std::string name = s.name;
@@ -431,7 +431,7 @@ LOOM_DECL std::vector<sched::State> sample_programs(const std::vector<sched::Sta
   if (sketches.empty() || count <= 0) return out;
   std::unordered_set<std::string> seen;
   for (int draws = 0; draws < 20 * count && static_cast<int>(out.size()) < count; ++draws) {
-    const sched::State& sketch = sketches[detail_search::draw(rng, sketches.size())];
+    const sched::State& sketch = sketches[detail::draw(rng, sketches.size())];
     auto s = try_sample_program(sketch, task, options, rng, custom_rules);
     if (s && seen.insert(s->to_string()).second) out.push_back(std::move(*s));
   }

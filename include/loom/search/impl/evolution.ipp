@@ -15,7 +15,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
-namespace detail_evolution {
+namespace detail {
 
 /// SplitMix64: turns (seed, index) into well-spread generator seeds, so every candidate draws
 /// from its own stream whatever thread it lands on.
@@ -45,7 +45,7 @@ class Roulette {
     if (n == 0) return 0;
     const double total = cumulative_.back();
     if (!(total > 0)) return static_cast<size_t>(rng() % n);
-    const double u = detail::unit_draw(rng) * total;
+    const double u = ::loom::detail::unit_draw(rng) * total;
     const size_t i = static_cast<size_t>(
         std::upper_bound(cumulative_.begin(), cumulative_.end(), u) - cumulative_.begin());
     return std::min(i, n - 1);
@@ -55,7 +55,7 @@ class Roulette {
   std::vector<double> cumulative_;
 };
 
-}  // namespace detail_evolution
+}  // namespace detail
 
 LOOM_DECL ProgramKey EvolutionarySearch::program_key(const sched::State& state) {
   return ProgramKey(state.steps());
@@ -97,7 +97,7 @@ LOOM_DECL bool EvolutionarySearch::was_measured(const sched::State& state) const
 
 LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::sample_initial_population(
     std::mt19937_64& rng) {
-  using detail_evolution::mix;
+  using detail::mix;
   std::vector<Candidate> out;
   std::unordered_set<ProgramKey, ProgramKey::Hash> seen;
   size_t wanted = static_cast<size_t>(options_.init_min_population);
@@ -137,7 +137,7 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::sample_
 
 LOOM_DECL void EvolutionarySearch::score(std::vector<Candidate>& pop,
                                          const cost::CostModel& model) {
-  using detail_evolution::seconds_since;
+  using detail::seconds_since;
   auto start = std::chrono::steady_clock::now();
   // Balanced over the threads (programs differ in cost several times over). A candidate whose
   // lowering fails gets empty features and scores −∞ (never picked).
@@ -161,8 +161,8 @@ LOOM_DECL void EvolutionarySearch::score(std::vector<Candidate>& pop,
 
 LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_generation(
     const std::vector<Candidate>& pop, std::mt19937_64& rng) {
-  using detail_evolution::mix;
-  const detail_evolution::Roulette roulette(pop);
+  using detail::mix;
+  const detail::Roulette roulette(pop);
   const uint64_t gen_seed = rng();
   const int64_t n = options_.population;
   std::vector<std::optional<Candidate>> next(static_cast<size_t>(n));
@@ -171,7 +171,7 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
     for (int64_t i = begin; i < end; ++i) {
       std::mt19937_64 r(mix(gen_seed + static_cast<uint64_t>(i)));
       const Candidate& a = pop[roulette.draw(r)];
-      if (detail::unit_draw(r) < options_.crossover_probability) {
+      if (::loom::detail::unit_draw(r) < options_.crossover_probability) {
         const Candidate& b = pop[roulette.draw(r)];
         if (a.sketch >= 0 && a.sketch == b.sketch && a.key != b.key) {
           if (auto child = crossover(ctx_, a.state, b.state, r)) {
@@ -183,8 +183,9 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
       }
       // Drawn only when transfer is on, so that at 0 the random streams are those without it.
       // A program from a log has no sketch index (-1); a draw of its own sketch gives nothing.
-      if (sketches_.size() > 1 && detail::chance(r, options_.sketch_transfer_probability)) {
-        int other = static_cast<int>(detail::draw(r, sketches_.size() - (a.sketch >= 0 ? 1 : 0)));
+      if (sketches_.size() > 1 && ::loom::detail::chance(r, options_.sketch_transfer_probability)) {
+        int other =
+            static_cast<int>(::loom::detail::draw(r, sketches_.size() - (a.sketch >= 0 ? 1 : 0)));
         if (a.sketch >= 0 && other >= a.sketch) ++other;
         if (auto child = transfer_to_sketch(ctx_, a.state, sketches_[static_cast<size_t>(other)])) {
           next[i].emplace(Candidate{std::move(*child), other, {}, 0});
@@ -192,7 +193,7 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
           continue;
         }
       }
-      if (detail::unit_draw(r) < options_.mutation_probability) {
+      if (::loom::detail::unit_draw(r) < options_.mutation_probability) {
         if (auto child = mutate(ctx_, a.state, options_.mutation_rules, r)) {
           next[i].emplace(Candidate{std::move(*child), a.sketch, {}, 0});
           changed[i] = 1;
@@ -214,8 +215,8 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
 
 LOOM_DECL std::vector<sched::State> EvolutionarySearch::next_batch(int count,
                                                                    const cost::CostModel& model) {
-  using detail_evolution::mix;
-  using detail_evolution::seconds_since;
+  using detail::mix;
+  using detail::seconds_since;
   stats_ = RoundStats{};
   if (count <= 0) return {};
   std::mt19937_64 rng(mix(seed_ ^ mix(++round_)));

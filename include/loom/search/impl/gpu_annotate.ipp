@@ -10,7 +10,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace search {
 
-namespace detail_search {
+namespace detail {
 
 inline bool name_ends_with(const std::string& s, const char* suffix) {
   const size_t n = std::char_traits<char>::length(suffix);
@@ -64,7 +64,7 @@ inline void draw_threads_across(const SketchContext& ctx, sched::State& state,
       if (c <= target.max_threads_per_block && (cands.empty() || c <= sp->extent))
         cands.push_back(c);
     if (cands.empty()) continue;
-    sp->lengths[0] = cands[detail::draw(rng, cands.size())];
+    sp->lengths[0] = cands[::loom::detail::draw(rng, cands.size())];
     drawn = true;
   }
   if (drawn) state = sched::replay(state.dag_ptr(), steps);
@@ -76,14 +76,14 @@ inline bool has_thread_loop(const sched::Stage& s) {
   return false;
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
                                std::mt19937_64& rng) {
   const Target& target = ctx.task().target;
   const SearchOptions& o = ctx.options();
   const int64_t warp = target.warp_size;
-  detail_search::draw_threads_across(ctx, state, rng);
+  detail::draw_threads_across(ctx, state, rng);
   const int spatial_levels = static_cast<int>(
       std::count(o.gpu_tiling_structure.begin(), o.gpu_tiling_structure.end(), 'S'));
   for (int si = static_cast<int>(state.stages().size()) - 1; si >= 0; --si) {
@@ -92,7 +92,7 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       continue;
     const std::string name = s.name;
     if (s.location == sched::ComputeLocation::Root) {
-      if (const int k = detail_search::gpu_tile_group_size(s); k > 0) {
+      if (const int k = detail::gpu_tile_group_size(s); k > 0) {
         int64_t work = 1;
         for (int64_t e : s.op.shape()) work *= e;
         if (k > 1) {
@@ -127,7 +127,7 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
         if (!state.attached_at(name, s.leaves[p]).empty()) break;
       }
       if (count == 0) continue;
-      const bool threads_inside = detail_search::has_thread_loop(s);
+      const bool threads_inside = detail::has_thread_loop(s);
       if (count > 1) {
         std::vector<int> all(count);
         std::iota(all.begin(), all.end(), 0);
@@ -149,14 +149,14 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
             (c == o.gpu_thread_candidates.front() || c < extent))
           cands.push_back(c);
       if (cands.empty()) cands.push_back(static_cast<int>(warp));
-      const int threads = cands[detail::draw(rng, cands.size())];
+      const int threads = cands[::loom::detail::draw(rng, cands.size())];
       state.split(name, 0, {threads});
       state.annotate(name, 0, sched::Annotation::BlockIdxX);
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
     } else if (s.location == sched::ComputeLocation::At && s.scope == ir::MemoryScope::Shared) {
       // Cooperative fetching: the copy's elements spread over the threads of the block.
       const std::vector<int> steps =
-          detail_search::gpu_spatial_split_steps(state, s.attach_stage, spatial_levels);
+          detail::gpu_spatial_split_steps(state, s.attach_stage, spatial_levels);
       if (steps.empty()) continue;
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());

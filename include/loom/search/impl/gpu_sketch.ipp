@@ -20,7 +20,7 @@ LOOM_DECL bool cross_thread_split(const sched::State& st, const std::string& sta
   return false;
 }
 
-namespace detail_search {
+namespace detail {
 
 // Whether stage `consumer` reads stage `producer` itself, not through inlined stages.
 inline bool reads_directly(const sched::State& st, int consumer, int producer) {
@@ -44,26 +44,25 @@ inline int shared_cache_reader(const SketchContext& ctx, const sched::State& st,
   return reads_directly(st, c, i) ? c : -1;
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL SketchRule rule_add_cache_read_shared() {
-  return {
-      "AddCacheReadShared",
-      [](const SketchContext& ctx, const sched::State& st, int i) {
-        return detail_search::shared_cache_reader(ctx, st, i) >= 0 ? RuleCondition::ApplyAndSkipRest
-                                                                   : RuleCondition::Skip;
-      },
-      [](const SketchContext& ctx, const sched::State& st, int i) {
-        const std::string reader = st.stages()[detail_search::shared_cache_reader(ctx, st, i)].name;
-        sched::State s = st;
-        const std::string copy =
-            s.cache_read(st.stages()[i].name, ir::MemoryScope::Shared, {reader});
-        // One step of the reader's outer reduction tile at a time (Ansor's
-        // GetLastReduceIteratorInOutermostReduceTile).
-        s.compute_at(copy, reader, detail_search::first_reduce_level_end(s.stage(reader)));
-        // The copy sits at i + 1; the stage itself is visited again (it may be inlined).
-        return detail_search::Successors{{std::move(s), i}};
-      }};
+  return {"AddCacheReadShared",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return detail::shared_cache_reader(ctx, st, i) >= 0 ? RuleCondition::ApplyAndSkipRest
+                                                                : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const std::string reader = st.stages()[detail::shared_cache_reader(ctx, st, i)].name;
+            sched::State s = st;
+            const std::string copy =
+                s.cache_read(st.stages()[i].name, ir::MemoryScope::Shared, {reader});
+            // One step of the reader's outer reduction tile at a time (Ansor's
+            // GetLastReduceIteratorInOutermostReduceTile).
+            s.compute_at(copy, reader, detail::first_reduce_level_end(s.stage(reader)));
+            // The copy sits at i + 1; the stage itself is visited again (it may be inlined).
+            return detail::Successors{{std::move(s), i}};
+          }};
 }
 
 LOOM_DECL SketchRule rule_always_inline_gpu() {
@@ -88,11 +87,11 @@ LOOM_DECL SketchRule rule_always_inline_gpu() {
           [](const SketchContext&, const sched::State& st, int i) {
             sched::State s = st;
             s.compute_inline(st.stages()[i].name);
-            return detail_search::Successors{{std::move(s), i - 1}};
+            return detail::Successors{{std::move(s), i - 1}};
           }};
 }
 
-namespace detail_search {
+namespace detail {
 
 // Whether the stage's loops are its axes or CrossThreadReduction's split of them.
 inline bool is_untiled(const sched::Stage& s) {
@@ -220,18 +219,14 @@ inline SketchRule rule_multi_level_tiling_gpu() {
           }};
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL const std::vector<SketchRule>& gpu_sketch_rules() {
   static const std::vector<SketchRule> rules = {
-      rule_add_cache_read_shared(),
-      rule_always_inline_gpu(),
-      detail_search::rule_cross_thread_reduction(),
-      detail_search::rule_untiled_row_consumer_gpu(),
-      detail_search::rule_add_cache_write_gpu(),
-      detail_search::rule_multi_level_tiling_with_fusion_gpu(),
-      detail_search::rule_multi_level_tiling_gpu(),
-      rule_skip_stage()};
+      rule_add_cache_read_shared(),          rule_always_inline_gpu(),
+      detail::rule_cross_thread_reduction(), detail::rule_untiled_row_consumer_gpu(),
+      detail::rule_add_cache_write_gpu(),    detail::rule_multi_level_tiling_with_fusion_gpu(),
+      detail::rule_multi_level_tiling_gpu(), rule_skip_stage()};
   return rules;
 }
 

@@ -13,9 +13,9 @@
 LOOM_BEGIN_NAMESPACE
 namespace search {
 
-namespace detail_mutate {
+namespace detail {
 
-using detail::draw;
+using ::loom::detail::draw;
 
 // A uniformly random order of 0 .. n-1 (Fisher-Yates on draw(), reproducible everywhere, which
 // std::shuffle is not).
@@ -341,22 +341,22 @@ inline std::vector<int64_t> split_levels(const sched::SplitStep& sp) {
   return level;
 }
 
-}  // namespace detail_mutate
+}  // namespace detail
 
 LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
                                                        const sched::State& state,
                                                        std::mt19937_64& rng) {
-  using detail_mutate::draw;
+  using detail::draw;
   const int max_innermost = std::max(1, ctx.options().max_innermost_split_factor);
   const std::vector<sched::Step>& steps = state.steps();
   std::vector<int> candidates;
   for (int i = 0; i < static_cast<int>(steps.size()); ++i)
-    if (detail_mutate::mutable_split(steps[i], max_innermost)) candidates.push_back(i);
+    if (detail::mutable_split(steps[i], max_innermost)) candidates.push_back(i);
   if (candidates.empty()) return std::nullopt;
   const int step_id = candidates[draw(rng, candidates.size())];
   const auto& sp = std::get<sched::SplitStep>(steps[step_id]);
   const int n = static_cast<int>(sp.lengths.size());
-  const int64_t product = detail_mutate::split_product(sp);
+  const int64_t product = detail::split_product(sp);
   std::vector<std::optional<int64_t>> lengths = sp.lengths;
 
   // A perfect split of an awkward extent (a prime: its only perfect tilings put the whole
@@ -370,7 +370,7 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
     // TVM's MutateTileSize: levels 1..n are the lengths, level 0 the implicit outermost loop.
     // One change: a move between two levels whose loops are fused into one loop (the parallel
     // loop of outer tiles) is skipped, as it leaves the loop nest as it was.
-    const std::vector<int> split_loops = detail_mutate::split_loops(state, step_id);
+    const std::vector<int> split_loops = detail::split_loops(state, step_id);
     auto fused_together = [&](int x, int y) {
       if (split_loops.empty()) return false;
       const sched::Stage& st = state.stage(sp.stage);
@@ -382,13 +382,13 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
       }
       return false;
     };
-    std::vector<int64_t> level = detail_mutate::split_levels(sp);  // 0: the outermost loop
-    const std::vector<int> perm = detail_mutate::permutation(rng, n + 1);
+    std::vector<int64_t> level = detail::split_levels(sp);  // 0: the outermost loop
+    const std::vector<int> perm = detail::permutation(rng, n + 1);
     bool moved = false;
     for (int i = 0; i <= n && !moved; ++i) {
       const int src = perm[i];
       if (level[src] <= 1) continue;
-      const std::vector<int64_t> factors = detail_mutate::divisors(level[src]);
+      const std::vector<int64_t> factors = detail::divisors(level[src]);
       // TVM tries only the next level in the order; the ones after it are tried too.
       for (int d = 1; d <= n && !moved; ++d) {
         const int dst = perm[(i + d) % (n + 1)];
@@ -413,14 +413,14 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
     bool redrawn = false;
     std::vector<int64_t> drawn(n);
     for (int k = 0; k < n; ++k) drawn[k] = *sp.lengths[k];
-    for (int j : detail_mutate::permutation(rng, n)) {
+    for (int j : detail::permutation(rng, n)) {
       const int64_t cap = free_length_cap(sp.extent, drawn, j, max_innermost);
       const int64_t current = drawn[j];
       const bool inside = current >= 1 && current <= cap;
       if (cap - (inside ? 1 : 0) < 1) continue;
       // As FillTileSize: redrawn while it wastes more than an eighth of the work.
       for (int attempt = 0; attempt < 16; ++attempt) {
-        drawn[j] = detail::draw_free_length(rng, cap, j == n - 1, inside ? current : 0);
+        drawn[j] = ::loom::detail::draw_free_length(rng, cap, j == n - 1, inside ? current : 0);
         if (low_waste_tiling(sp.extent, drawn)) break;
       }
       lengths[j] = drawn[j];
@@ -432,21 +432,21 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   std::vector<sched::Step> edited = steps;
   std::get<sched::SplitStep>(edited[step_id]).lengths = std::move(lengths);
   // Follow splits read the source step's lengths when they are applied, so they follow.
-  return detail_mutate::replay(state, edited);
+  return detail::replay(state, edited);
 }
 
 LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& ctx,
                                                            const sched::State& state,
                                                            std::mt19937_64& rng) {
-  using detail_mutate::draw;
+  using detail::draw;
   const int64_t max_innermost = std::max(1, ctx.options().max_innermost_split_factor);
   const std::vector<sched::Step>& steps = state.steps();
   // Perfect spatial splits with all lengths set, by stage (std::map: a reproducible order).
   std::map<std::string, std::vector<int>> by_stage;
   for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
-    const sched::SplitStep* sp = detail_mutate::mutable_split(steps[i], max_innermost);
-    if (!sp || sp->extent % detail_mutate::split_product(*sp) != 0) continue;
-    const std::vector<int> loops = detail_mutate::split_loops(state, i);
+    const sched::SplitStep* sp = detail::mutable_split(steps[i], max_innermost);
+    if (!sp || sp->extent % detail::split_product(*sp) != 0) continue;
+    const std::vector<int> loops = detail::split_loops(state, i);
     if (loops.empty() ||
         state.stage(sp->stage).iters[loops.back()].kind != sched::IterKind::Spatial)
       continue;
@@ -459,18 +459,18 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
   const std::vector<int>& ids = *stages[draw(rng, stages.size())];
 
   auto levels = [&](int step_id) {
-    return detail_mutate::split_levels(std::get<sched::SplitStep>(steps[step_id]));
+    return detail::split_levels(std::get<sched::SplitStep>(steps[step_id]));
   };
   const int k = static_cast<int>(ids.size());
-  for (int pair : detail_mutate::permutation(rng, k * (k - 1))) {
+  for (int pair : detail::permutation(rng, k * (k - 1))) {
     const int from = ids[pair / (k - 1)];
     int to_index = pair % (k - 1);
     if (to_index >= pair / (k - 1)) ++to_index;
     const int to = ids[to_index];
     std::vector<int64_t> a = levels(from), b = levels(to);
     const int na = static_cast<int>(a.size()) - 1, nb = static_cast<int>(b.size()) - 1;
-    const std::vector<int64_t> factors = detail_mutate::divisors(a[na]);
-    for (int f : detail_mutate::permutation(rng, static_cast<int>(factors.size()))) {
+    const std::vector<int64_t> factors = detail::divisors(a[na]);
+    for (int f : detail::permutation(rng, static_cast<int>(factors.size()))) {
       const int64_t factor = factors[f];
       if (factor == 1 || b[nb] * factor > max_innermost) continue;
       std::vector<int> b_sources;
@@ -488,7 +488,7 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
         auto& lengths = std::get<sched::SplitStep>(edited[step_id]).lengths;
         for (size_t j = 0; j < lengths.size(); ++j) lengths[j] = (*level)[j + 1];
       }
-      return detail_mutate::replay(state, edited);
+      return detail::replay(state, edited);
     }
   }
   return std::nullopt;
@@ -497,7 +497,7 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
 LOOM_DECL std::optional<sched::State> mutate_auto_unroll(const SketchContext& ctx,
                                                          const sched::State& state,
                                                          std::mt19937_64& rng) {
-  using detail_mutate::draw;
+  using detail::draw;
   const std::vector<sched::Step>& steps = state.steps();
   std::vector<int> pragmas;
   for (int i = 0; i < static_cast<int>(steps.size()); ++i)
@@ -512,15 +512,15 @@ LOOM_DECL std::optional<sched::State> mutate_auto_unroll(const SketchContext& ct
   if (values.empty()) return std::nullopt;
   std::vector<sched::Step> edited = steps;
   std::get<sched::PragmaStep>(edited[step_id]).max_step = values[draw(rng, values.size())];
-  return detail_mutate::replay(state, edited);
+  return detail::replay(state, edited);
 }
 
 LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContext& ctx,
                                                               const sched::State& state,
                                                               std::mt19937_64& rng) {
-  using detail_mutate::draw;
+  using detail::draw;
   if (ctx.options().disable_change_compute_location) return std::nullopt;
-  const detail_mutate::HistoryParts parts = detail_mutate::history_parts(ctx, state);
+  const detail::HistoryParts parts = detail::history_parts(ctx, state);
   if (parts.location_begin >= parts.annotate_begin) return std::nullopt;
   const int step_id =
       parts.location_begin +
@@ -528,7 +528,7 @@ LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContex
   const std::vector<sched::Step>& steps = state.steps();
   const std::string name = sched::step_stage(steps[step_id]);
   // The candidates are those of the state the step met, as when ChangeComputeLocation drew it.
-  sched::State before = detail_mutate::replay_prefix(state, step_id);
+  sched::State before = detail::replay_prefix(state, step_id);
   const int si = before.stage_index(name);
   std::vector<sched::Step> choices;
   const auto* current = std::get_if<sched::ComputeAtStep>(&steps[step_id]);
@@ -541,7 +541,7 @@ LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContex
   // Moving the stage into the parallel loop of a root stage is a no-op when the loop that it
   // is computed at gets fused into that one; such a choice is replaced by another.
   const std::string old_text = state.to_string();
-  for (int c : detail_mutate::permutation(rng, static_cast<int>(choices.size()))) {
+  for (int c : detail::permutation(rng, static_cast<int>(choices.size()))) {
     // A parallel loop inside another stage's loops would nest parallel regions; the stage was
     // parallelized only if it was at the root, and then it stays there.
     if (std::holds_alternative<sched::ComputeAtStep>(choices[c]) &&
@@ -552,7 +552,7 @@ LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContex
       continue;
     std::vector<sched::Step> edited = steps;
     edited[step_id] = choices[c];
-    auto out = detail_mutate::replay_from(before, edited);
+    auto out = detail::replay_from(before, edited);
     if (out && out->to_string() != old_text) return out;
   }
   return std::nullopt;
@@ -561,7 +561,7 @@ LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContex
 LOOM_DECL std::optional<sched::State> mutate_parallel(const SketchContext&,
                                                       const sched::State& state,
                                                       std::mt19937_64& rng) {
-  using detail_mutate::draw;
+  using detail::draw;
   const std::vector<sched::Step>& steps = state.steps();
   // Parallel annotations of an outermost loop, with the fuse that made it (if any).
   std::vector<int> parallel;
@@ -577,7 +577,7 @@ LOOM_DECL std::optional<sched::State> mutate_parallel(const SketchContext&,
   const int fuse_id = has_fuse ? an_id - 1 : an_id;  // where the new fuse goes
   const int old_count = has_fuse ? static_cast<int>(fu->iters.size()) : 1;
 
-  sched::State before = detail_mutate::replay_prefix(state, fuse_id);
+  sched::State before = detail::replay_prefix(state, fuse_id);
   const sched::Stage& s = before.stage(an.stage);
   // As annotate_parallel: outer spatial, unannotated loops, up to and including the first loop
   // where another stage is computed.
@@ -602,13 +602,13 @@ LOOM_DECL std::optional<sched::State> mutate_parallel(const SketchContext&,
   }
   edited.push_back(an);
   for (size_t i = an_id + 1; i < steps.size(); ++i) {
-    auto step = detail_mutate::renumbered(steps[i], an.stage, old_count, new_count);
+    auto step = detail::renumbered(steps[i], an.stage, old_count, new_count);
     if (!step) return std::nullopt;
     edited.push_back(std::move(*step));
   }
   const int delta = (new_count > 1) - (has_fuse ? 1 : 0);
-  if (delta != 0) detail_mutate::shift_step_references(edited, fuse_id + 1, delta);
-  return detail_mutate::replay_from(std::move(before), edited);
+  if (delta != 0) detail::shift_step_references(edited, fuse_id + 1, delta);
+  return detail::replay_from(std::move(before), edited);
 }
 
 LOOM_DECL const std::vector<MutationRule>& cpu_mutation_rules() {
@@ -658,11 +658,11 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
   // parents' ChangeComputeLocation steps seem to begin at different places (the last steps of a
   // sketch may look like ChangeComputeLocation's, see history_parts), both parents must have the
   // same steps up to the later beginning: for one sketch those are its own steps in both.
-  const int sketch_end = std::max(detail_mutate::history_parts(ctx, a).location_begin,
-                                  detail_mutate::history_parts(ctx, b).location_begin);
+  const int sketch_end = std::max(detail::history_parts(ctx, a).location_begin,
+                                  detail::history_parts(ctx, b).location_begin);
   if (static_cast<int>(std::min(sa.size(), sb.size())) < sketch_end) return std::nullopt;
   for (int i = 0; i < sketch_end; ++i)
-    if (!detail_mutate::same_structure(sa[i], sb[i])) return std::nullopt;
+    if (!detail::same_structure(sa[i], sb[i])) return std::nullopt;
 
   // Annotation steps per stage. A stage whose annotation differs between the parents (other
   // location, parallel or vectorize fuse) takes everything from `a`: its structure was chosen
@@ -677,7 +677,7 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
     if (ia == tail_a.end() || ib == tail_b.end()) return ia == tail_a.end() && ib == tail_b.end();
     if (ia->second.size() != ib->second.size()) return false;
     for (size_t k = 0; k < ia->second.size(); ++k)
-      if (!detail_mutate::same_structure(sa[ia->second[k]], sb[ib->second[k]])) return false;
+      if (!detail::same_structure(sa[ia->second[k]], sb[ib->second[k]])) return false;
     return true;
   };
 
@@ -689,7 +689,7 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
         stages.push_back(sched::step_stage(s));
   std::unordered_map<std::string, bool> from_b;
   for (const std::string& stage : stages)
-    from_b[stage] = same_tail(stage) && detail_mutate::draw(rng, 2) == 1;
+    from_b[stage] = same_tail(stage) && detail::draw(rng, 2) == 1;
 
   std::vector<sched::Step> child = sa;
   for (int i = 0; i < sketch_end; ++i) {
@@ -710,14 +710,14 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
         pr->max_step = std::get<sched::PragmaStep>(sb[ids_b[k]]).max_step;
     }
   }
-  return detail_mutate::replay(a, child);
+  return detail::replay(a, child);
 }
 
 LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ctx,
                                                          const sched::State& program,
                                                          const sched::State& sketch) {
   const std::vector<sched::Step>& from = program.steps();
-  const int program_sketch_end = detail_mutate::history_parts(ctx, program).location_begin;
+  const int program_sketch_end = detail::history_parts(ctx, program).location_begin;
 
   // The k-th split of a (stage, loop, extent, level count) in the sketch takes the lengths of
   // the k-th such split of the program's sketch part.
@@ -725,12 +725,12 @@ LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ct
   std::vector<sched::Step> steps = sketch.steps();
   bool same_as_program = static_cast<int>(steps.size()) == program_sketch_end;
   for (size_t i = 0; i < steps.size(); ++i) {
-    same_as_program = same_as_program && detail_mutate::same_structure(steps[i], from[i]);
+    same_as_program = same_as_program && detail::same_structure(steps[i], from[i]);
     auto* sp = std::get_if<sched::SplitStep>(&steps[i]);
     if (!sp) continue;
     bool found = false;
     for (int j = 0; j < program_sketch_end && !found; ++j) {
-      if (used[j] || !detail_mutate::same_structure(steps[i], from[j])) continue;
+      if (used[j] || !detail::same_structure(steps[i], from[j])) continue;
       sp->lengths = std::get<sched::SplitStep>(from[j]).lengths;
       used[j] = found = true;
     }
@@ -738,7 +738,7 @@ LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ct
   }
   if (same_as_program) return std::nullopt;
 
-  std::optional<sched::State> out = detail_mutate::replay(program, steps);
+  std::optional<sched::State> out = detail::replay(program, steps);
   if (!out) return std::nullopt;
   // The annotation, stage by stage in its order: a stage whose step does not apply here (a
   // stage the sketch lacks, a loop it has elsewhere) keeps what it got before that step.

@@ -19,7 +19,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace search {
 
-namespace detail_records {
+namespace detail {
 
 using json = nlohmann::json;
 
@@ -94,7 +94,7 @@ inline MeasureError error_from_number(int64_t n) {
   return MeasureError::unknown;
 }
 
-}  // namespace detail_records
+}  // namespace detail
 
 LOOM_DECL double unix_time_now() {
   using namespace std::chrono;
@@ -113,9 +113,9 @@ LOOM_DECL TuningRecord make_tuning_record(const Task& task, const sched::State& 
 }
 
 LOOM_DECL std::string to_json_line(const TuningRecord& record) {
-  using detail_records::dump;
-  using detail_records::json;
-  using detail_records::put_number;
+  using detail::dump;
+  using detail::json;
+  using detail::put_number;
   const MeasureResult& m = record.result;
   // Written by hand rather than as one json object so that the keys keep the documented order
   // (nlohmann::json sorts them) and `version` comes first for people reading the file.
@@ -146,8 +146,8 @@ LOOM_DECL std::string to_json_line(const TuningRecord& record) {
 }
 
 LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
-  using detail_records::field;
-  using detail_records::json;
+  using detail::field;
+  using detail::json;
   json j;
   try {
     j = json::parse(line);
@@ -155,7 +155,7 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
     LOOM_USER_FAIL("loom.search.E820") << "not a JSON object: " << e.what();
   }
   LOOM_USER_CHECK(j.is_object(), "loom.search.E820")
-      << "not a JSON object but " << detail_records::json_type(j);
+      << "not a JSON object but " << detail::json_type(j);
 
   TuningRecord r;
   r.version = field(j, "version", &json::is_string, "a string").get<std::string>();
@@ -174,22 +174,22 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
   MeasureResult& m = r.result;
   for (const json& c : field(j, "costs", &json::is_array, "an array")) {
     LOOM_USER_CHECK(c.is_number(), "loom.search.E821")
-        << "field 'costs' of the tuning record holds " << detail_records::json_type(c)
+        << "field 'costs' of the tuning record holds " << detail::json_type(c)
         << ", not only numbers";
     const double v = c.get<double>();
     LOOM_USER_CHECK(std::isfinite(v) && v >= 0, "loom.search.E824")
         << "field 'costs' of the tuning record holds " << v << ", not a time in seconds";
     m.costs.push_back(v);
   }
-  m.error = detail_records::error_from_number(
+  m.error = detail::error_from_number(
       field(j, "error", &json::is_number_integer, "an integer").get<int64_t>());
   const std::string name = field(j, "error_name", &json::is_string, "a string").get<std::string>();
   LOOM_USER_CHECK(name == measure_error_name(m.error), "loom.search.E824")
       << "field 'error_name' of the tuning record is '" << name << "' but error "
       << static_cast<int>(m.error) << " is '" << measure_error_name(m.error) << "'";
   m.error_message = field(j, "error_message", &json::is_string, "a string").get<std::string>();
-  m.compile_seconds = detail_records::seconds_field(j, "compile_s");
-  m.run_seconds = detail_records::seconds_field(j, "run_s");
+  m.compile_seconds = detail::seconds_field(j, "compile_s");
+  m.run_seconds = detail::seconds_field(j, "run_s");
   r.timestamp = field(j, "timestamp", &json::is_number, "a number").get<double>();
   LOOM_USER_CHECK(std::isfinite(r.timestamp), "loom.search.E824")
       << "field 'timestamp' of the tuning record is not a finite number";
@@ -220,19 +220,18 @@ LOOM_DECL void append_records(const std::string& path, const std::vector<TuningR
   }
 
   // O_RDWR rather than O_WRONLY: the last byte is read back to repair a torn line.
-  detail_records::file_descriptor f(
-      ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  detail::file_descriptor f(::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
   LOOM_USER_CHECK(f.fd >= 0, "loom.search.E826")
       << "cannot open the tuning log '" << path
-      << "' for appending: " << detail_records::system_reason(errno);
-  LOOM_USER_CHECK(detail_records::lock_retrying(f.fd, LOCK_EX) == 0, "loom.search.E826")
-      << "cannot lock the tuning log '" << path << "': " << detail_records::system_reason(errno);
+      << "' for appending: " << detail::system_reason(errno);
+  LOOM_USER_CHECK(detail::lock_retrying(f.fd, LOCK_EX) == 0, "loom.search.E826")
+      << "cannot lock the tuning log '" << path << "': " << detail::system_reason(errno);
 
   // A writer killed in the middle of a line leaves no newline at the end; without one the
   // first new record would be glued to the torn line and lost with it.
   struct stat st{};
   LOOM_USER_CHECK(::fstat(f.fd, &st) == 0, "loom.search.E826")
-      << "cannot stat the tuning log '" << path << "': " << detail_records::system_reason(errno);
+      << "cannot stat the tuning log '" << path << "': " << detail::system_reason(errno);
   if (st.st_size > 0) {
     char last = '\n';
     ssize_t n;
@@ -240,7 +239,7 @@ LOOM_DECL void append_records(const std::string& path, const std::vector<TuningR
     while (n < 0 && errno == EINTR);
     LOOM_USER_CHECK(n == 1, "loom.search.E826")
         << "cannot read the end of the tuning log '" << path
-        << "': " << (n < 0 ? detail_records::system_reason(errno) : std::string("file shrank"));
+        << "': " << (n < 0 ? detail::system_reason(errno) : std::string("file shrank"));
     if (last != '\n') text.insert(text.begin(), '\n');
   }
 
@@ -253,10 +252,10 @@ LOOM_DECL void append_records(const std::string& path, const std::vector<TuningR
     LOOM_USER_CHECK(n > 0, "loom.search.E826")
         << "cannot write to the tuning log '" << path << "' (" << done << " of " << text.size()
         << " bytes written): "
-        << (n < 0 ? detail_records::system_reason(errno) : std::string("no progress"));
+        << (n < 0 ? detail::system_reason(errno) : std::string("no progress"));
     done += static_cast<size_t>(n);
   }
-  detail_records::lock_retrying(f.fd, LOCK_UN);
+  detail::lock_retrying(f.fd, LOCK_UN);
 }
 
 LOOM_DECL void print_record_warning(const std::string& warning) {
@@ -267,22 +266,22 @@ LOOM_DECL std::vector<TuningRecord> read_records(const std::string& path,
                                                  const RecordWarningFn& on_warning) {
   std::string text;
   {
-    detail_records::file_descriptor f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    detail::file_descriptor f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (f.fd < 0 && errno == ENOENT) return {};
     LOOM_USER_CHECK(f.fd >= 0, "loom.search.E827")
-        << "cannot open the tuning log '" << path << "': " << detail_records::system_reason(errno);
+        << "cannot open the tuning log '" << path << "': " << detail::system_reason(errno);
     // The shared lock waits for a writer's batch to be complete; it is held only while the
     // bytes are copied, not while they are parsed.
-    LOOM_USER_CHECK(detail_records::lock_retrying(f.fd, LOCK_SH) == 0, "loom.search.E827")
-        << "cannot lock the tuning log '" << path << "': " << detail_records::system_reason(errno);
+    LOOM_USER_CHECK(detail::lock_retrying(f.fd, LOCK_SH) == 0, "loom.search.E827")
+        << "cannot lock the tuning log '" << path << "': " << detail::system_reason(errno);
     struct stat st{};
     if (::fstat(f.fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
     char buf[1 << 16];
     for (;;) {
       const ssize_t n = ::read(f.fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
-      LOOM_USER_CHECK(n >= 0, "loom.search.E827") << "cannot read the tuning log '" << path
-                                                  << "': " << detail_records::system_reason(errno);
+      LOOM_USER_CHECK(n >= 0, "loom.search.E827")
+          << "cannot read the tuning log '" << path << "': " << detail::system_reason(errno);
       if (n == 0) break;
       text.append(buf, static_cast<size_t>(n));
     }
@@ -319,7 +318,7 @@ LOOM_DECL double median_cost(std::vector<double> mean_costs) {
   return *middle;
 }
 
-namespace detail_records {
+namespace detail {
 
 /// The index of the record whose cost is the median of the fastest program among the records
 /// that `competes` lets in (grouped by steps, threads and device), or nothing.
@@ -354,7 +353,7 @@ std::optional<size_t> fastest_program_record(const std::vector<TuningRecord>& re
   return best;
 }
 
-}  // namespace detail_records
+}  // namespace detail
 
 LOOM_DECL std::optional<size_t> best_record_index(const std::vector<TuningRecord>& records,
                                                   const std::string& workload_key,
@@ -375,7 +374,7 @@ LOOM_DECL std::optional<size_t> best_record_index(const std::vector<TuningRecord
   for (const TuningRecord& r : records)
     if (r.result.ok() && ours(r)) best_likeness = std::max(best_likeness, likeness(r));
   if (best_likeness < 0) return std::nullopt;
-  return detail_records::fastest_program_record(
+  return detail::fastest_program_record(
       records, [&](const TuningRecord& r) { return ours(r) && likeness(r) == best_likeness; });
 }
 

@@ -141,7 +141,7 @@ LOOM_DECL int single_elementwise_matched_consumer(const SketchContext& ctx,
   return cur == q.op ? c : -1;
 }
 
-namespace detail_search {
+namespace detail {
 
 inline void check_structure(const std::string& structure) {
   const auto n_s = std::count(structure.begin(), structure.end(), 'S');
@@ -163,11 +163,11 @@ inline void check_gpu_structure(const std::string& structure) {
       << "vthread, threadIdx) and have a different number of S and R levels, e.g. \"SSSRRSRS\"";
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL std::vector<int> multi_level_tile(sched::State& state, int stage,
                                             const std::string& structure, int innermost_axis) {
-  detail_search::check_structure(structure);
+  detail::check_structure(structure);
   const int n_s = static_cast<int>(std::count(structure.begin(), structure.end(), 'S'));
   const int n_r = static_cast<int>(structure.size()) - n_s;
   const std::string name = state.stages().at(stage).name;
@@ -248,7 +248,7 @@ LOOM_DECL int channel_innermost_axis(const SketchContext& ctx, const sched::Stat
   return best;
 }
 
-namespace detail_search {
+namespace detail {
 
 // Splits every spatial loop of `consumer` like the producer's tiling down to `level` (1: the
 // outermost tiles, 2: the two outermost) and orders the parts level by level (Ansor's
@@ -278,7 +278,7 @@ inline int follow_tiling(sched::State& state, const std::string& consumer,
   return level * static_cast<int>(parts.size()) - 1;
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL SketchRule rule_always_inline() {
   return {"AlwaysInline",
@@ -297,7 +297,7 @@ LOOM_DECL SketchRule rule_always_inline() {
           }};
 }
 
-namespace detail_search {
+namespace detail {
 
 using Successors = std::vector<std::pair<sched::State, int>>;
 
@@ -459,7 +459,7 @@ inline std::vector<int> tile_for_vectors(const SketchContext& ctx, sched::State&
   return steps;
 }
 
-}  // namespace detail_search
+}  // namespace detail
 
 LOOM_DECL SketchRule rule_add_rfactor() {
   return {"AddRfactor",
@@ -470,18 +470,18 @@ LOOM_DECL SketchRule rule_add_rfactor() {
           [](const SketchContext&, const sched::State& st, int i) {
             const std::string name = st.stages()[i].name;
             sched::State base = st;
-            const int r = detail_search::fuse_reduce_loops(base, name);
+            const int r = detail::fuse_reduce_loops(base, name);
             // rfactor needs the extents of the two parts, so the split takes a stand-in length
             // that is unset again afterwards: random annotation draws it like any tile size.
             base.split(name, r, {1});
             const int split_step = static_cast<int>(base.steps().size()) - 1;
-            detail_search::Successors out;
+            detail::Successors out;
             for (int part : {0, 1}) {
               sched::State s = base;
               const std::string rf = s.rfactor(name, r + part, r);
               // The inner part as the innermost loop of the partial sums: a vectorizable
               // accumulator (Ansor's second variant).
-              if (part == 1) detail_search::move_innermost(s, rf, r);
+              if (part == 1) detail::move_innermost(s, rf, r);
               s.set_split_lengths(split_step, {std::nullopt});
               out.emplace_back(std::move(s), i - 1);  // "X.rf" is at i, X at i + 1
             }
@@ -498,13 +498,12 @@ LOOM_DECL SketchRule rule_memory_bound_reduction() {
               return RuleCondition::Skip;
             const StageOrigin o = ctx.origin(st, i);
             if (o.op < 0 || o.cache_write_copy || o.cache_write_local) return RuleCondition::Skip;
-            return detail_search::row_consumer(st, i) >= 0 ? RuleCondition::Apply
-                                                           : RuleCondition::Skip;
+            return detail::row_consumer(st, i) >= 0 ? RuleCondition::Apply : RuleCondition::Skip;
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
             const sched::Stage& g = st.stages()[i];
             const std::string name = g.name;
-            const std::string consumer = st.stages()[detail_search::row_consumer(st, i)].name;
+            const std::string consumer = st.stages()[detail::row_consumer(st, i)].name;
             const int rank = g.num_spatial_axes;
             int64_t reduce = 1;
             for (const sched::Iterator& it : g.iters)
@@ -513,40 +512,40 @@ LOOM_DECL SketchRule rule_memory_bound_reduction() {
             sched::State s = st;
             if (lanes > 1 && reduce >= 2 * lanes) {
               // Partial results in a vector of `lanes` accumulators, folded once per row.
-              const int r = detail_search::fuse_reduce_loops(s, name);
+              const int r = detail::fuse_reduce_loops(s, name);
               s.split(name, r, {lanes});
               const std::string rf = s.rfactor(name, r + 1, r);
-              detail_search::move_innermost(s, rf, r);
+              detail::move_innermost(s, rf, r);
               s.compute_at(rf, name, rank - 1);
             }
             // One row at a time: the row stays in cache between the reduction and its use.
             s.compute_at(name, consumer, rank - 1);
-            return detail_search::Successors{{std::move(s), i - 1}};
+            return detail::Successors{{std::move(s), i - 1}};
           }};
 }
 
 LOOM_DECL SketchRule rule_pack_reused_input() {
   return {"PackReusedInput",
           [](const SketchContext& ctx, const sched::State& st, int i) {
-            return ctx.options().enable_packing && detail_search::pack_reader(ctx, st, i) >= 0
+            return ctx.options().enable_packing && detail::pack_reader(ctx, st, i) >= 0
                        ? RuleCondition::Apply
                        : RuleCondition::Skip;
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
-            const int reader_index = detail_search::pack_reader(ctx, st, i);
+            const int reader_index = detail::pack_reader(ctx, st, i);
             const std::string reader = st.stages()[reader_index].name;
             const std::string input = st.stages()[i].name;
-            detail_search::Successors out;
+            detail::Successors out;
             // The tile of one reduce step, packed per tile where the reader's loops reach it.
             sched::State s = st;
             const std::string packed = s.cache_read(input, ir::MemoryScope::Local, {reader});
-            s.compute_at(packed, reader, detail_search::first_reduce_level_end(s.stage(reader)));
+            s.compute_at(packed, reader, detail::first_reduce_level_end(s.stage(reader)));
             out.emplace_back(std::move(s), i - 1);  // the copy is at i + 1
             // The whole panel (every reduce step) of an outer spatial tile, packed once and
             // reused by all the row tiles inside it: BLAS's packed B panel. On GEMM 1024^3 this
             // placement made one program 4.7x faster than either packing per reduce step or
             // none (B's rows are 4 KiB apart: without the panel every k step misses).
-            const auto [root, position] = detail_search::panel_pack_location(st, reader_index);
+            const auto [root, position] = detail::panel_pack_location(st, reader_index);
             if (!root.empty()) {
               sched::State panel = st;
               const std::string p = panel.cache_read(input, ir::MemoryScope::Local, {reader});
@@ -589,10 +588,10 @@ LOOM_DECL SketchRule rule_multi_level_tiling_with_fusion() {
           [](const SketchContext& ctx, const sched::State& st, int i) {
             const std::string& structure = ctx.options().cpu_tiling_structure;
             std::vector<std::pair<sched::State, int>> out;
-            for (int innermost : detail_search::innermost_axis_choices(ctx, st, i)) {
+            for (int innermost : detail::innermost_axis_choices(ctx, st, i)) {
               sched::State base = st;
               const std::vector<int> steps =
-                  detail_search::tile_for_vectors(ctx, base, i, structure, innermost);
+                  detail::tile_for_vectors(ctx, base, i, structure, innermost);
               const int c = single_elementwise_matched_consumer(ctx, base, i);
               if (c < 0) return std::vector<std::pair<sched::State, int>>{};
               const std::string producer = st.stages()[i].name, consumer = base.stages()[c].name;
@@ -601,7 +600,7 @@ LOOM_DECL SketchRule rule_multi_level_tiling_with_fusion() {
                     steps.empty())
                   continue;
                 sched::State s = base;
-                const int at = detail_search::follow_tiling(s, consumer, steps, level);
+                const int at = detail::follow_tiling(s, consumer, steps, level);
                 s.compute_at(producer, consumer, at);
                 out.emplace_back(std::move(s), i - 1);
               }
@@ -618,10 +617,9 @@ LOOM_DECL SketchRule rule_multi_level_tiling() {
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
             std::vector<std::pair<sched::State, int>> out;
-            for (int innermost : detail_search::innermost_axis_choices(ctx, st, i)) {
+            for (int innermost : detail::innermost_axis_choices(ctx, st, i)) {
               sched::State s = st;
-              detail_search::tile_for_vectors(ctx, s, i, ctx.options().cpu_tiling_structure,
-                                              innermost);
+              detail::tile_for_vectors(ctx, s, i, ctx.options().cpu_tiling_structure, innermost);
               out.emplace_back(std::move(s), i - 1);
             }
             return out;
@@ -650,9 +648,9 @@ LOOM_DECL std::vector<sched::State> generate_sketches(
     const std::vector<std::string>& constant_inputs) {
   const bool gpu = task.target.is_cuda();
   if (gpu)
-    detail_search::check_gpu_structure(options.gpu_tiling_structure);
+    detail::check_gpu_structure(options.gpu_tiling_structure);
   else
-    detail_search::check_structure(options.cpu_tiling_structure);
+    detail::check_structure(options.cpu_tiling_structure);
   const std::vector<SketchRule>& builtin = gpu ? gpu_sketch_rules() : cpu_sketch_rules();
   std::vector<SketchRule> rules = custom_rules;
   rules.insert(rules.end(), builtin.begin(), builtin.end());

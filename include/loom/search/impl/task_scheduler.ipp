@@ -12,7 +12,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
-namespace detail_task_scheduler {
+namespace detail {
 
 // A task that has had this many rounds and still has no correct program is given up: its
 // programs all fail (a broken computation or target), and its "infinitely slow" best would
@@ -32,7 +32,7 @@ inline double weighted_latency(const std::vector<double>& weights,
   return sum;
 }
 
-}  // namespace detail_task_scheduler
+}  // namespace detail
 
 LOOM_DECL TaskAllocator::TaskAllocator(std::vector<double> weights, std::vector<double> flops,
                                        std::vector<std::string> tags,
@@ -55,7 +55,7 @@ LOOM_DECL TaskAllocator::TaskAllocator(std::vector<double> weights, std::vector<
 LOOM_DECL double TaskAllocator::objective() const {
   std::vector<double> costs(weights_.size());
   for (size_t i = 0; i < costs.size(); ++i) costs[i] = best_cost(i);
-  return detail_task_scheduler::weighted_latency(weights_, costs);
+  return detail::weighted_latency(weights_, costs);
 }
 
 LOOM_DECL double TaskAllocator::gradient(int task) const {
@@ -63,14 +63,13 @@ LOOM_DECL double TaskAllocator::gradient(int task) const {
   const double g = best_cost(i);
   // Nothing correct yet (or no round yet): the network's latency is unknown until this task
   // has a program, so it comes first.
-  if (!detail_task_scheduler::has_cost(g) || rounds_[i] == 0)
-    return -std::numeric_limits<double>::infinity();
+  if (!detail::has_cost(g) || rounds_[i] == 0) return -std::numeric_limits<double>::infinity();
   const int t = rounds_[i];
   const int window = options_.backward_window;
   double backward = 0;
   if (t > window) {
     const double then = history_[i][static_cast<size_t>(t - 1 - window)];
-    if (detail_task_scheduler::has_cost(then)) backward = (g - then) / window;
+    if (detail::has_cost(then)) backward = (g - then) / window;
   }
   double bound = std::numeric_limits<double>::infinity();
   double group_best_throughput = 0;
@@ -78,7 +77,7 @@ LOOM_DECL double TaskAllocator::gradient(int task) const {
   for (size_t j = 0; j < weights_.size(); ++j) {
     if (tags_[j].empty() || tags_[j] != tags_[i]) continue;
     ++group_size;
-    if (detail_task_scheduler::has_cost(best_cost(j)) && flops_[j] > 0)
+    if (detail::has_cost(best_cost(j)) && flops_[j] > 0)
       group_best_throughput = std::max(group_best_throughput, flops_[j] / best_cost(j));
   }
   if (group_size > 1 && group_best_throughput > 0 && flops_[i] > 0)
@@ -108,9 +107,9 @@ LOOM_DECL int TaskAllocator::next() {
     reason_ = "round-robin";
     return live[static_cast<size_t>(total) % live.size()];
   }
-  if (detail::chance(rng_, options_.eps_greedy)) {
+  if (::loom::detail::chance(rng_, options_.eps_greedy)) {
     reason_ = "random";
-    return live[detail::draw(rng_, live.size())];
+    return live[::loom::detail::draw(rng_, live.size())];
   }
   int best = live.front();
   double lowest = gradient(best), highest = lowest;
@@ -124,7 +123,7 @@ LOOM_DECL int TaskAllocator::next() {
   }
   if (lowest == highest) {
     reason_ = "tie";
-    return live[detail::draw(rng_, live.size())];
+    return live[::loom::detail::draw(rng_, live.size())];
   }
   reason_ = "gradient";
   return best;
@@ -145,8 +144,7 @@ LOOM_DECL void TaskAllocator::finish_round(int task, double best_cost_now, int p
   if (options_.early_stopping_per_task > 0 &&
       programs_[i] - last_improved_[i] >= options_.early_stopping_per_task)
     dead_[i] = 1;
-  if (!detail_task_scheduler::has_cost(now) &&
-      rounds_[i] >= detail_task_scheduler::rounds_without_any_correct_program)
+  if (!detail::has_cost(now) && rounds_[i] >= detail::rounds_without_any_correct_program)
     dead_[i] = 1;
 }
 
@@ -310,7 +308,7 @@ LOOM_DECL TaskSchedulerReport tune_tasks_with(const std::vector<WeightedTask>& t
   }
   std::vector<double> final_costs;
   for (const TuneReport& t : report.tasks) final_costs.push_back(t.best_cost);
-  report.latency = detail_task_scheduler::weighted_latency(weights, final_costs);
+  report.latency = detail::weighted_latency(weights, final_costs);
   report.wall_seconds = elapsed();
   if (!options.quiet) {
     log << "[loom] tasks: done (" << report.stop_reason << "): " << report.trials
