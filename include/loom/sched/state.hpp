@@ -100,6 +100,31 @@ struct Stage {
   int leaf_position(int iter_id) const;  ///< -1 if not a leaf
 };
 
+/// Which part of a complete program's history a step belongs to, by what made it
+/// (search/annotate.hpp): the sketch (its rules' steps, custom init rules', and the split lengths
+/// FillTileSize fills in), the compute-location rule (ChangeComputeLocation), or annotation
+/// (Parallel, Unroll, Vectorization; ThreadBind on GPUs). Mutation and crossover edit each part
+/// by its own rules (search/mutate.hpp).
+enum class StepPart : uint8_t { Sketch, Location, Annotation };
+
+/// Where the parts of a history begin: steps [0, location_begin) are the sketch's,
+/// [location_begin, annotate_begin) the compute-location rule's, [annotate_begin, end)
+/// annotation's. Steps applied later extend the annotation part. Unknown (-1) for a state the
+/// search did not sample: a schedule written by hand, or a record of a log written before
+/// records carried them (the search then infers them from the steps, search/impl/mutate.ipp).
+struct StepOrigins {
+  int location_begin = -1;
+  int annotate_begin = -1;
+
+  bool known() const { return location_begin >= 0; }
+  StepPart part_of(int step) const {
+    return step < location_begin   ? StepPart::Sketch
+           : step < annotate_begin ? StepPart::Location
+                                   : StepPart::Annotation;
+  }
+  bool operator==(const StepOrigins&) const = default;
+};
+
 /// A schedule: stages plus the history of steps that built them from the DAG.
 class State {
  public:
@@ -152,6 +177,13 @@ class State {
   /// a split step or `lengths` has another size than the step's.
   void set_split_lengths(int step, std::vector<std::optional<int64_t>> lengths);
 
+  /// Where the parts of the history begin (unknown unless set).
+  const StepOrigins& origins() const { return origins_; }
+  /// Records where the parts of the history begin; StepOrigins{} makes them unknown. Throws
+  /// loom::user_error `[loom.sched.E264]` unless 0 <= location_begin <= annotate_begin <= the
+  /// number of steps.
+  void set_origins(StepOrigins origins);
+
   /// The stages that read `stage` directly or through inlined stages.
   std::vector<int> consumers(int stage) const;
   /// The stages whose tensors `stage` reads directly or through inlined stages.
@@ -171,6 +203,7 @@ class State {
   std::shared_ptr<const ComputeDAG> dag_;
   std::vector<Stage> stages_;
   std::vector<Step> steps_;
+  StepOrigins origins_;
   /// Every tensor a stage computes or computed (consumers may still read an old node), held
   /// alive so that its address cannot be reused, and the stage's name.
   std::vector<std::pair<ir::Tensor, std::string>> aliases_;

@@ -62,6 +62,10 @@ struct InitRule {
   using ApplyFn = std::function<void(const SketchContext&, sched::State&, std::mt19937_64&)>;
   std::string name;
   ApplyFn apply;
+  /// The part of the history the rule's steps belong to (sched::StepOrigins): the sampled
+  /// program records where each part begins, and mutation and crossover rely on it. Rules run
+  /// in part order; custom rules run first, on the sketch, and their steps are the sketch's.
+  sched::StepPart part = sched::StepPart::Sketch;
 };
 
 /// The built-in CPU init rules in Ansor's order: FillTileSize, ChangeComputeLocation, Parallel,
@@ -74,7 +78,9 @@ const std::vector<InitRule>& init_rules(const Target& target);
 
 /// One random complete program from `sketch`, or nothing when the draw is rejected (a step was
 /// illegal in the state it met, e.g. a split length that leaves no loop to fuse).
-/// `custom_rules` run before the built-in ones.
+/// `custom_rules` run before the built-in ones. The program records where the parts of its
+/// history begin (sched::State::origins(), from the rules' `part`). Throws loom::user_error
+/// `[loom.search.E814]` if a custom rule declares a part other than the sketch's.
 std::optional<sched::State> try_sample_program(const sched::State& sketch, const Task& task,
                                                const SearchOptions& options, std::mt19937_64& rng,
                                                const std::vector<InitRule>& custom_rules = {});

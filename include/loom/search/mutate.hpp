@@ -22,17 +22,12 @@
 ///
 /// Which steps random annotation made. A complete program's history is its sketch's steps (split
 /// lengths filled), then ChangeComputeLocation's compute_at steps, then the Parallel, Unroll and
-/// Vectorization steps (annotate.hpp). The last part starts at the first annotate or pragma step
-/// (with the fuse right before it, if that fuse is of the same stage); sketches written by the
-/// built-in rules have neither. ChangeComputeLocation's steps are the longest run of compute_at
-/// (or compute_root) steps right before it, in decreasing stage order, of stages that are neither
-/// tiled nor multi-level tiled and that the sketch did not place. A stage counts as placed by
-/// its sketch when an earlier step placed it, placed another stage inside it, or made it by
-/// cache_read: the built-in rules place the stages they compute inside another stage together
-/// with it (memory-bound reduction), and every cache_read copy. MutateComputeLocation edits only
-/// those steps and crossover compares the parents up to them. A sketch that ends by placing
-/// stages where ChangeComputeLocation could have put them gives the same history as the sketch
-/// without those steps; they then count as ChangeComputeLocation's.
+/// Vectorization steps (annotate.hpp). The program records where each part begins
+/// (sched::State::origins(), set by try_sample_program from the init rules' parts and kept by
+/// every operator here; tuning records carry them). MutateComputeLocation edits only the
+/// location part and crossover compares the parents up to it. A program that does not record
+/// them (a record of a log written before records did, a schedule built by hand) gets them from
+/// inferred_origins().
 ///
 /// Randomness: only `rng()` is used, reduced modulo the number of choices (as in annotate.hpp).
 /// The operators keep no state: threads may call them at once, each with its own engine.
@@ -134,10 +129,24 @@ std::optional<sched::State> mutate(const SketchContext& ctx, const sched::State&
                                    const std::vector<MutationRule>& rules, std::mt19937_64& rng,
                                    int attempts = 8);
 
+/// Where the parts of a history begin, inferred from its steps, for a program that does not
+/// record them. The annotation part starts at the first annotate or pragma step (with the fuse
+/// right before it, if that fuse is of the same stage); sketches written by the built-in rules
+/// have neither. ChangeComputeLocation's steps are the longest run of compute_at (or
+/// compute_root) steps right before it, in decreasing stage order, of stages that are neither
+/// tiled nor multi-level tiled and that the sketch did not place. A stage counts as placed by its
+/// sketch when an earlier step placed it, placed another stage inside it, or made it by
+/// cache_read: the built-in rules place the stages they compute inside another stage together
+/// with it (memory-bound reduction), and every cache_read copy. A sketch that ends by placing
+/// stages where ChangeComputeLocation could have put them gives the same history as the sketch
+/// without those steps; they then count as ChangeComputeLocation's (the recorded origins know
+/// better).
+sched::StepOrigins inferred_origins(const SketchContext& ctx, const sched::State& state);
+
 /// Node-based crossover (paper §5.1): a child on the loop structure of `a` whose stages each take
-/// their genes from `a` or `b`. The parents must come from the same sketch: their histories up
-/// to random annotation's compute_at steps (see the file comment) must be the same steps apart
-/// from split lengths and pragma values; otherwise nothing is returned. Then, per stage (one
+/// their genes from `a` or `b`, recording a's origins. The parents must come from the same
+/// sketch: their histories up to the location part (see the file comment) must be the same steps
+/// apart from split lengths and pragma values; otherwise nothing is returned. Then, per stage (one
 /// fair draw each, stages in the order they first appear in a's history, then b's):
 ///  - the child's history is a's, so every step's kind, stage and loop positions are a's;
 ///  - a stage whose random-annotation steps (compute location, parallel and vectorize fuses and

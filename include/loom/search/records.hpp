@@ -22,6 +22,9 @@
 /// | `threads`       | optional: the threads the program ran with (absent: not recorded)   |
 /// | `device`        | optional: the processor it ran on, LLVM's CPU name for the CPU (`"znver5"`)
 /// |
+/// | `cold_constants`| optional: `true` when the weights were evicted before each timed call |
+/// | `origins`       | optional: `[l, a]`, where the history's compute-location part and annotation
+/// part begin (sched::StepOrigins; absent: not recorded, as in logs of earlier versions) |
 ///
 /// For example (one line in the file, wrapped here):
 ///
@@ -99,6 +102,11 @@ struct TuningRecord {
   /// measures the other kind's fastest programs again, and best_record() prefers the cold ones.
   /// Written as the optional field "cold_constants" (omitted when false).
   bool cold_constants = false;
+  /// Where the parts of the steps' history begin, as the search made the program
+  /// (sched::State::origins()); a resumed run gives them back to the replayed program, so that
+  /// mutation and crossover need not infer them. Written as the optional field "origins",
+  /// `[location_begin, annotate_begin]` (omitted when unknown).
+  sched::StepOrigins origins;
   /// The format version of the line the record was read from. Writing always stamps
   /// kRecordsVersion, whatever this holds (as Ansor re-stamps old records).
   std::string version = kRecordsVersion;

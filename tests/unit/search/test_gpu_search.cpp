@@ -10,6 +10,7 @@
 #include <loom/sched/default_schedule.hpp>
 #include <loom/search/annotate.hpp>
 #include <loom/search/evolution.hpp>
+#include <loom/search/mutate.hpp>
 
 #include <algorithm>
 #include <random>
@@ -172,6 +173,31 @@ TEST_SUITE("search") {
     }
     MESSAGE("GPU emulation: " << total << " programs, " << wrong << " wrong");
     CHECK(wrong == 0);
+  }
+
+  TEST_CASE(
+      "GPU programs record an empty compute-location part: MutateComputeLocation moves none") {
+    // The GPU init rules have no ChangeComputeLocation, so MutateComputeLocation must find
+    // nothing to move. Inferred from the steps, the sketch's own last compute_at steps (shared
+    // copies, the fused cross-thread reductions) looked like ChangeComputeLocation's.
+    int programs = 0, misread = 0;
+    uint64_t seed = 4000;
+    for (const auto& w : gpu_property_workloads()) {
+      const Task task(w.dag, Target::cuda());
+      const search::SearchOptions options;
+      const search::SketchContext ctx(task, options);
+      std::mt19937_64 rng(++seed);
+      for (const sched::State& p : search::sample_programs(search::generate_sketches(task, options),
+                                                           task, options, rng, 10)) {
+        ++programs;
+        REQUIRE(p.origins().known());
+        CHECK(p.origins().location_begin == p.origins().annotate_begin);
+        misread += search::inferred_origins(ctx, p) != p.origins();
+        CHECK(!search::mutate_compute_location(ctx, p, rng));
+      }
+    }
+    MESSAGE(programs << " GPU programs, the inference misread " << misread);
+    CHECK(programs > 50);
   }
 
   TEST_CASE(

@@ -144,6 +144,22 @@ void check_follow_splits(const sched::State& s) {
   }
 }
 
+// The parts of `s`'s history are what the search's rules make: a location part of compute_at and
+// compute_root steps only, an annotation part with no location step (its splits cut long loops
+// for vectors, annotate_vectorize).
+void check_parts(const sched::State& s) {
+  const sched::StepOrigins& o = s.origins();
+  REQUIRE(o.known());
+  REQUIRE(o.annotate_begin <= static_cast<int>(s.steps().size()));
+  for (int i = 0; i < static_cast<int>(s.steps().size()); ++i) {
+    const sched::Step& step = s.steps()[i];
+    const bool location = std::holds_alternative<sched::ComputeAtStep>(step) ||
+                          std::holds_alternative<sched::ComputeRootStep>(step);
+    if (o.part_of(i) == sched::StepPart::Location) CHECK_MESSAGE(location, i);
+    if (o.part_of(i) == sched::StepPart::Annotation) CHECK_MESSAGE(!location, i);
+  }
+}
+
 struct rule_stats {
   int calls = 0, applied = 0, changed = 0, checked = 0;
 };
@@ -174,6 +190,9 @@ rule_stats exercise(const Setup& su, const loom_test::reference& ref,
     REQUIRE(complete(*child));
     CHECK(sched::replay(su.w.dag, child->steps()).to_string() == text);
     check_follow_splits(*child);
+    // Mutations edit values or the annotation part: where each part begins stays.
+    CHECK(child->origins() == parent.origins());
+    check_parts(*child);
     extra(parent, *child);
     if (static_cast<int>(run.size()) < max_runs && run.insert(text).second) {
       ++st.checked;
@@ -608,6 +627,7 @@ TEST_SUITE("search") {
             REQUIRE(complete(*c));
             CHECK(sched::replay(su.w.dag, c->steps()).to_string() == c->to_string());
             check_follow_splits(*c);
+            CHECK(c->origins() == ps[i].origins());
             const auto la = lengths_by_stage(ps[i]), lb = lengths_by_stage(ps[j]),
                        lc = lengths_by_stage(*c);
             bool took_a = false, took_b = false;
@@ -700,6 +720,8 @@ TEST_SUITE("search") {
           check_follow_splits(*t);
           // The target sketch's structure, with the program's lengths.
           const auto& target = su.sketches[l].steps();
+          CHECK(t->origins().location_begin == static_cast<int>(target.size()));
+          check_parts(*t);
           REQUIRE(t->steps().size() >= target.size());
           const auto from = lengths_by_stage(program);
           for (size_t s = 0; s < target.size(); ++s) {
@@ -733,6 +755,74 @@ TEST_SUITE("search") {
     CHECK(transferred > pairs / 2);
     CHECK(kept_all_annotation > transferred / 2);
     CHECK(run >= 20);
+  }
+
+  TEST_CASE("sampled programs record where their parts begin; the inference agrees on them") {
+    // The inference is what programs of logs written before records carried their origins
+    // get; on the built-in CPU rules it must find what sampling recorded.
+    const search::SearchOptions options;
+    int programs = 0, with_location = 0;
+    uint64_t seed = 900;
+    for (const auto& w : workloads()) {
+      Setup su(w, options);
+      std::mt19937_64 rng(seed++);
+      for (const sched::State& sketch : su.sketches)
+        for (int i = 0; i < 12; ++i) {
+          const sched::State p = search::sample_program(sketch, su.task, su.options, rng);
+          ++programs;
+          check_parts(p);
+          CHECK(p.origins().location_begin == static_cast<int>(sketch.steps().size()));
+          with_location += p.origins().annotate_begin > p.origins().location_begin;
+          CHECK_MESSAGE(search::inferred_origins(su.ctx, p) == p.origins(), su.w.name
+                                                                                << "\n"
+                                                                                << p.to_string());
+          // A replayed history knows nothing of its origins until told.
+          sched::State replayed = sched::replay(su.w.dag, p.steps());
+          CHECK(!replayed.origins().known());
+          replayed.set_origins(p.origins());
+          CHECK(replayed.origins() == p.origins());
+        }
+    }
+    MESSAGE(programs << " programs, " << with_location << " with a compute-location part");
+    CHECK(with_location > 0);
+  }
+
+  TEST_CASE("mutation uses the recorded origins, not the inference") {
+    // conv2d's padding stage is placed by ChangeComputeLocation. Told that the location part is
+    // empty (all of it the sketch's), MutateComputeLocation has nothing to move; the inference
+    // would have found the padding's step.
+    const search::SearchOptions options;
+    Setup su(op_conv2d(), options);
+    std::mt19937_64 rng(31);
+    int checked = 0;
+    for (int i = 0; i < 24; ++i) {
+      sched::State p =
+          search::sample_program(su.sketches[i % su.sketches.size()], su.task, su.options, rng);
+      const sched::StepOrigins o = p.origins();
+      if (o.annotate_begin == o.location_begin) continue;
+      ++checked;
+      p.set_origins({o.annotate_begin, o.annotate_begin});
+      for (int k = 0; k < 4; ++k) CHECK(!search::mutate_compute_location(su.ctx, p, rng));
+      p.set_origins({});
+      CHECK(search::inferred_origins(su.ctx, p) == o);
+    }
+    CHECK(checked > 0);
+  }
+
+  TEST_CASE("origins out of range and custom rules of a later part are refused") {
+    Setup su(op_matmul_relu(), {});
+    std::mt19937_64 rng(3);
+    sched::State p = search::sample_program(su.sketches[0], su.task, su.options, rng);
+    const int n = static_cast<int>(p.steps().size());
+    CHECK_THROWS_WITH_AS(p.set_origins({2, 1}), doctest::Contains("[loom.sched.E264]"), user_error);
+    CHECK_THROWS_WITH_AS(p.set_origins({0, n + 1}), doctest::Contains("[loom.sched.E264]"),
+                         user_error);
+    search::InitRule late{"Late",
+                          [](const search::SketchContext&, sched::State&, std::mt19937_64&) {},
+                          sched::StepPart::Annotation};
+    CHECK_THROWS_WITH_AS(
+        search::try_sample_program(su.sketches[0], su.task, su.options, rng, {late}),
+        doctest::Contains("[loom.search.E814]"), user_error);
   }
 
   TEST_CASE("the same seed gives the same mutations and children") {

@@ -139,6 +139,7 @@ void check_same(const search::TuningRecord& a, const search::TuningRecord& b) {
   CHECK(a.result.compile_seconds == b.result.compile_seconds);
   CHECK(a.result.run_seconds == b.result.run_seconds);
   CHECK(a.timestamp == b.timestamp);
+  CHECK(a.origins == b.origins);
   CHECK(b.version == search::kRecordsVersion);
 }
 
@@ -221,6 +222,8 @@ TEST_SUITE("search") {
             t->task, p, ok_result({1.0 / (3 + i), 2.0 / (7 + i), 1e-7 * std::sqrt(2.0 + i)}));
         CHECK(r.workload_key == t->dag->workload_key());
         CHECK(r.target == test_target().to_string());
+        CHECK(r.origins.known());
+        CHECK(r.origins == p.origins());
         written.push_back(r);
         owner.push_back(t);
         program_of.push_back(&p);
@@ -267,6 +270,33 @@ TEST_SUITE("search") {
       CHECK(sched::replay(t.dag, search::record_from_json_line(line).steps).to_string() ==
             p.to_string());
     }
+  }
+
+  TEST_CASE("a record carries where its history's parts begin; a line without them reads") {
+    const sampled_task& t = matmul_bias_relu_programs();
+    const sched::State& p = t.programs[0];
+    const std::string line =
+        search::to_json_line(search::make_tuning_record(t.task, p, ok_result({1e-3})));
+    const sched::StepOrigins o = p.origins();
+    const std::string field = ",\"origins\":[" + std::to_string(o.location_begin) + "," +
+                              std::to_string(o.annotate_begin) + "]";
+    REQUIRE(line.find(field) != std::string::npos);
+    CHECK(search::record_from_json_line(line).origins == o);
+    // As in logs written before records carried them.
+    std::string old = line;
+    old.erase(old.find(field), field.size());
+    CHECK(!search::record_from_json_line(old).origins.known());
+    const std::string n = std::to_string(p.steps().size());
+    for (const std::string& bad :
+         {std::string("[3,1]"), "[0," + n + "1]", std::string("[1]"), std::string("[-1,2]")}) {
+      std::string line_bad = old;
+      line_bad.insert(line_bad.size() - 1, ",\"origins\":" + bad);
+      CHECK_THROWS_WITH_AS(search::record_from_json_line(line_bad),
+                           doctest::Contains("[loom.search.E824]"), user_error);
+    }
+    old.insert(old.size() - 1, ",\"origins\":\"x\"");
+    CHECK_THROWS_WITH_AS(search::record_from_json_line(old),
+                         doctest::Contains("[loom.search.E821] field 'origins'"), user_error);
   }
 
   TEST_CASE("failed measurements keep their error, message and times") {

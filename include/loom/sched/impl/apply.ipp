@@ -535,6 +535,20 @@ LOOM_DECL void State::set_split_lengths(int step, std::vector<std::optional<int6
   sp->lengths = std::move(lengths);
 }
 
+LOOM_DECL void State::set_origins(StepOrigins origins) {
+  if (!origins.known() && origins.annotate_begin < 0) {
+    origins_ = {};
+    return;
+  }
+  LOOM_USER_CHECK(origins.location_begin >= 0 && origins.location_begin <= origins.annotate_begin &&
+                      origins.annotate_begin <= static_cast<int>(steps_.size()),
+                  "loom.sched.E264")
+      << "set_origins: the compute-location part begins at step " << origins.location_begin
+      << " and the annotation part at step " << origins.annotate_begin << ", but a history of "
+      << steps_.size() << " steps needs 0 <= the first <= the second <= " << steps_.size();
+  origins_ = origins;
+}
+
 LOOM_DECL std::vector<int> State::attached_at(const std::string& target, int iter_id) const {
   std::vector<int> out;
   for (size_t j = 0; j < stages_.size(); ++j) {

@@ -190,7 +190,8 @@ LOOM_DECL void change_compute_location(const SketchContext& ctx, sched::State& s
   if (ctx.options().disable_change_compute_location) return;
   // A stage whose location the sketch (a rule, or the user's hand-written part) chose keeps it,
   // and so does a stage the sketch computed another one inside (the rules place what they put
-  // a stage into; mutate.ipp's history_parts relies on it to tell the sketch's steps from ours).
+  // a stage into; mutate.ipp's inferred_origins relies on it to tell the sketch's steps from
+  // ours in programs that do not record where they came from).
   std::unordered_set<std::string> placed;
   for (const sched::Step& step : state.steps()) {
     if (std::holds_alternative<sched::ComputeAtStep>(step) ||
@@ -373,22 +374,44 @@ LOOM_DECL const std::vector<InitRule>& cpu_init_rules() {
   static const std::vector<InitRule> rules = {
       {"FillTileSize", [](const SketchContext& ctx, sched::State& s,
                           std::mt19937_64& rng) { s = fill_tile_sizes(s, ctx.options(), rng); }},
-      {"ChangeComputeLocation", change_compute_location},
-      {"Parallel", [](const SketchContext& ctx, sched::State& s,
-                      std::mt19937_64&) { annotate_parallel(ctx, s); }},
-      {"Unroll", annotate_unroll},
-      {"Vectorization", annotate_vectorize}};
+      {"ChangeComputeLocation", change_compute_location, sched::StepPart::Location},
+      {"Parallel",
+       [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
+         annotate_parallel(ctx, s);
+       },
+       sched::StepPart::Annotation},
+      {"Unroll", annotate_unroll, sched::StepPart::Annotation},
+      {"Vectorization", annotate_vectorize, sched::StepPart::Annotation}};
   return rules;
 }
 
 LOOM_DECL std::optional<sched::State> try_sample_program(
     const sched::State& sketch, const Task& task, const SearchOptions& options,
     std::mt19937_64& rng, const std::vector<InitRule>& custom_rules) {
+  for (const InitRule& rule : custom_rules)
+    LOOM_USER_CHECK(rule.part == sched::StepPart::Sketch, "loom.search.E814")
+        << "custom init rule '" << rule.name << "' declares its steps part of the "
+        << (rule.part == sched::StepPart::Location ? "compute-location" : "annotation")
+        << " part, but custom rules run first, on the sketch, before FillTileSize: leave its "
+        << "part as StepPart::Sketch";
   try {
     const SketchContext ctx(task, options);
     sched::State s = sketch;
     for (const InitRule& rule : custom_rules) rule.apply(ctx, s, rng);
-    for (const InitRule& rule : init_rules(task.target)) rule.apply(ctx, s, rng);
+    // Each part begins where the first rule of a later part meets the history.
+    sched::StepOrigins origins;
+    for (const InitRule& rule : init_rules(task.target)) {
+      const int at = static_cast<int>(s.steps().size());
+      if (rule.part != sched::StepPart::Sketch && origins.location_begin < 0)
+        origins.location_begin = at;
+      if (rule.part == sched::StepPart::Annotation && origins.annotate_begin < 0)
+        origins.annotate_begin = at;
+      rule.apply(ctx, s, rng);
+    }
+    const int end = static_cast<int>(s.steps().size());
+    if (origins.location_begin < 0) origins.location_begin = end;
+    if (origins.annotate_begin < 0) origins.annotate_begin = end;
+    s.set_origins(origins);
     return s;
   } catch (const user_error&) {
     return std::nullopt;

@@ -174,11 +174,13 @@ LOOM_DECL const std::vector<InitRule>& gpu_init_rules() {
   static const std::vector<InitRule> rules = {
       {"FillTileSize", [](const SketchContext& ctx, sched::State& s,
                           std::mt19937_64& rng) { s = fill_tile_sizes(s, ctx.options(), rng); }},
-      {"ThreadBind", gpu_thread_bind},
-      {"Unroll", annotate_unroll},
-      {"VerifyGpuProgram", [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
+      {"ThreadBind", gpu_thread_bind, sched::StepPart::Annotation},
+      {"Unroll", annotate_unroll, sched::StepPart::Annotation},
+      {"VerifyGpuProgram",
+       [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {
          (void)lower::lower_gpu(s, ctx.task().target);
-       }}};
+       },
+       sched::StepPart::Annotation}};
   return rules;
 }
 

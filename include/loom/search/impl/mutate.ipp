@@ -44,25 +44,41 @@ inline bool is_location_step(const sched::Step& s) {
          std::holds_alternative<sched::ComputeInlineStep>(s);
 }
 
-// `base` (a state whose history is a prefix of `steps`) with the rest of `steps` applied, or
-// nothing when a step is illegal. Replaying from a prefix state skips re-applying the prefix.
+// `base` (a state whose history is a prefix of `steps`) with the rest of `steps` applied and
+// the parts of its history beginning at `origins` (unknown ones stay unknown), or nothing when
+// a step is illegal. Replaying from a prefix state skips re-applying the prefix.
 inline std::optional<sched::State> replay_from(sched::State base,
-                                               const std::vector<sched::Step>& steps) {
+                                               const std::vector<sched::Step>& steps,
+                                               const sched::StepOrigins& origins) {
   try {
     for (size_t i = base.steps().size(); i < steps.size(); ++i) base.apply(steps[i]);
-    return base;
   } catch (const user_error&) {
     return std::nullopt;
   }
+  base.set_origins(origins);
+  return base;
 }
 
 inline std::optional<sched::State> replay(const sched::State& like,
-                                          const std::vector<sched::Step>& steps) {
+                                          const std::vector<sched::Step>& steps,
+                                          const sched::StepOrigins& origins) {
+  std::optional<sched::State> out;
   try {
-    return sched::replay(like.dag_ptr(), steps);
+    out = sched::replay(like.dag_ptr(), steps);
   } catch (const user_error&) {
     return std::nullopt;
   }
+  out->set_origins(origins);
+  return out;
+}
+
+// `origins` after `delta` steps were inserted (or, negative, removed) after step `at`: a part
+// that begins after it begins that much later.
+inline sched::StepOrigins shifted(sched::StepOrigins origins, int at, int delta) {
+  if (!origins.known()) return origins;
+  if (origins.location_begin > at) origins.location_begin += delta;
+  if (origins.annotate_begin > at) origins.annotate_begin += delta;
+  return origins;
 }
 
 // The state after the first `n` steps of `state`'s history.
@@ -72,63 +88,9 @@ inline sched::State replay_prefix(const sched::State& state, size_t n) {
   return s;
 }
 
-// Where random annotation's steps begin in a complete program's history (annotate.hpp: the
-// sketch's steps with their lengths filled, then ChangeComputeLocation's compute_at steps, then
-// the Parallel, Unroll and Vectorization steps, which are the only fuse-then-annotate,
-// annotate and pragma steps; sketches have none).
-struct HistoryParts {
-  /// First step that ChangeComputeLocation made (== annotate_begin when it made none).
-  int location_begin = 0;
-  /// First step of Parallel / Unroll / Vectorization.
-  int annotate_begin = 0;
-};
-
-inline HistoryParts history_parts(const SketchContext& ctx, const sched::State& state) {
-  const std::vector<sched::Step>& steps = state.steps();
-  const int n = static_cast<int>(steps.size());
-  HistoryParts parts{n, n};
-  for (int i = 0; i < n; ++i) {
-    const auto* an = std::get_if<sched::AnnotationStep>(&steps[i]);
-    if (!an && !std::holds_alternative<sched::PragmaStep>(steps[i])) continue;
-    parts.annotate_begin = i;
-    if (an && i > 0) {
-      const auto* fu = std::get_if<sched::FuseStep>(&steps[i - 1]);
-      if (fu && fu->stage == an->stage) parts.annotate_begin = i - 1;
-    }
-    break;
-  }
-  // ChangeComputeLocation visits the stages from the last to the first and writes at most one
-  // step for each stage it may move: one that the sketch did not place, not tiled and not
-  // multi-level tiled. Its steps are therefore the longest run of such location steps, in
-  // decreasing stage order, that ends where annotation begins. A stage is taken as placed by
-  // its sketch when an earlier step placed it, placed another stage inside it, or made it by
-  // cache_read (the built-in rules place what they put inside a stage, and every cache_read
-  // copy, together with that stage).
-  int later_stage = -1;  // stage of the step after i in the run (walking backwards)
-  int i = parts.annotate_begin - 1;
-  for (; i >= 0; --i) {
-    if (!std::holds_alternative<sched::ComputeAtStep>(steps[i]) &&
-        !std::holds_alternative<sched::ComputeRootStep>(steps[i]))
-      break;
-    const std::string& name = sched::step_stage(steps[i]);
-    const int si = state.stage_index(name);
-    if (si <= later_stage) break;
-    const sched::Stage& s = state.stages()[si];
-    if (s.is_placeholder || s.is_output || is_tiled(s) || needs_multi_level_tiling(ctx, state, si))
-      break;
-    bool placed_by_sketch = false;
-    for (int j = 0; j < i && !placed_by_sketch; ++j) {
-      const auto* ca = std::get_if<sched::ComputeAtStep>(&steps[j]);
-      const auto* cr = std::get_if<sched::CacheReadStep>(&steps[j]);
-      placed_by_sketch = (is_location_step(steps[j]) && sched::step_stage(steps[j]) == name) ||
-                         (ca && ca->target == name) ||
-                         (cr && cr->stage + "." + sched::scope_name(cr->scope) == name);
-    }
-    if (placed_by_sketch) break;
-    later_stage = si;
-  }
-  parts.location_begin = i + 1;
-  return parts;
+// Where the parts of `state`'s history begin: as it records them, else inferred.
+inline sched::StepOrigins origins_of(const SketchContext& ctx, const sched::State& state) {
+  return state.origins().known() ? state.origins() : search::inferred_origins(ctx, state);
 }
 
 // Whether two steps are the same edit apart from split lengths and pragma values. No
@@ -343,6 +305,55 @@ inline std::vector<int64_t> split_levels(const sched::SplitStep& sp) {
 
 }  // namespace detail
 
+LOOM_DECL sched::StepOrigins inferred_origins(const SketchContext& ctx, const sched::State& state) {
+  const std::vector<sched::Step>& steps = state.steps();
+  const int n = static_cast<int>(steps.size());
+  sched::StepOrigins parts{n, n};
+  for (int i = 0; i < n; ++i) {
+    const auto* an = std::get_if<sched::AnnotationStep>(&steps[i]);
+    if (!an && !std::holds_alternative<sched::PragmaStep>(steps[i])) continue;
+    parts.annotate_begin = i;
+    if (an && i > 0) {
+      const auto* fu = std::get_if<sched::FuseStep>(&steps[i - 1]);
+      if (fu && fu->stage == an->stage) parts.annotate_begin = i - 1;
+    }
+    break;
+  }
+  // ChangeComputeLocation visits the stages from the last to the first and writes at most one
+  // step for each stage it may move: one that the sketch did not place, not tiled and not
+  // multi-level tiled. Its steps are therefore the longest run of such location steps, in
+  // decreasing stage order, that ends where annotation begins. A stage is taken as placed by
+  // its sketch when an earlier step placed it, placed another stage inside it, or made it by
+  // cache_read (the built-in rules place what they put inside a stage, and every cache_read
+  // copy, together with that stage).
+  int later_stage = -1;  // stage of the step after i in the run (walking backwards)
+  int i = parts.annotate_begin - 1;
+  for (; i >= 0; --i) {
+    if (!std::holds_alternative<sched::ComputeAtStep>(steps[i]) &&
+        !std::holds_alternative<sched::ComputeRootStep>(steps[i]))
+      break;
+    const std::string& name = sched::step_stage(steps[i]);
+    const int si = state.stage_index(name);
+    if (si <= later_stage) break;
+    const sched::Stage& s = state.stages()[si];
+    if (s.is_placeholder || s.is_output || is_tiled(s) || needs_multi_level_tiling(ctx, state, si))
+      break;
+    bool placed_by_sketch = false;
+    for (int j = 0; j < i && !placed_by_sketch; ++j) {
+      const auto* ca = std::get_if<sched::ComputeAtStep>(&steps[j]);
+      const auto* cr = std::get_if<sched::CacheReadStep>(&steps[j]);
+      placed_by_sketch =
+          (detail::is_location_step(steps[j]) && sched::step_stage(steps[j]) == name) ||
+          (ca && ca->target == name) ||
+          (cr && cr->stage + "." + sched::scope_name(cr->scope) == name);
+    }
+    if (placed_by_sketch) break;
+    later_stage = si;
+  }
+  parts.location_begin = i + 1;
+  return parts;
+}
+
 LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
                                                        const sched::State& state,
                                                        std::mt19937_64& rng) {
@@ -432,7 +443,7 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   std::vector<sched::Step> edited = steps;
   std::get<sched::SplitStep>(edited[step_id]).lengths = std::move(lengths);
   // Follow splits read the source step's lengths when they are applied, so they follow.
-  return detail::replay(state, edited);
+  return detail::replay(state, edited, state.origins());
 }
 
 LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& ctx,
@@ -488,7 +499,7 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
         auto& lengths = std::get<sched::SplitStep>(edited[step_id]).lengths;
         for (size_t j = 0; j < lengths.size(); ++j) lengths[j] = (*level)[j + 1];
       }
-      return detail::replay(state, edited);
+      return detail::replay(state, edited, state.origins());
     }
   }
   return std::nullopt;
@@ -512,7 +523,7 @@ LOOM_DECL std::optional<sched::State> mutate_auto_unroll(const SketchContext& ct
   if (values.empty()) return std::nullopt;
   std::vector<sched::Step> edited = steps;
   std::get<sched::PragmaStep>(edited[step_id]).max_step = values[draw(rng, values.size())];
-  return detail::replay(state, edited);
+  return detail::replay(state, edited, state.origins());
 }
 
 LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContext& ctx,
@@ -520,7 +531,7 @@ LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContex
                                                               std::mt19937_64& rng) {
   using detail::draw;
   if (ctx.options().disable_change_compute_location) return std::nullopt;
-  const detail::HistoryParts parts = detail::history_parts(ctx, state);
+  const sched::StepOrigins parts = detail::origins_of(ctx, state);
   if (parts.location_begin >= parts.annotate_begin) return std::nullopt;
   const int step_id =
       parts.location_begin +
@@ -552,7 +563,7 @@ LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContex
       continue;
     std::vector<sched::Step> edited = steps;
     edited[step_id] = choices[c];
-    auto out = detail::replay_from(before, edited);
+    auto out = detail::replay_from(before, edited, state.origins());
     if (out && out->to_string() != old_text) return out;
   }
   return std::nullopt;
@@ -608,7 +619,8 @@ LOOM_DECL std::optional<sched::State> mutate_parallel(const SketchContext&,
   }
   const int delta = (new_count > 1) - (has_fuse ? 1 : 0);
   if (delta != 0) detail::shift_step_references(edited, fuse_id + 1, delta);
-  return detail::replay_from(std::move(before), edited);
+  return detail::replay_from(std::move(before), edited,
+                             detail::shifted(state.origins(), fuse_id, delta));
 }
 
 LOOM_DECL const std::vector<MutationRule>& cpu_mutation_rules() {
@@ -656,10 +668,11 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
   const std::vector<sched::Step>& sb = b.steps();
   // The sketch part: everything before random annotation's compute_at steps. Where the
   // parents' ChangeComputeLocation steps seem to begin at different places (the last steps of a
-  // sketch may look like ChangeComputeLocation's, see history_parts), both parents must have the
+  // sketch may look like ChangeComputeLocation's when a parent does not record them, see
+  // inferred_origins), both parents must have the
   // same steps up to the later beginning: for one sketch those are its own steps in both.
-  const int sketch_end = std::max(detail::history_parts(ctx, a).location_begin,
-                                  detail::history_parts(ctx, b).location_begin);
+  const int sketch_end = std::max(detail::origins_of(ctx, a).location_begin,
+                                  detail::origins_of(ctx, b).location_begin);
   if (static_cast<int>(std::min(sa.size(), sb.size())) < sketch_end) return std::nullopt;
   for (int i = 0; i < sketch_end; ++i)
     if (!detail::same_structure(sa[i], sb[i])) return std::nullopt;
@@ -710,14 +723,16 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
         pr->max_step = std::get<sched::PragmaStep>(sb[ids_b[k]]).max_step;
     }
   }
-  return detail::replay(a, child);
+  // The child has a's structure, so a's parts.
+  return detail::replay(a, child, a.origins());
 }
 
 LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ctx,
                                                          const sched::State& program,
                                                          const sched::State& sketch) {
   const std::vector<sched::Step>& from = program.steps();
-  const int program_sketch_end = detail::history_parts(ctx, program).location_begin;
+  const sched::StepOrigins program_parts = detail::origins_of(ctx, program);
+  const int program_sketch_end = program_parts.location_begin;
 
   // The k-th split of a (stage, loop, extent, level count) in the sketch takes the lengths of
   // the k-th such split of the program's sketch part.
@@ -738,8 +753,10 @@ LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ct
   }
   if (same_as_program) return std::nullopt;
 
-  std::optional<sched::State> out = detail::replay(program, steps);
+  std::optional<sched::State> out = detail::replay(program, steps, {});
   if (!out) return std::nullopt;
+  // The program's location steps that apply here are the new history's location part.
+  sched::StepOrigins origins{static_cast<int>(steps.size()), static_cast<int>(steps.size())};
   // The annotation, stage by stage in its order: a stage whose step does not apply here (a
   // stage the sketch lacks, a loop it has elsewhere) keeps what it got before that step.
   std::set<std::string> dropped;
@@ -750,10 +767,12 @@ LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ct
       sched::State next = *out;
       next.apply(from[i]);
       out = std::move(next);
+      if (static_cast<int>(i) < program_parts.annotate_begin) ++origins.annotate_begin;
     } catch (const user_error&) {
       dropped.insert(stage);
     }
   }
+  out->set_origins(origins);
   return out;
 }
 

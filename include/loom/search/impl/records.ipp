@@ -107,6 +107,7 @@ LOOM_DECL TuningRecord make_tuning_record(const Task& task, const sched::State& 
   r.workload_key = task.workload_key();
   r.target = task.target.to_string();
   r.steps = program.steps();
+  r.origins = program.origins();
   r.result = result;
   r.timestamp = unix_time_now();
   return r;
@@ -141,6 +142,9 @@ LOOM_DECL std::string to_json_line(const TuningRecord& record) {
   if (record.threads > 0) out += ",\"threads\":" + std::to_string(record.threads);
   if (!record.device.empty()) out += ",\"device\":" + dump(record.device);
   if (record.cold_constants) out += ",\"cold_constants\":true";
+  if (record.origins.known())
+    out += ",\"origins\":[" + std::to_string(record.origins.location_begin) + "," +
+           std::to_string(record.origins.annotate_begin) + "]";
   out += '}';
   return out;
 }
@@ -206,6 +210,17 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
   }
   if (j.contains("cold_constants"))
     r.cold_constants = field(j, "cold_constants", &json::is_boolean, "true or false").get<bool>();
+  if (j.contains("origins")) {
+    const json& o = field(j, "origins", &json::is_array, "an array");
+    const int64_t n = static_cast<int64_t>(r.steps.size());
+    LOOM_USER_CHECK(o.size() == 2 && o[0].is_number_integer() && o[1].is_number_integer() &&
+                        o[0].get<int64_t>() >= 0 && o[0].get<int64_t>() <= o[1].get<int64_t>() &&
+                        o[1].get<int64_t>() <= n,
+                    "loom.search.E824")
+        << "field 'origins' of the tuning record is " << o.dump() << ", not [l, a] with 0 <= l "
+        << "<= a <= " << n << " (the number of steps)";
+    r.origins = {static_cast<int>(o[0].get<int64_t>()), static_cast<int>(o[1].get<int64_t>())};
+  }
   return r;
 }
 

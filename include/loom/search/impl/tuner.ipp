@@ -168,7 +168,9 @@ class Tuner {
 
   std::optional<sched::State> replay(const TuningRecord& r) const {
     try {
-      return sched::replay(task_.dag, r.steps);
+      sched::State state = sched::replay(task_.dag, r.steps);
+      state.set_origins(r.origins);
+      return state;
     } catch (const loom::error& e) {
       progress_.not_replayed(e);
       return std::nullopt;
