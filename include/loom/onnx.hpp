@@ -23,9 +23,9 @@
 ///
 /// Supported: the default domain (`ai.onnx`) at opsets 7 to 17, float32 data (int64 and int32
 /// for the shape arithmetic, float64 where an operator allows it). The operators, with the
-/// attributes each accepts, are the table in loom/onnx/impl/import.ipp (`supported_operators()`
-/// lists them). A model with anything else fails at import with loom::user_error naming the
-/// node, its op type and what is unsupported:
+/// attributes each accepts, are the table in loom/onnx/impl/import.ipp
+/// (`supported_onnx_operators()` lists them). A model with anything else fails at import with
+/// loom::user_error naming the node, its op type and what is unsupported:
 ///
 /// | id     | what                                                                      |
 /// |--------|---------------------------------------------------------------------------|

@@ -10,6 +10,7 @@
 //    checked against the DAG interpreter.
 #include <doctest/doctest.h>
 
+#include <loom/compile_threads.hpp>
 #include <loom/cost/features.hpp>
 #include <loom/runtime/parallel.hpp>
 #include <loom/sched/record.hpp>
@@ -414,7 +415,9 @@ TEST_CASE(
   CHECK(any.resumed == 16 + 8 + 8);
 }
 
-TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the same batches") {
+TEST_CASE(
+    "EvolutionarySearch never picks a program twice; a seed gives the same batches on any number "
+    "of compile threads") {
   const auto w = loom_test::matmul_bias_relu(32, 32, 32);
   Task task(w.dag);
   // Also with children moved across sketches (their draws come from the same per-child streams).
@@ -425,6 +428,7 @@ TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the 
     evo.sketch_transfer_probability = transfer;
     std::vector<std::string> first_run;
     for (int run = 0; run < 2; ++run) {
+      set_compile_threads(run == 0 ? 1 : 3);
       search::EvolutionarySearch s(task, {}, evo, 21);
       std::set<std::string> seen;
       std::vector<std::string> order;
@@ -446,6 +450,7 @@ TEST_CASE("EvolutionarySearch never picks a program twice, and a seed gives the 
         CHECK_MESSAGE(order == first_run, "sketch_transfer_probability " << transfer);
     }
   }
+  set_compile_threads(0);
 }
 
 TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log and build_best") {

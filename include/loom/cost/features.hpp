@@ -263,8 +263,8 @@ LOOM_DECL ProgramFeatures extract_features(const ir::LoweredFunc& f, const Targe
 /// throws for an incomplete or illegal state (a sketch: `[loom.lower.E410]`).
 LOOM_DECL ProgramFeatures extract_features(const sched::State& state, const Target& target);
 
-/// The features of many states, spread over the runtime's threads (runtime/parallel.hpp,
-/// `runtime::set_num_threads`) when `parallel`: each thread takes the next state as it finishes
+/// The features of many states, spread over loom's compile threads (loom/compile_threads.hpp,
+/// `set_compile_threads`) when `parallel`: each thread takes the next state as it finishes
 /// one, so programs of very different cost keep every thread busy. As in Ansor, a state whose
 /// lowering fails gets an empty ProgramFeatures (`num_rows == 0`) instead of an exception, so
 /// one bad candidate cannot stop a search round. The result does not depend on the thread count.

@@ -79,8 +79,8 @@ struct GbdtParams {
   int max_bins = 64;
   /// Seed of the feature, group and validation sampling.
   uint64_t seed = 43;
-  /// Threads for histogram building and prediction (0: all hardware threads). The model does not
-  /// depend on it.
+  /// Threads for histogram building and prediction (0: loom's compile threads,
+  /// loom/compile_threads.hpp). The model does not depend on it.
   int num_threads = 1;
 };
 

@@ -20,10 +20,10 @@
 ///     score first, then random members of the initial population; never a program measured
 ///     before, never twice the same. Programs are the same when their step records are.
 ///
-/// Sampling, mutation and feature extraction run on the runtime's threads
-/// (runtime/parallel.hpp); every random draw comes from a generator seeded per candidate from
-/// the search's seed, so a seed gives the same batches whatever the thread count. The model is
-/// called from the calling thread only.
+/// Sampling, mutation and feature extraction run on loom's compile threads
+/// (loom/compile_threads.hpp), not the kernels' runtime; every random draw comes from a generator
+/// seeded per candidate from the search's seed, so a seed gives the same batches whatever the
+/// thread count. The model is called from the calling thread only.
 ///
 /// Ablations: `generations = 0` is Ansor's "no fine-tuning" (sampling ranked by the model); a
 /// model that returns random scores (cost::RandomCostModel) with `generations = 0` is random

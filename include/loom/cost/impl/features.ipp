@@ -6,10 +6,9 @@
 // Ansor's feature.cc) and the annotations (features_annotation.ipp: group 4).
 #include "loom/cost/features.hpp"
 #include "loom/ir/simplify.hpp"
-#include "loom/runtime/parallel.hpp"
+#include "loom/compile_threads.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <initializer_list>
@@ -146,20 +145,15 @@ LOOM_DECL std::vector<ProgramFeatures> extract_features(
       out[i].num_features = kNumFeatures;
     }
   };
-  const auto n = static_cast<int64_t>(states.size());
-  const int64_t threads = parallel ? std::min<int64_t>(runtime::num_threads(), n) : 1;
-  if (threads <= 1) {
-    for (size_t i = 0; i < states.size(); ++i) one(i);
-    return out;
-  }
   // Programs differ in cost several times over (a tiled convolution against an elementwise
-  // nest), so fixed halves would leave a core idle: each thread takes the next program from a
-  // shared counter. A thread that joins late (or never, on a busy machine) finds fewer left.
-  std::atomic<int64_t> next{0};
-  runtime::parallel_for(threads, [&](int64_t, int64_t) {
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;)
-      one(static_cast<size_t>(i));
-  });
+  // nest), so fixed halves would leave a core idle: one chunk per program, each thread taking
+  // the next as it finishes one.
+  ::loom::detail::parallel_chunks(
+      states.size(), states.size(),
+      [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) one(i);
+      },
+      parallel ? 0 : 1);
   return out;
 }
 

@@ -1,6 +1,8 @@
 // Bodies of loom/cost/gbdt.hpp: binning, histogram tree growth, boosting with early stopping,
 // blocked prediction and the text format.
 #include "loom/cost/gbdt.hpp"
+
+#include "loom/compile_threads.hpp"
 #include "loom/detail/random.hpp"
 
 #include <algorithm>
@@ -29,27 +31,7 @@ inline constexpr size_t kEdgeSampleRows = 8192;
 /// Work (rows × features) below which a histogram is built on one thread: spawning costs more.
 inline constexpr size_t kParallelHistWork = size_t{1} << 17;
 
-inline int resolve_threads(int n) {
-  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(n, 1);
-}
-
-/// Runs fn(begin, end) over `threads` contiguous chunks of [0, n), the first on this thread.
-/// Every chunk writes disjoint data, so the result does not depend on the thread count.
-template <class Fn>
-void parallel_chunks(int threads, size_t n, Fn&& fn) {
-  threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), n));
-  if (threads <= 1) {
-    fn(size_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&fn, t, threads, n] { fn(n * t / threads, n * (t + 1) / threads); });
-  fn(size_t{0}, n / threads);
-  for (std::thread& th : pool) th.join();
-}
+inline int resolve_threads(int n) { return n > 0 ? n : compile_threads(); }
 
 using detail::unit_draw;
 
@@ -348,7 +330,7 @@ inline void Trainer::build_hist(size_t begin, size_t end, double G, double H,
   const size_t nsel = features_.size();
   for (int f : features_) std::fill(hist + hist_offset_[f], hist + hist_offset_[f + 1], GradPair{});
   if (threads_ > 1 && (end - begin) * nsel >= kParallelHistWork) {
-    parallel_chunks(threads_, nsel, [&](size_t f0, size_t f1) {
+    ::loom::detail::parallel_chunks(nsel, static_cast<size_t>(threads_), [&](size_t f0, size_t f1) {
       for (size_t i = begin; i < end; ++i) {
         const uint32_t r = index_[i];
         const GradPair gh = grad_[r];
@@ -806,7 +788,7 @@ inline void check_params(const GbdtParams& p) {
   if (!(p.validation_fraction >= 0 && p.validation_fraction < 1))
     fail("validation_fraction", p.validation_fraction, "in [0, 1)");
   if (p.max_bins < 2 || p.max_bins > 256) fail("max_bins", p.max_bins, "in [2, 256]");
-  if (p.num_threads < 0) fail("num_threads", p.num_threads, ">= 0 (0: all hardware threads)");
+  if (p.num_threads < 0) fail("num_threads", p.num_threads, ">= 0 (0: loom's compile threads)");
 }
 
 }  // namespace detail_gbdt
@@ -856,7 +838,7 @@ LOOM_DECL void Gbdt::predict_rows(const float* rows, size_t num_rows, float* out
   const size_t blocks = (num_rows + kPredictBlock - 1) / kPredictBlock;
   const int threads = detail_gbdt::resolve_threads(params_.num_threads);
   if (threads > 1 && blocks >= 2 * static_cast<size_t>(threads) && trees > 0)
-    detail_gbdt::parallel_chunks(threads, blocks, run);
+    ::loom::detail::parallel_chunks(blocks, static_cast<size_t>(threads), run, threads);
   else
     run(0, blocks);
 }

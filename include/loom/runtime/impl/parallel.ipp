@@ -12,6 +12,7 @@
 //   of one kernel then cost no wake-up), then sleep on a condition variable.
 #include "loom/runtime/parallel.hpp"
 
+#include "loom/detail/cores.hpp"
 #include "loom/error.hpp"
 
 #include <pthread.h>
@@ -205,15 +206,6 @@ LOOM_DECL thread_pool* pool() noexcept {
   return p;
 }
 
-LOOM_DECL int hardware_threads() noexcept {
-#ifdef __linux__
-  // The cores this process may run on (taskset, cgroup cpusets), not the machine's.
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-#endif
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 }  // namespace detail_parallel
 
 LOOM_DECL int default_num_threads() noexcept {
@@ -222,7 +214,7 @@ LOOM_DECL int default_num_threads() noexcept {
       int v = std::atoi(env);
       if (v > 0) return v;
     }
-    return detail_parallel::hardware_threads();
+    return ::loom::detail::available_cores();
   }();
   return n;
 }

@@ -5,7 +5,7 @@
 #include "loom/detail/clock.hpp"
 #include "loom/detail/random.hpp"
 #include "loom/lower/gpu.hpp"
-#include "loom/runtime/parallel.hpp"
+#include "loom/compile_threads.hpp"
 #include "loom/sched/record.hpp"
 
 #include <algorithm>
@@ -106,8 +106,8 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::sample_
   while (out.size() < wanted) {
     const uint64_t batch_seed = rng();
     std::vector<std::optional<Candidate>> drawn(static_cast<size_t>(batch));
-    runtime::parallel_for(batch, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
+    ::loom::detail::parallel_chunks(static_cast<size_t>(batch), [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
         std::mt19937_64 r(mix(batch_seed + static_cast<uint64_t>(i)));
         const int sketch = static_cast<int>(r() % sketches_.size());
         std::optional<sched::State> s = try_sample_program(sketches_[sketch], task_, space_, r);
@@ -167,8 +167,8 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
   const int64_t n = options_.population;
   std::vector<std::optional<Candidate>> next(static_cast<size_t>(n));
   std::vector<char> changed(static_cast<size_t>(n), 0);
-  runtime::parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
+  ::loom::detail::parallel_chunks(static_cast<size_t>(n), [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
       std::mt19937_64 r(mix(gen_seed + static_cast<uint64_t>(i)));
       const Candidate& a = pop[roulette.draw(r)];
       if (::loom::detail::unit_draw(r) < options_.crossover_probability) {
@@ -203,8 +203,8 @@ LOOM_DECL std::vector<EvolutionarySearch::Candidate> EvolutionarySearch::next_ge
       next[i].emplace(a);
     }
   });
-  runtime::parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
+  ::loom::detail::parallel_chunks(static_cast<size_t>(n), [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i)
       if (changed[i]) next[i]->key = program_key(next[i]->state);
   });
   std::vector<Candidate> out;
