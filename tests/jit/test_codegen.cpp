@@ -296,7 +296,7 @@ TEST_SUITE("jit") {
 
   TEST_CASE("a vectorized loop of any length becomes power-of-two vectors and computes right") {
     // LLVM legalizes a vector of another length by widening and shuffling every operation
-    // (passes.ipp, vector_chunks): lowering cuts such loops into vectors of up to 16 lanes.
+    // (lower/vectorize_loops.hpp): lowering cuts such loops into vectors of up to 16 lanes.
     struct store_lanes : ir::StmtVisitor {
       std::vector<int> lanes;
       using ir::StmtVisitor::visit;

@@ -22,7 +22,7 @@ LOOM_BEGIN_NAMESPACE
 namespace ir {
 
 /// Base of every expression node: a kind tag (used instead of RTTI) and a type.
-struct ExprNode : detail::ref_counted {
+struct ExprNode : ::loom::detail::ref_counted {
   NodeKind kind;
   DType dtype;
   ExprNode(NodeKind k, DType t) : kind(k), dtype(t) {}
@@ -53,7 +53,7 @@ class Expr {
   }
 
  private:
-  detail::intrusive_ptr<const ExprNode> node_;
+  ::loom::detail::intrusive_ptr<const ExprNode> node_;
 };
 
 /// A loop/axis variable. Two variables are the same only if they are the same node.
@@ -163,9 +163,9 @@ struct TensorNode;
 /// Reads one element of a tensor: `A[i, k]`. Indices are integral and as many as the rank.
 struct TensorRead final : ExprNode {
   static constexpr NodeKind node_kind = NodeKind::TensorRead;
-  detail::intrusive_ptr<const TensorNode> tensor;
+  ::loom::detail::intrusive_ptr<const TensorNode> tensor;
   std::vector<Expr> indices;
-  TensorRead(DType t, detail::intrusive_ptr<const TensorNode> x, std::vector<Expr> i)
+  TensorRead(DType t, ::loom::detail::intrusive_ptr<const TensorNode> x, std::vector<Expr> i)
       : ExprNode(node_kind, t), tensor(std::move(x)), indices(std::move(i)) {}
   static Expr make(const Tensor& tensor, std::vector<Expr> indices);
 };
@@ -195,7 +195,7 @@ enum class MemoryScope : uint8_t {
 };
 
 /// A flat, row-major array of the lowered loop nest: a kernel argument or an allocation.
-struct BufferNode final : detail::ref_counted {
+struct BufferNode final : ::loom::detail::ref_counted {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
@@ -207,7 +207,7 @@ struct BufferNode final : detail::ref_counted {
     return n;
   }
 };
-using Buffer = detail::intrusive_ptr<const BufferNode>;
+using Buffer = ::loom::detail::intrusive_ptr<const BufferNode>;
 Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape,
                    MemoryScope scope = MemoryScope::Global, int arg_index = -1);
 
@@ -257,7 +257,7 @@ enum class OpKind : uint8_t { Placeholder, Compute };
 /// A tensor and the operation that produces it: a placeholder (input) or a compute whose value at
 /// `axes` is `body`. Shapes are constant. Identity matters: two computes with equal bodies are
 /// still two different tensors.
-struct TensorNode final : detail::ref_counted {
+struct TensorNode final : ::loom::detail::ref_counted {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
@@ -271,11 +271,11 @@ struct TensorNode final : detail::ref_counted {
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(detail::intrusive_ptr<const TensorNode> n) : node_(std::move(n)) {}
+  explicit Tensor(::loom::detail::intrusive_ptr<const TensorNode> n) : node_(std::move(n)) {}
   bool defined() const { return static_cast<bool>(node_); }
   const TensorNode* get() const { return node_.get(); }
   const TensorNode* operator->() const { return node_.get(); }
-  const detail::intrusive_ptr<const TensorNode>& ptr() const { return node_; }
+  const ::loom::detail::intrusive_ptr<const TensorNode>& ptr() const { return node_; }
   const std::string& name() const { return node_->name; }
   DType dtype() const { return node_->dtype; }
   const std::vector<int64_t>& shape() const { return node_->shape; }
@@ -287,7 +287,7 @@ class Tensor {
   friend bool operator==(const Tensor& a, const Tensor& b) { return a.same_as(b); }
 
  private:
-  detail::intrusive_ptr<const TensorNode> node_;
+  ::loom::detail::intrusive_ptr<const TensorNode> node_;
 };
 
 /// A new input tensor.

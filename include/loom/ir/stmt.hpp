@@ -18,7 +18,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace ir {
 
-struct StmtNode : detail::ref_counted {
+struct StmtNode : ::loom::detail::ref_counted {
   StmtKind kind;
   explicit StmtNode(StmtKind k) : kind(k) {}
 };
@@ -38,7 +38,7 @@ class Stmt {
   }
 
  private:
-  detail::intrusive_ptr<const StmtNode> node_;
+  ::loom::detail::intrusive_ptr<const StmtNode> node_;
 };
 
 struct For final : StmtNode {

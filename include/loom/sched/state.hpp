@@ -22,7 +22,9 @@
 ///  4. search/impl/mutate.ipp: `structure_equal` (which fields are values the search may
 ///     change), `step_renumberer` (which fields are loop positions) and
 ///     `step_reference_shifter` (which fields refer to earlier steps).
-///  5. If it changes loop structure or data flow, teach lower/ to honour it.
+///  5. If it changes loop structure or data flow, teach lower/ to honour it: loops in
+///     lower/stage_loops (split/fuse arithmetic) and lower/build_loop_nests, buffers and regions
+///     in lower/plan_buffers and lower/infer_regions.
 ///  6. tests/support/random_schedule.hpp: a `random_step_kinds()` entry that draws it, or a line
 ///     in `steps_not_drawn()` saying why not (tests/unit/sched/test_step_table.cpp checks).
 ///  7. Tests: the step alone against the reference interpreter and each illegal use's error

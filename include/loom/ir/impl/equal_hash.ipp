@@ -4,7 +4,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace ir {
 
-namespace detail_ir {
+namespace detail {
 
 class equal_checker {
  public:
@@ -96,10 +96,10 @@ class equal_checker {
   std::unordered_map<const Variable*, const Variable*> map_, rmap_;
 };
 
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL bool structural_equal(const Expr& a, const Expr& b, bool map_free_vars) {
-  return detail_ir::equal_checker(map_free_vars).eq(a, b);
+  return detail::equal_checker(map_free_vars).eq(a, b);
 }
 
 LOOM_DECL uint64_t StructuralHasher::var_id(const Variable* v) {
@@ -111,7 +111,7 @@ LOOM_DECL uint64_t StructuralHasher::var_id(const Variable* v) {
 }
 
 LOOM_DECL uint64_t StructuralHasher::hash(const Expr& e) {
-  using detail::hash_combine;
+  using ::loom::detail::hash_combine;
   if (!e.defined()) return 0x5bd1e995ull;
   uint64_t h = hash_combine(static_cast<uint64_t>(e.kind()) + 1, e.dtype().bits);
   h = hash_combine(h, static_cast<uint64_t>(e.dtype().code) * 1000 + e.dtype().lanes);
@@ -122,7 +122,8 @@ LOOM_DECL uint64_t StructuralHasher::hash(const Expr& e) {
   }
   switch (e.kind()) {
     case NodeKind::IntImm: return hash_combine(h, static_cast<uint64_t>(e.as<IntImm>()->value));
-    case NodeKind::FloatImm: return hash_combine(h, detail::hash_double(e.as<FloatImm>()->value));
+    case NodeKind::FloatImm:
+      return hash_combine(h, ::loom::detail::hash_double(e.as<FloatImm>()->value));
     case NodeKind::Variable: return hash_combine(h, var_id(e.as<Variable>()));
     case NodeKind::Cast: return hash_combine(h, hash(e.as<Cast>()->value));
     case NodeKind::Not: return hash_combine(h, hash(e.as<Not>()->a));
@@ -164,7 +165,7 @@ LOOM_DECL uint64_t StructuralHasher::hash(const Expr& e) {
     }
     case NodeKind::Load: {
       auto* l = e.as<Load>();
-      h = hash_combine(h, detail::hash_string(l->buffer->name));
+      h = hash_combine(h, ::loom::detail::hash_string(l->buffer->name));
       return hash_combine(h, hash(l->index));
     }
     case NodeKind::Ramp: {

@@ -18,7 +18,7 @@ LOOM_DECL Expr Variable::make(std::string name, DType t) {
   return new Variable(std::move(name), t);
 }
 
-namespace detail_ir {
+namespace detail {
 inline int64_t wrap_to(DType t, int64_t v) {
   if (t.is_bool()) return v != 0;
   if (t.bits == 64) return v;
@@ -28,7 +28,7 @@ inline int64_t wrap_to(DType t, int64_t v) {
   if (t.is_int() && (u >> (bits - 1)) & 1) u |= ~mask;  // sign-extend
   return static_cast<int64_t>(u);
 }
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL Expr IntImm::make(DType t, int64_t value) {
   LOOM_USER_CHECK(t.is_integral(), "loom.ir.E002")
@@ -42,7 +42,7 @@ LOOM_DECL Expr IntImm::make(DType t, int64_t value) {
     if (!e.defined()) e = Expr(new IntImm(t, value));
     return e;
   }
-  return new IntImm(t, detail_ir::wrap_to(t, value));
+  return new IntImm(t, detail::wrap_to(t, value));
 }
 
 LOOM_DECL Expr FloatImm::make(DType t, double value) {
@@ -254,7 +254,7 @@ LOOM_DECL int64_t Tensor::num_elements() const {
   return n;
 }
 
-namespace detail_ir {
+namespace detail {
 inline void check_shape(const std::string& name, const std::vector<int64_t>& shape) {
   LOOM_USER_CHECK(!name.empty(), "loom.ir.E028") << "a tensor needs a non-empty name";
   for (size_t d = 0; d < shape.size(); ++d)
@@ -262,10 +262,10 @@ inline void check_shape(const std::string& name, const std::vector<int64_t>& sha
         << "tensor '" << name << "' has extent " << shape[d] << " in dimension " << d
         << "; extents must be positive";
 }
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL Tensor make_placeholder(std::string name, DType dtype, std::vector<int64_t> shape) {
-  detail_ir::check_shape(name, shape);
+  detail::check_shape(name, shape);
   LOOM_USER_CHECK(!dtype.is_bool() && dtype.lanes == 1, "loom.ir.E030")
       << "tensor '" << name << "' has element type " << to_string(dtype)
       << "; use float32, float64, int32 or int64";
@@ -274,10 +274,10 @@ LOOM_DECL Tensor make_placeholder(std::string name, DType dtype, std::vector<int
   n->dtype = dtype;
   n->shape = std::move(shape);
   n->op = OpKind::Placeholder;
-  return Tensor(detail::intrusive_ptr<const TensorNode>(n));
+  return Tensor(::loom::detail::intrusive_ptr<const TensorNode>(n));
 }
 
-namespace detail_ir {
+namespace detail {
 
 // Walks a compute body to check the structural rules that make() of single nodes cannot see:
 // a Reduce only at the top and every variable bound by an axis or an enclosing Reduce.
@@ -351,7 +351,7 @@ inline void collect_reduce_vars(const Expr& e, std::set<const Variable*>& out) {
     for (auto& a : r->axes) out.insert(a.variable());
 }
 
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL Tensor make_compute(std::string name, std::vector<IterVar> axes, Expr body,
                               std::string tag) {
@@ -361,14 +361,14 @@ LOOM_DECL Tensor make_compute(std::string name, std::vector<IterVar> axes, Expr 
         << "the axes of compute '" << name << "' must be spatial variables";
     shape.push_back(a.extent);
   }
-  detail_ir::check_shape(name, shape);
+  detail::check_shape(name, shape);
   LOOM_USER_CHECK(body.defined(), "loom.ir.E034") << "compute '" << name << "' has no body";
   LOOM_USER_CHECK(!body.dtype().is_bool() && body.dtype().lanes == 1, "loom.ir.E035")
       << "compute '" << name << "' produces " << to_string(body.dtype())
       << "; cast a condition to a number type with cast<T>()";
-  detail_ir::body_checker checker{name, {}, {}};
+  detail::body_checker checker{name, {}, {}};
   for (auto& a : axes) checker.bound.insert(a.variable());
-  detail_ir::collect_reduce_vars(body, checker.reduce_vars_seen);
+  detail::collect_reduce_vars(body, checker.reduce_vars_seen);
   checker.walk(body, true);
   auto* n = new TensorNode;
   n->name = std::move(name);
@@ -378,10 +378,10 @@ LOOM_DECL Tensor make_compute(std::string name, std::vector<IterVar> axes, Expr 
   n->axes = std::move(axes);
   n->body = std::move(body);
   n->tag = std::move(tag);
-  return Tensor(detail::intrusive_ptr<const TensorNode>(n));
+  return Tensor(::loom::detail::intrusive_ptr<const TensorNode>(n));
 }
 
-namespace detail_ir {
+namespace detail {
 inline void collect_reads(const Expr& e, std::vector<Tensor>& out) {
   switch (e.kind()) {
     case NodeKind::IntImm:
@@ -443,11 +443,11 @@ inline void match_types(Expr& a, Expr& b) {
   if (adopt(b, a.dtype())) return;
   adopt(a, b.dtype());
 }
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL std::vector<Tensor> input_tensors(const Tensor& t) {
   std::vector<Tensor> out;
-  if (t->op == OpKind::Compute) detail_ir::collect_reads(t->body, out);
+  if (t->op == OpKind::Compute) detail::collect_reads(t->body, out);
   return out;
 }
 
@@ -469,7 +469,7 @@ LOOM_DECL bool is_const_int(const Expr& e, int64_t v) {
 
 #define LOOM_IR_OPERATOR(op, Node)                 \
   LOOM_DECL Expr op(Expr a, Expr b) {              \
-    detail_ir::match_types(a, b);                  \
+    detail::match_types(a, b);                     \
     return Node::make(std::move(a), std::move(b)); \
   }
 LOOM_IR_OPERATOR(operator+, Add)

@@ -9,7 +9,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace ir {
 
-namespace detail_ir {
+namespace detail {
 
 inline int precedence(NodeKind k) {
   switch (k) {
@@ -251,10 +251,10 @@ class printer {
   std::ostream& os_;
 };
 
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL std::ostream& operator<<(std::ostream& os, const Expr& e) {
-  detail_ir::printer(os).print(e);
+  detail::printer(os).print(e);
   return os;
 }
 

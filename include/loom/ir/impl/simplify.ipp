@@ -12,7 +12,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace ir {
 
-namespace detail_ir {
+namespace detail {
 
 // Interval arithmetic in __int128 so that products of int64 bounds never overflow; results that
 // leave the int64 range become unbounded.
@@ -663,21 +663,21 @@ class simplifier : public ExprMutator {
   const Expr* known_to_ = nullptr;
 };
 
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL Interval bounds_of(const Expr& e, const RangeMap& ranges) {
-  return detail_ir::bounds_analyzer(ranges).of(e);
+  return detail::bounds_analyzer(ranges).of(e);
 }
 
 LOOM_DECL Expr simplify(const Expr& e, const RangeMap& ranges) {
-  detail_ir::simplifier s(ranges);
+  detail::simplifier s(ranges);
   return s.mutate(e);
 }
 
 LOOM_DECL Expr simplify_substituted(const Expr& e, const SubstitutionMap& substitutions,
                                     const RangeMap& ranges, const Expr* known,
                                     const Expr* known_result) {
-  detail_ir::simplifier s(ranges, substitutions.empty() ? nullptr : &substitutions);
+  detail::simplifier s(ranges, substitutions.empty() ? nullptr : &substitutions);
   if (known) s.set_known(known, known_result);
   return s.mutate(e);
 }

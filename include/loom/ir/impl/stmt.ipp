@@ -130,7 +130,7 @@ LOOM_DECL Stmt StmtMutator::visit_IfThenElse(const IfThenElse* op, const Stmt& s
 LOOM_DECL Stmt StmtMutator::visit_Barrier(const Barrier*, const Stmt& self) { return self; }
 LOOM_DECL Stmt StmtMutator::visit_AllReduce(const AllReduce*, const Stmt& self) { return self; }
 
-namespace detail_ir {
+namespace detail {
 
 inline const char* scope_name(MemoryScope s) {
   switch (s) {
@@ -205,10 +205,10 @@ class stmt_substituter : public StmtMutator {
   const std::unordered_map<const Variable*, Expr>& m_;
 };
 
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL std::ostream& operator<<(std::ostream& os, const Stmt& s) {
-  detail_ir::print_stmt(os, s, 0);
+  detail::print_stmt(os, s, 0);
   return os;
 }
 
@@ -221,7 +221,7 @@ LOOM_DECL std::ostream& operator<<(std::ostream& os, const LoweredFunc& f) {
     os << ']';
   }
   os << ") {\n";
-  detail_ir::print_stmt(os, f.body, 1);
+  detail::print_stmt(os, f.body, 1);
   return os << "}\n";
 }
 
@@ -234,7 +234,7 @@ LOOM_DECL std::string to_string(const Stmt& s) {
 LOOM_DECL Stmt substitute(const Stmt& s,
                           const std::unordered_map<const Variable*, Expr>& replacements) {
   if (replacements.empty()) return s;
-  detail_ir::stmt_substituter sub(replacements);
+  detail::stmt_substituter sub(replacements);
   return sub.mutate(s);
 }
 

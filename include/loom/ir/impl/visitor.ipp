@@ -126,7 +126,7 @@ LOOM_DECL Expr ExprMutator::visit_Broadcast(const Broadcast* op, const Expr& sel
   return v.same_as(op->value) ? self : Broadcast::make(v, op->lanes);
 }
 
-namespace detail_ir {
+namespace detail {
 class post_order_walker : public ExprVisitor {
  public:
   explicit post_order_walker(const std::function<void(const Expr&)>& f) : f_(f) {}
@@ -170,22 +170,22 @@ class free_var_collector : public ExprVisitor {
  private:
   std::unordered_set<const Variable*> bound_;
 };
-}  // namespace detail_ir
+}  // namespace detail
 
 LOOM_DECL void post_order_visit(const Expr& e, const std::function<void(const Expr&)>& f) {
-  detail_ir::post_order_walker w(f);
+  detail::post_order_walker w(f);
   w.visit(e);
 }
 
 LOOM_DECL Expr substitute(const Expr& e,
                           const std::unordered_map<const Variable*, Expr>& replacements) {
   if (replacements.empty()) return e;
-  detail_ir::substituter s(replacements);
+  detail::substituter s(replacements);
   return s.mutate(e);
 }
 
 LOOM_DECL std::vector<const Variable*> free_vars(const Expr& e) {
-  detail_ir::free_var_collector c;
+  detail::free_var_collector c;
   c.visit(e);
   return c.vars;
 }

@@ -7,7 +7,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace lower {
 
-namespace detail_lower {
+namespace detail {
 
 using bound_pair = std::optional<std::pair<ir::Expr, ir::Expr>>;
 
@@ -95,11 +95,11 @@ inline bound_pair sym(const ir::Expr& e, const ir::RangeMap& ranging) {
   return std::nullopt;
 }
 
-}  // namespace detail_lower
+}  // namespace detail
 
 LOOM_DECL std::optional<std::pair<ir::Expr, ir::Expr>> symbolic_bounds(
     const ir::Expr& e, const ir::RangeMap& ranging) {
-  auto b = detail_lower::sym(e, ranging);
+  auto b = detail::sym(e, ranging);
   if (!b) return b;
   return std::make_pair(ir::simplify(b->first), ir::simplify(b->second));
 }

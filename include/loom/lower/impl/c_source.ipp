@@ -10,7 +10,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace lower {
 
-namespace detail_c {
+namespace detail {
 
 using namespace ir;
 
@@ -199,10 +199,10 @@ class printer {
   }
 };
 
-}  // namespace detail_c
+}  // namespace detail
 
 LOOM_DECL std::string to_c_source(const ir::LoweredFunc& f) {
-  detail_c::printer p;
+  detail::printer p;
   p.os << "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n"
        << "static inline int64_t loom_floordiv(int64_t a, int64_t b) { int64_t q = a / b; "
           "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
@@ -210,11 +210,10 @@ LOOM_DECL std::string to_c_source(const ir::LoweredFunc& f) {
           "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }\n"
        << "static inline int64_t loom_min(int64_t a, int64_t b) { return a < b ? a : b; }\n"
        << "static inline int64_t loom_max(int64_t a, int64_t b) { return a > b ? a : b; }\n\n";
-  p.os << "void " << detail_c::ident(f.name) << "(";
+  p.os << "void " << detail::ident(f.name) << "(";
   for (size_t i = 0; i < f.args.size(); ++i) {
     const auto& b = f.args[i];
-    p.os << (i ? ", " : "") << detail_c::c_type(b->dtype) << "* restrict "
-         << detail_c::ident(b->name);
+    p.os << (i ? ", " : "") << detail::c_type(b->dtype) << "* restrict " << detail::ident(b->name);
   }
   p.os << ") {\n";
   p.stmt(f.body, 1);

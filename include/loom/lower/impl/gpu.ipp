@@ -15,7 +15,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace lower {
 
-namespace detail_gpu {
+namespace detail {
 
 using namespace ir;
 
@@ -747,7 +747,7 @@ inline int64_t all_reduce_scratch_bytes(const GpuKernel& k) {
   return bytes * all_reduce_scratch_elements(k.block);
 }
 
-}  // namespace detail_gpu
+}  // namespace detail
 
 LOOM_DECL int64_t all_reduce_scratch_elements(const std::array<int64_t, 3>& block) {
   const int64_t x = block[0], rows = block[1] * block[2];
@@ -759,11 +759,11 @@ LOOM_DECL int64_t all_reduce_scratch_elements(const std::array<int64_t, 3>& bloc
 LOOM_DECL int64_t GpuKernel::shared_bytes() const {
   int64_t bytes = 0;
   for (const ir::Buffer& b : shared) bytes += b->num_elements() * b->dtype.bytes();
-  return bytes + detail_gpu::all_reduce_scratch_bytes(*this);
+  return bytes + detail::all_reduce_scratch_bytes(*this);
 }
 
 LOOM_DECL std::vector<ir::Buffer> GpuKernel::written_params() const {
-  const detail_gpu::buffer_use used = detail_gpu::uses_of(body, false);
+  const detail::buffer_use used = detail::uses_of(body, false);
   std::vector<ir::Buffer> out;
   for (const ir::Buffer& p : params)
     if (used.writes.count(p.get())) out.push_back(p);
@@ -794,8 +794,8 @@ LOOM_DECL GpuProgram make_gpu_program(const ir::LoweredFunc& f, const Target& ta
   else if (s.defined())
     roots = {s};
   for (size_t i = 0; i < roots.size(); ++i)
-    p.kernels.push_back(detail_gpu::make_kernel(roots[i], f.name + "_kernel" + std::to_string(i),
-                                                target, p.args, p.workspaces));
+    p.kernels.push_back(detail::make_kernel(roots[i], f.name + "_kernel" + std::to_string(i),
+                                            target, p.args, p.workspaces));
   return p;
 }
 
@@ -810,7 +810,7 @@ LOOM_DECL ir::LoweredFunc emulation_func(const GpuProgram& program) {
   using namespace ir;
   std::vector<Stmt> kernels;
   for (const GpuKernel& k : program.kernels)
-    kernels.push_back(detail_gpu::emulation_builder(k).build());
+    kernels.push_back(detail::emulation_builder(k).build());
   Stmt body = Block::make(std::move(kernels));
   for (auto it = program.workspaces.rbegin(); it != program.workspaces.rend(); ++it)
     body = Allocate::make(*it, body);

@@ -18,7 +18,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace lower {
-namespace detail_interp {
+namespace detail {
 
 /// One lane of a value: integers and bools in `i` (sign- or zero-extended), floats in `f`.
 union scalar {
@@ -748,10 +748,10 @@ class compiler {
   int num_bufs_ = 0;
 };
 
-}  // namespace detail_interp
+}  // namespace detail
 
 LOOM_DECL void interpret(const ir::LoweredFunc& fn, const std::vector<void*>& args) {
-  using namespace detail_interp;
+  using namespace detail;
   LOOM_USER_CHECK(args.size() == fn.args.size(), "loom.lower.E403")
       << "kernel '" << fn.name << "' takes " << fn.args.size() << " buffers but interpret got "
       << args.size();

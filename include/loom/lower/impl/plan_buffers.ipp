@@ -1,0 +1,126 @@
+// Bodies of loom/lower/plan_buffers.hpp.
+#include "loom/lower/plan_buffers.hpp"
+
+LOOM_BEGIN_NAMESPACE
+namespace lower {
+
+namespace detail {
+
+using sched::Stage;
+
+inline std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape,
+                                          const std::vector<sched::StorageAlign>& aligns) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) {
+    int64_t s = strides[d] * shape[d];
+    for (auto& a : aligns)
+      if (a.axis == static_cast<int>(d) - 1) {
+        // Pad so that stride % factor == offset (TVM storage_align).
+        int64_t r = ((s - a.offset) % a.factor + a.factor) % a.factor;
+        if (r != 0) s += a.factor - r;
+      }
+    strides[d - 1] = s;
+  }
+  return strides;
+}
+
+// The axis of stage ps whose innermost tile is its innermost loop, vectorized; -1 when the
+// innermost loop is not vectorized, fused, or an outer tile.
+inline int vectorized_axis(const Stage& ps) {
+  if (ps.leaves.empty()) return -1;
+  int id = ps.leaves.back();
+  if (ps.iters[id].annotation != sched::Annotation::Vectorized ||
+      ps.iters[id].kind != sched::IterKind::Spatial)
+    return -1;
+  for (bool climbed = true; climbed;) {
+    climbed = false;
+    for (const sched::SplitRelation& sp : ps.splits)
+      if (!sp.children.empty() && sp.children.back() == id) {
+        id = sp.parent;
+        climbed = true;
+        break;
+      }
+  }
+  for (const sched::FuseRelation& f : ps.fuses)
+    if (f.result == id) return -1;
+  return id < ps.num_spatial_axes ? id : -1;
+}
+
+// The buffer of a stage computed inside another, of its region's size.
+inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
+                               const std::vector<int64_t>& extent) {
+  in.strides = dense_strides(extent, ps.storage_aligns);
+  int64_t size = in.strides.empty() ? 1 : in.strides[0] * extent[0];
+  const int vector_axis = vectorized_axis(ps);
+  if (vector_axis >= 0 && ps.storage_aligns.empty() && ps.scope != ir::MemoryScope::Shared &&
+      vector_axis + 1 < static_cast<int>(extent.size()) &&
+      extent[static_cast<size_t>(vector_axis)] > 1) {
+    // Whatever the vectorized axis's place among the tensor's axes (an NCHW convolution
+    // vectorized along its output channels accumulates into a tile whose channel stride would
+    // otherwise be the tile's rows times columns); SROA can then keep the tile in registers.
+    // The buffer is private to this loop nest, so its layout is ours to choose.
+    int64_t stride = extent[static_cast<size_t>(vector_axis)];
+    in.strides[static_cast<size_t>(vector_axis)] = 1;
+    for (size_t d = extent.size(); d-- > 0;)
+      if (static_cast<int>(d) != vector_axis) {
+        in.strides[d] = stride;
+        stride *= extent[d];
+      }
+    size = stride;
+  }
+  std::vector<int64_t> alloc_shape = extent;
+  if (!ps.storage_aligns.empty()) alloc_shape = {size};
+  in.buffer = ir::make_buffer(ps.name, ps.op.dtype(), alloc_shape, ps.scope);
+}
+
+}  // namespace detail
+
+LOOM_DECL ir::Expr StageBuffer::flat_index(const std::vector<ir::Expr>& coords) const {
+  ir::Expr off;
+  for (size_t d = 0; d < coords.size(); ++d) {
+    ir::Expr term = coords[d];
+    if (!ir::is_const_int(min[d], 0)) term = term - min[d];
+    if (strides[d] != 1) term = term * ir::Expr(strides[d]);
+    off = off.defined() ? off + term : term;
+  }
+  return off.defined() ? off : ir::Expr(int64_t{0});
+}
+
+LOOM_DECL BufferPlan plan_buffers(const sched::State& state,
+                                  const std::vector<StageRegion>& regions) {
+  using namespace detail;
+  BufferPlan plan;
+  plan.stages.resize(state.stages().size());
+  std::vector<bool> is_arg(state.stages().size(), false);
+  const auto args = state.dag().arguments();
+  for (size_t a = 0; a < args.size(); ++a) {
+    const int si = state.stage_of(args[a].get());
+    LOOM_INTERNAL_CHECK(si >= 0) << "argument " << args[a].name() << " has no stage";
+    StageBuffer& in = plan.stages[si];
+    in.buffer = ir::make_buffer(args[a].name(), args[a].dtype(), args[a].shape(),
+                                ir::MemoryScope::Global, static_cast<int>(a));
+    in.strides = dense_strides(args[a].shape(), {});
+    plan.args.push_back(in.buffer);
+    is_arg[si] = true;
+  }
+  for (size_t si = 0; si < state.stages().size(); ++si) {
+    const Stage& s = state.stages()[si];
+    StageBuffer& in = plan.stages[si];
+    if (s.location == sched::ComputeLocation::At) {
+      plan_region_buffer(s, in, regions[si].extent);
+    } else if (s.location == sched::ComputeLocation::Root && !s.is_placeholder && !is_arg[si]) {
+      const std::vector<int64_t>& shape = s.op.shape();
+      in.strides = dense_strides(shape, s.storage_aligns);
+      in.buffer = s.storage_aligns.empty()
+                      ? ir::make_buffer(s.name, s.op.dtype(), shape, ir::MemoryScope::Global)
+                      : ir::make_buffer(s.name, s.op.dtype(), {in.strides[0] * shape[0]},
+                                        ir::MemoryScope::Global);
+      plan.root.push_back(in.buffer);
+    }
+    if (in.buffer) in.min = regions[si].min;
+  }
+  return plan;
+}
+
+}  // namespace lower
+LOOM_END_NAMESPACE
