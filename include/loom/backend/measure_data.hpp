@@ -34,7 +34,7 @@ struct OutputSpec {
 /// bools 0 or 1.
 inline void fill_random(void* p, ir::DType t, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto unit = [&] { return detail::unit_draw(rng); };
+  auto unit = [&] { return ::loom::detail::unit_draw(rng); };
   auto small_int = [&] { return static_cast<int64_t>(1 + (rng() >> 61)); };  // 1..8
   if (t.is_float() && t.bits == 32) {
     auto* x = static_cast<float*>(p);

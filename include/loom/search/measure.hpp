@@ -2,7 +2,8 @@
 /// The measurement interface of the search (layer search/): what the tuner asks a backend to do
 /// with the programs it picked, and what comes back. The search never includes a backend; a
 /// backend implements `Measurer` (the CPU one is `cpu_jit::LocalMeasurer`,
-/// backend/llvm/measurer.hpp).
+/// backend/llvm/measurer.hpp; the GPU one `cuda::GpuMeasurer`, backend/cuda/measurer.hpp; both
+/// measure in child processes, backend/child_process.hpp).
 ///
 /// A measurement builds a program (lowering and code generation), checks its result against a
 /// trusted reference, and times it. Everything that can go wrong is a result, never an exception

@@ -19,8 +19,8 @@
 ///   build timeout.
 /// - A running child calls its program once on fresh output buffers filled with NaN (integers:
 ///   0x5A bytes), compares every output with the reference (`wrong_answer`, with the worst
-///   element, instead of timing), then times it (see `measure_child_run` in the .ipp for the
-///   number/repeat rules), and writes its result back.
+///   element, instead of timing), then times it (see `measure_child_run` in impl/timing.ipp for
+///   the number/repeat rules), and writes its result back.
 /// - The parent enforces `build_timeout_s` and `run_timeout_s` by SIGKILL and reaps every child
 ///   before `measure` returns. Tighter limits come from the task's own history: a build that
 ///   lasts `slow_build_kill_factor` times the median of the task's builds so far, and a first
@@ -131,11 +131,14 @@ class LocalMeasurer : public search::Measurer {
   static std::vector<std::string> packed_inputs(const sched::State& state,
                                                 const std::vector<std::string>& constant_inputs);
 
-  /// Shared inputs and reference output of one task (defined in the .ipp).
+  /// Shared inputs and reference output of one task (defined in impl/reference.ipp).
   struct TaskData;
 
  private:
   TaskData& task_data(const Task& task);
+  /// The task's data, ready to measure against (its reference computed when programs are
+  /// checked); nullptr, with `failure` saying why, when no program of the task can be measured.
+  TaskData* ready_task(const Task& task, search::MeasureResult& failure);
 
   search::MeasureOptions options_;
   LocalMeasurerOptions local_;

@@ -1,6 +1,7 @@
 // Bodies of loom/backend/cuda/measurer.hpp.
 #include "loom/backend/cuda/measurer.hpp"
 
+#include "loom/backend/child_process.hpp"
 #include "loom/backend/cuda/driver.hpp"
 #include "loom/backend/cuda/program.hpp"
 #include "loom/detail/clock.hpp"
@@ -9,12 +10,7 @@
 #include "loom/sched/default_schedule.hpp"
 #include "loom/backend/measure_data.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,7 +29,7 @@ extern char** environ;
 
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
-namespace detail_measure {
+namespace detail {
 
 using backend::measure_data::OutputSpec;
 using search::MeasureError;
@@ -43,153 +39,54 @@ inline constexpr const char* kWorkerEnv = "LOOM_CUDA_MEASURE_WORKER";
 using ::loom::detail::seconds_since;
 
 // --- messages between the measurer and its worker ---------------------------------------------
+//
+// Frames (backend/child_process.hpp), one request and one reply at a time. A request starts with
+// its kind: kSetup (the task's arguments, then its inputs and reference outputs, or the seed and
+// the reference program), kRun (a program and how to time it). The worker's first frame, kHello,
+// says whether it found the device. Every reply ends with a u8: 1 when the worker's CUDA context
+// is gone and it exits.
 
-/// A message under construction: little-endian fixed-width fields and length-prefixed strings.
-class Writer {
- public:
-  void u8(uint8_t v) { raw(&v, 1); }
-  void i64(int64_t v) { raw(&v, 8); }
-  void f64(double v) { raw(&v, 8); }
-  void str(const std::string& s) {
-    i64(static_cast<int64_t>(s.size()));
-    buf_.append(s);
-  }
-  void plan(const LaunchPlan& p) {
-    i64(static_cast<int64_t>(p.arg_bytes.size()));
-    for (std::size_t b : p.arg_bytes) i64(static_cast<int64_t>(b));
-    i64(static_cast<int64_t>(p.workspace_bytes.size()));
-    for (std::size_t b : p.workspace_bytes) i64(static_cast<int64_t>(b));
-    i64(static_cast<int64_t>(p.kernels.size()));
-    for (const KernelLaunch& k : p.kernels) {
-      str(k.name);
-      for (unsigned g : k.grid) i64(g);
-      for (unsigned b : k.block) i64(b);
-      i64(static_cast<int64_t>(k.buffers.size()));
-      for (int s : k.buffers) i64(s);
-      i64(k.dynamic_shared_bytes);
-    }
-  }
-  const std::string& bytes() const { return buf_; }
+using backend::detail::Decoder;
+using backend::detail::Encoder;
+using backend::detail::receive_frame;
+using backend::detail::Received;
+using backend::detail::send_frame;
 
- private:
-  void raw(const void* p, std::size_t n) { buf_.append(static_cast<const char*>(p), n); }
-  std::string buf_;
-};
+/// The most items a list in a message may count (arguments, dimensions, kernels, costs).
+inline constexpr std::size_t kMaxCount = std::size_t{1} << 24;
 
-/// Reads what a Writer wrote; throws std::runtime_error on a truncated message.
-class Reader {
- public:
-  explicit Reader(const std::string& b) : buf_(b) {}
-  uint8_t u8() {
-    uint8_t v;
-    raw(&v, 1);
-    return v;
+inline void put_plan(Encoder& w, const LaunchPlan& p) {
+  w.put_count(p.arg_bytes.size());
+  for (std::size_t b : p.arg_bytes) w.put<int64_t>(static_cast<int64_t>(b));
+  w.put_count(p.workspace_bytes.size());
+  for (std::size_t b : p.workspace_bytes) w.put<int64_t>(static_cast<int64_t>(b));
+  w.put_count(p.kernels.size());
+  for (const KernelLaunch& k : p.kernels) {
+    w.put_string(k.name);
+    for (unsigned g : k.grid) w.put<int64_t>(g);
+    for (unsigned b : k.block) w.put<int64_t>(b);
+    w.put_count(k.buffers.size());
+    for (int b : k.buffers) w.put<int64_t>(b);
+    w.put<int64_t>(k.dynamic_shared_bytes);
   }
-  int64_t i64() {
-    int64_t v;
-    raw(&v, 8);
-    return v;
-  }
-  double f64() {
-    double v;
-    raw(&v, 8);
-    return v;
-  }
-  std::string str() {
-    const int64_t n = i64();
-    if (n < 0 || static_cast<std::size_t>(n) > buf_.size() - pos_)
-      throw std::runtime_error("truncated message from the GPU measurer");
-    std::string s = buf_.substr(pos_, static_cast<std::size_t>(n));
-    pos_ += static_cast<std::size_t>(n);
-    return s;
-  }
-  LaunchPlan plan() {
-    LaunchPlan p;
-    p.arg_bytes.resize(count());
-    for (std::size_t& b : p.arg_bytes) b = static_cast<std::size_t>(i64());
-    p.workspace_bytes.resize(count());
-    for (std::size_t& b : p.workspace_bytes) b = static_cast<std::size_t>(i64());
-    p.kernels.resize(count());
-    for (KernelLaunch& k : p.kernels) {
-      k.name = str();
-      for (unsigned& g : k.grid) g = static_cast<unsigned>(i64());
-      for (unsigned& b : k.block) b = static_cast<unsigned>(i64());
-      k.buffers.resize(count());
-      for (int& s : k.buffers) s = static_cast<int>(i64());
-      k.dynamic_shared_bytes = static_cast<unsigned>(i64());
-    }
-    return p;
-  }
-
- private:
-  std::size_t count() {
-    const int64_t n = i64();
-    if (n < 0 || n > (int64_t{1} << 24))
-      throw std::runtime_error("bad count in a measurer message");
-    return static_cast<std::size_t>(n);
-  }
-  void raw(void* p, std::size_t n) {
-    if (n > buf_.size() - pos_) throw std::runtime_error("truncated message from the GPU measurer");
-    std::memcpy(p, buf_.data() + pos_, n);
-    pos_ += n;
-  }
-  const std::string& buf_;
-  std::size_t pos_ = 0;
-};
-
-inline bool write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
 }
 
-inline bool send_message(int fd, const std::string& body) {
-  const uint64_t n = body.size();
-  return write_all(fd, reinterpret_cast<const char*>(&n), 8) &&
-         write_all(fd, body.data(), body.size());
-}
-
-enum class Received { message, timeout, closed };
-
-/// Reads one message; `timeout_s` < 0 waits for ever.
-inline Received receive_message(int fd, std::string& out, double timeout_s) {
-  const auto start = std::chrono::steady_clock::now();
-  std::string buf;
-  uint64_t want = 8;
-  bool have_header = false;
-  char chunk[1 << 16];
-  for (;;) {
-    if (buf.size() >= want) {
-      if (!have_header) {
-        uint64_t n;
-        std::memcpy(&n, buf.data(), 8);
-        buf.erase(0, 8);
-        want = n;
-        have_header = true;
-        continue;
-      }
-      out = buf.substr(0, want);
-      return Received::message;
-    }
-    if (timeout_s >= 0) {
-      const double left = timeout_s - seconds_since(start);
-      if (left <= 0) return Received::timeout;
-      pollfd p{fd, POLLIN, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(std::min(std::ceil(left * 1e3), 3.6e6)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) return Received::timeout;
-    }
-    const std::size_t room = std::min<uint64_t>(sizeof chunk, want - buf.size());
-    const ssize_t got = ::recv(fd, chunk, room, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return Received::closed;
-    buf.append(chunk, static_cast<std::size_t>(got));
+inline LaunchPlan get_plan(Decoder& r) {
+  LaunchPlan p;
+  p.arg_bytes.resize(r.get_count(kMaxCount));
+  for (std::size_t& b : p.arg_bytes) b = static_cast<std::size_t>(r.get<int64_t>());
+  p.workspace_bytes.resize(r.get_count(kMaxCount));
+  for (std::size_t& b : p.workspace_bytes) b = static_cast<std::size_t>(r.get<int64_t>());
+  p.kernels.resize(r.get_count(kMaxCount));
+  for (KernelLaunch& k : p.kernels) {
+    k.name = r.get_string();
+    for (unsigned& g : k.grid) g = static_cast<unsigned>(r.get<int64_t>());
+    for (unsigned& b : k.block) b = static_cast<unsigned>(r.get<int64_t>());
+    k.buffers.resize(r.get_count(kMaxCount));
+    for (int& b : k.buffers) b = static_cast<int>(r.get<int64_t>());
+    k.dynamic_shared_bytes = static_cast<unsigned>(r.get<int64_t>());
   }
+  return p;
 }
 
 enum : uint8_t { kSetup = 1, kRun = 2, kHello = 3 };
@@ -203,25 +100,25 @@ struct ArgSpec {
   bool is_output = false;
 };
 
-inline void put_arg(Writer& w, const ArgSpec& a) {
-  w.str(a.spec.name);
-  w.u8(static_cast<uint8_t>(a.spec.dtype.code));
-  w.u8(a.spec.dtype.bits);
-  w.i64(a.spec.elements);
-  w.i64(static_cast<int64_t>(a.spec.shape.size()));
-  for (int64_t e : a.spec.shape) w.i64(e);
-  w.u8(a.is_output);
+inline void put_arg(Encoder& w, const ArgSpec& a) {
+  w.put_string(a.spec.name);
+  w.put<uint8_t>(static_cast<uint8_t>(a.spec.dtype.code));
+  w.put<uint8_t>(a.spec.dtype.bits);
+  w.put<int64_t>(a.spec.elements);
+  w.put_count(a.spec.shape.size());
+  for (int64_t e : a.spec.shape) w.put<int64_t>(e);
+  w.put<uint8_t>(a.is_output);
 }
 
-inline ArgSpec get_arg(Reader& r) {
+inline ArgSpec get_arg(Decoder& r) {
   ArgSpec a;
-  a.spec.name = r.str();
-  a.spec.dtype.code = static_cast<ir::DType::Code>(r.u8());
-  a.spec.dtype.bits = r.u8();
-  a.spec.elements = r.i64();
-  a.spec.shape.resize(static_cast<std::size_t>(r.i64()));
-  for (int64_t& e : a.spec.shape) e = r.i64();
-  a.is_output = r.u8() != 0;
+  a.spec.name = r.get_string();
+  a.spec.dtype.code = static_cast<ir::DType::Code>(r.get<uint8_t>());
+  a.spec.dtype.bits = r.get<uint8_t>();
+  a.spec.elements = r.get<int64_t>();
+  a.spec.shape.resize(r.get_count(kMaxCount));
+  for (int64_t& e : a.spec.shape) e = r.get<int64_t>();
+  a.is_output = r.get<uint8_t>() != 0;
   a.bytes =
       static_cast<std::size_t>(a.spec.elements) * static_cast<std::size_t>(a.spec.dtype.bytes());
   return a;
@@ -261,18 +158,18 @@ struct WorkerTask {
 
 /// Serves a setup: allocates the task's buffers, fills the inputs and gets the reference.
 /// Returns the reference program's run time in seconds (0 when the host sent the reference).
-inline double serve_setup(Reader& r, WorkerTask& t, int device) {
+inline double serve_setup(Decoder& r, WorkerTask& t, int device) {
   t = WorkerTask{};
-  const std::size_t n = static_cast<std::size_t>(r.i64());
+  const std::size_t n = r.get_count(kMaxCount);
   for (std::size_t i = 0; i < n; ++i) t.args.push_back(get_arg(r));
   Context& ctx = Context::get(device);
   for (const ArgSpec& a : t.args) t.buffers.emplace_back(std::max<std::size_t>(a.bytes, 1), ctx);
   t.reference.resize(n);
-  const uint8_t mode = r.u8();
+  const uint8_t mode = r.get<uint8_t>();
   if (mode == 0) {
     // Inputs and reference outputs computed on the host.
     for (std::size_t i = 0; i < n; ++i) {
-      std::string data = r.str();
+      std::string data = r.get_string();
       if (data.size() != t.args[i].bytes) throw std::runtime_error("setup: wrong data size");
       if (t.args[i].is_output)
         t.reference[i].assign(data.begin(), data.end());
@@ -282,7 +179,7 @@ inline double serve_setup(Reader& r, WorkerTask& t, int device) {
     return 0;
   }
   // Inputs from the seed; the reference from a (trusted) program run here.
-  const uint64_t seed = static_cast<uint64_t>(r.i64());
+  const uint64_t seed = r.get<uint64_t>();
   std::vector<unsigned char> host;
   for (std::size_t i = 0; i < n; ++i) {
     if (t.args[i].is_output) continue;
@@ -291,8 +188,8 @@ inline double serve_setup(Reader& r, WorkerTask& t, int device) {
                                        seed + i);
     t.buffers[i].upload(host.data(), host.size());
   }
-  const std::string image = r.str();
-  Program reference(image, r.plan(), ctx);
+  const std::string image = r.get_string();
+  Program reference(image, get_plan(r), ctx);
   t.poison_outputs();
   const std::vector<CUdeviceptr> args = t.pointers();
   const double seconds = time_launches([&] { reference.launch(args); }, 1, ctx);
@@ -320,15 +217,15 @@ struct RunReply {
 };
 
 /// Checks and times one program (see the file comment of measurer.hpp).
-inline RunReply serve_run(Reader& r, WorkerTask& t, int device) {
+inline RunReply serve_run(Decoder& r, WorkerTask& t, int device) {
   RunReply out;
-  const std::string image = r.str();
-  LaunchPlan plan = r.plan();
-  const bool check = r.u8() != 0;
-  const int64_t number = r.i64(), repeat = r.i64();
-  const double min_repeat_ms = r.f64();
-  const int64_t warmup = r.i64();
-  const double slow_limit_s = r.f64(), rtol = r.f64(), atol = r.f64();
+  const std::string image = r.get_string();
+  LaunchPlan plan = get_plan(r);
+  const bool check = r.get<uint8_t>() != 0;
+  const int64_t number = r.get<int64_t>(), repeat = r.get<int64_t>();
+  const double min_repeat_ms = r.get<double>();
+  const int64_t warmup = r.get<int64_t>();
+  const double slow_limit_s = r.get<double>(), rtol = r.get<double>(), atol = r.get<double>();
   Context& ctx = Context::get(device);
   std::optional<Program> program;
   try {
@@ -375,22 +272,22 @@ inline RunReply serve_run(Reader& r, WorkerTask& t, int device) {
   WorkerTask task;
   bool have_task = false;
   {
-    Writer hello;
-    hello.u8(kHello);
+    Encoder hello;
+    hello.put<uint8_t>(kHello);
     std::string why;
     const bool ok = device_available(&why) && device < device_count();
-    hello.u8(ok);
-    hello.str(ok ? device_info(device).name : why);
-    if (!send_message(fd, hello.bytes()) || !ok) ::_exit(0);
+    hello.put<uint8_t>(ok);
+    hello.put_string(ok ? device_info(device).name : why);
+    if (!send_frame(fd, hello.body()) || !ok) ::_exit(0);
   }
   for (;;) {
     std::string msg;
-    if (receive_message(fd, msg, -1) != Received::message) ::_exit(0);
-    Writer reply;
+    if (receive_frame(fd, msg, -1) != Received::frame) ::_exit(0);
+    Encoder reply;
     bool fatal = false;
     try {
-      Reader r(msg);
-      const uint8_t kind = r.u8();
+      Decoder r(msg);
+      const uint8_t kind = r.get<uint8_t>();
       if (kind == kSetup) {
         have_task = false;
         double reference_seconds = 0;
@@ -402,9 +299,9 @@ inline RunReply serve_run(Reader& r, WorkerTask& t, int device) {
           error = e.what();
         }
         fatal = Context::get(device).needs_reset();
-        reply.u8(have_task);
-        reply.str(error);
-        reply.f64(reference_seconds);
+        reply.put<uint8_t>(have_task);
+        reply.put_string(error);
+        reply.put<double>(reference_seconds);
       } else if (kind == kRun) {
         RunReply out;
         if (!have_task) {
@@ -419,18 +316,18 @@ inline RunReply serve_run(Reader& r, WorkerTask& t, int device) {
           }
         }
         fatal = Context::get(device).needs_reset();
-        reply.u8(static_cast<uint8_t>(out.error));
-        reply.str(out.message);
-        reply.i64(static_cast<int64_t>(out.costs.size()));
-        for (double c : out.costs) reply.f64(c);
+        reply.put<uint8_t>(static_cast<uint8_t>(out.error));
+        reply.put_string(out.message);
+        reply.put_count(out.costs.size());
+        for (double c : out.costs) reply.put<double>(c);
       } else {
         ::_exit(2);
       }
     } catch (const std::exception&) {
       ::_exit(2);
     }
-    reply.u8(fatal);
-    if (!send_message(fd, reply.bytes()) || fatal) ::_exit(0);
+    reply.put<uint8_t>(fatal);
+    if (!send_frame(fd, reply.body()) || fatal) ::_exit(0);
   }
 }
 
@@ -447,60 +344,41 @@ inline bool run_worker_if_asked() {
 
 inline const bool worker_hook = run_worker_if_asked();
 
-}  // namespace detail_measure
+}  // namespace detail
 
-// --- the measurer's side
-// ---------------------------------------------------------------------------
+// --- the measurer's side ------------------------------------------------------------------------
 
 struct GpuMeasurer::Worker {
-  pid_t pid = -1;
-  int fd = -1;
+  /// The worker process and its socket (blocking: one request, one reply). Its output is not
+  /// captured: it is the user's program, and what the CUDA driver prints goes where that
+  /// program's output goes.
+  backend::detail::ChildProcess process;
   std::string task;  // workload key of the task set up in it ("" for none)
 
   ~Worker() { stop(); }
-  bool alive() const { return pid > 0; }
-  /// Kills the process (when still there) and reaps it; returns how it ended.
+  bool alive() const { return process.alive(); }
+  int fd() const { return process.sock; }
+  /// Ends the process and reaps it: it exits by itself when its socket closes; one that does
+  /// not within a moment (a kernel that hangs) is killed. Returns how it ended ("" when there
+  /// was no process).
   std::string stop() {
-    std::string how;
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-    if (pid > 0) {
-      int status = 0;
-      // Give a worker that is exiting by itself a moment, then kill it.
-      for (int i = 0; i < 50; ++i) {
-        if (::waitpid(pid, &status, WNOHANG) == pid) {
-          pid = -1;
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      if (pid > 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        pid = -1;
-      }
-      if (WIFSIGNALED(status))
-        how = std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-              ::strsignal(WTERMSIG(status)) + ")";
-      else if (WIFEXITED(status))
-        how = "exited with status " + std::to_string(WEXITSTATUS(status));
-    }
+    const bool was_alive = process.alive();
+    const int status = process.stop(/*grace_s=*/0.1);
     task.clear();
-    return how;
+    return was_alive ? backend::detail::describe_end(status, "") : "";
   }
   /// Starts this executable again as the worker; returns "" or why it could not.
   std::string start(int device, double timeout_s) {
     stop();
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      return std::string("socketpair failed: ") + std::strerror(errno);
+    std::string error;
+    if (!backend::detail::open_socket_pair(sv, error)) return error;
     // The child's end must survive exec: posix_spawn dups it onto itself without O_CLOEXEC.
-    const std::string env = std::string(detail_measure::kWorkerEnv) + "=" + std::to_string(sv[1]) +
-                            ":" + std::to_string(device);
+    const std::string env = std::string(detail::kWorkerEnv) + "=" + std::to_string(sv[1]) + ":" +
+                            std::to_string(device);
     std::vector<std::string> env_strings{env};
     for (char** e = environ; e && *e; ++e)
-      if (std::strncmp(*e, detail_measure::kWorkerEnv, std::strlen(detail_measure::kWorkerEnv)) !=
-          0)
+      if (std::strncmp(*e, detail::kWorkerEnv, std::strlen(detail::kWorkerEnv)) != 0)
         env_strings.emplace_back(*e);
     std::vector<char*> envp;
     for (std::string& s : env_strings) envp.push_back(s.data());
@@ -519,24 +397,24 @@ struct GpuMeasurer::Worker {
       ::close(sv[0]);
       return std::string("posix_spawn of /proc/self/exe failed: ") + std::strerror(rc);
     }
-    pid = child;
-    fd = sv[0];
+    process.pid = child;
+    process.sock = sv[0];
     std::string hello;
-    const detail_measure::Received got = detail_measure::receive_message(fd, hello, timeout_s);
-    if (got != detail_measure::Received::message) {
+    const backend::detail::Received got = backend::detail::receive_frame(fd(), hello, timeout_s);
+    if (got != backend::detail::Received::frame) {
       const std::string how = stop();
-      return got == detail_measure::Received::timeout
+      return got == backend::detail::Received::timeout
                  ? "the worker process did not answer within " + std::to_string(timeout_s) +
                        " s (is /proc/self/exe a program that links loom's CUDA measurer?)"
                  : "the worker process ended before answering (" + how + ")";
     }
-    detail_measure::Reader r(hello);
-    if (r.u8() != detail_measure::kHello) {
+    backend::detail::Decoder r(hello);
+    if (r.get<uint8_t>() != detail::kHello) {
       stop();
       return "the worker process sent something unexpected";
     }
-    const bool ok = r.u8() != 0;
-    const std::string what = r.str();
+    const bool ok = r.get<uint8_t>() != 0;
+    const std::string what = r.get_string();
     if (!ok) {
       stop();
       return "no CUDA device in the worker process: " + what;
@@ -546,7 +424,7 @@ struct GpuMeasurer::Worker {
 };
 
 struct GpuMeasurer::TaskData {
-  std::vector<detail_measure::ArgSpec> args;
+  std::vector<detail::ArgSpec> args;
   /// The setup message (inputs and reference, or the reference program), or why there is none.
   std::string setup;
   std::string error;
@@ -571,7 +449,7 @@ LOOM_DECL GpuMeasurer::GpuMeasurer(search::MeasureOptions options, GpuMeasurerOp
 
 LOOM_DECL GpuMeasurer::~GpuMeasurer() = default;
 
-namespace detail_measure {
+namespace detail {
 
 struct Built {
   std::optional<CompiledProgram> program;
@@ -617,9 +495,9 @@ inline Built build_one(const Task& task, const sched::State& state,
 /// else the seed and the default GPU schedule, compiled.
 inline std::string make_setup(const Task& task, const std::vector<ArgSpec>& args,
                               const search::MeasureOptions& o, const GpuMeasurerOptions& gpu) {
-  Writer w;
-  w.u8(kSetup);
-  w.i64(static_cast<int64_t>(args.size()));
+  Encoder w;
+  w.put<uint8_t>(kSetup);
+  w.put_count(args.size());
   for (const ArgSpec& a : args) put_arg(w, a);
   if (task.dag->flop_count() <= o.interpreter_flop_limit) {
     std::vector<std::vector<unsigned char>> data(args.size());
@@ -632,27 +510,27 @@ inline std::string make_setup(const Task& task, const std::vector<ArgSpec>& args
       ptrs.push_back(data[i].data());
     }
     evaluate(*task.dag, ptrs);
-    w.u8(0);
+    w.put<uint8_t>(0);
     for (std::size_t i = 0; i < args.size(); ++i)
-      w.str(std::string(reinterpret_cast<const char*>(data[i].data()), args[i].bytes));
+      w.put_string(std::string_view(reinterpret_cast<const char*>(data[i].data()), args[i].bytes));
   } else {
     const CompiledProgram ref =
         compile_program(lower::lower_gpu(sched::default_schedule(task.dag, task.target),
                                          task.target, "loom_reference"),
                         task.target.arch, gpu.nvrtc_options, gpu.image);
-    w.u8(1);
-    w.i64(static_cast<int64_t>(gpu.seed));
-    w.str(ref.image);
-    w.plan(ref.plan);
+    w.put<uint8_t>(1);
+    w.put<uint64_t>(gpu.seed);
+    w.put_string(ref.image);
+    put_plan(w, ref.plan);
   }
-  return w.bytes();
+  return w.body();
 }
 
-}  // namespace detail_measure
+}  // namespace detail
 
 LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
     const Task& task, const std::vector<sched::State>& states, const ResultCallback& on_result) {
-  using namespace detail_measure;
+  using namespace detail;
   LOOM_USER_CHECK(task.target.is_cuda(), "loom.cuda.E923")
       << "GpuMeasurer measures CUDA tasks; this task targets " << task.target.to_string()
       << " (use cpu_jit::LocalMeasurer, or Task(dag, Target::cuda(\"sm_90\")))";
@@ -735,24 +613,24 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
         worker_->task.clear();
         const auto start = std::chrono::steady_clock::now();
         std::string reply;
-        Received got = send_message(worker_->fd, td.setup)
-                           ? receive_message(worker_->fd, reply, gpu_.reference_timeout_s)
+        Received got = send_frame(worker_->fd(), td.setup)
+                           ? receive_frame(worker_->fd(), reply, gpu_.reference_timeout_s)
                            : Received::closed;
         stats_.reference_seconds += seconds_since(start);
-        if (got != Received::message) {
+        if (got != Received::frame) {
           const std::string how = worker_->stop();
           setup_error = got == Received::timeout
                             ? "the reference took longer than reference_timeout_s"
                             : "the worker died while computing the reference (" + how + ")";
         } else {
-          Reader r(reply);
-          const bool ok = r.u8() != 0;
-          const std::string error = r.str();
+          Decoder r(reply);
+          const bool ok = r.get<uint8_t>() != 0;
+          const std::string error = r.get_string();
           // The reference is a correct program: no program worth timing fully is many times
           // slower than it, even before the first one is measured.
-          const double reference_seconds = r.f64();
+          const double reference_seconds = r.get<double>();
           if (reference_seconds > 0) td.best_cost = std::min(td.best_cost, reference_seconds);
-          const bool fatal = r.u8() != 0;
+          const bool fatal = r.get<uint8_t>() != 0;
           if (fatal) worker_->stop();
           if (ok)
             worker_->task = task.workload_key();
@@ -768,25 +646,25 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
       continue;
     }
     if (o.fault_injection_hook) o.fault_injection_hook(i, 1);
-    Writer w;
-    w.u8(kRun);
-    w.str(built[i].program->image);
-    w.plan(built[i].program->plan);
-    w.u8(o.check_correctness);
-    w.i64(o.number);
-    w.i64(o.repeat);
-    w.f64(o.min_repeat_ms);
-    w.i64(o.warmup);
-    w.f64(o.slow_program_factor > 0 && td.best_cost < search::kFailedCost
-              ? o.slow_program_factor * td.best_cost
-              : 0);
-    w.f64(o.rtol);
-    w.f64(o.atol);
+    Encoder w;
+    w.put<uint8_t>(kRun);
+    w.put_string(built[i].program->image);
+    put_plan(w, built[i].program->plan);
+    w.put<uint8_t>(o.check_correctness);
+    w.put<int64_t>(o.number);
+    w.put<int64_t>(o.repeat);
+    w.put<double>(o.min_repeat_ms);
+    w.put<int64_t>(o.warmup);
+    w.put<double>(o.slow_program_factor > 0 && td.best_cost < search::kFailedCost
+                      ? o.slow_program_factor * td.best_cost
+                      : 0);
+    w.put<double>(o.rtol);
+    w.put<double>(o.atol);
     std::string reply;
-    const Received got = send_message(worker_->fd, w.bytes())
-                             ? receive_message(worker_->fd, reply, o.run_timeout_s)
+    const Received got = send_frame(worker_->fd(), w.body())
+                             ? receive_frame(worker_->fd(), reply, o.run_timeout_s)
                              : Received::closed;
-    if (got != Received::message) {
+    if (got != Received::frame) {
       const std::string how = worker_->stop();
       res.error = got == Received::timeout ? MeasureError::run_timeout : MeasureError::runtime;
       res.error_message = got == Received::timeout
@@ -796,12 +674,12 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
       finish();
       continue;
     }
-    Reader r(reply);
-    res.error = static_cast<MeasureError>(r.u8());
-    res.error_message = r.str();
-    res.costs.resize(static_cast<std::size_t>(r.i64()));
-    for (double& c : res.costs) c = r.f64();
-    if (r.u8() != 0) worker_->stop();  // its context is gone with the fault
+    Decoder r(reply);
+    res.error = static_cast<MeasureError>(r.get<uint8_t>());
+    res.error_message = r.get_string();
+    res.costs.resize(r.get_count(kMaxCount));
+    for (double& c : res.costs) c = r.get<double>();
+    if (r.get<uint8_t>() != 0) worker_->stop();  // its context is gone with the fault
     if (res.ok())
       td.best_cost = std::min(td.best_cost, *std::min_element(res.costs.begin(), res.costs.end()));
     finish();

@@ -11,7 +11,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace cpu_jit {
 
-namespace detail_cg {
+namespace detail {
 
 using namespace ir;
 
@@ -23,7 +23,7 @@ inline bool contains_load(const Expr& e) {
 
 // Whether evaluating `branch` is safe because the condition already evaluates it: `branch` is
 // an operand of the comparison `condition` (a float max/min reduction update is
-// `select(src > acc, src, acc)`, lower.ipp).
+// `select(src > acc, src, acc)`, build_loop_nests.ipp).
 inline bool evaluated_by_condition(const Expr& condition, const Expr& branch) {
   if (!is_comparison(condition.kind())) return false;
   auto [a, b] = binary_operands(condition);
@@ -688,13 +688,13 @@ class codegen {
   const ExprNode* reassociable_sum_ = nullptr;
 };
 
-}  // namespace detail_cg
+}  // namespace detail
 
 LOOM_LLVM_DECL CompiledKernel compile(const ir::LoweredFunc& f, const CodegenOptions& options) {
   Engine& engine = Engine::global();
   std::string symbol = engine.unique_name(f.name.empty() ? "loom_kernel" : f.name);
   ModuleBundle bundle = new_module(engine, symbol);
-  detail_cg::codegen(engine, *bundle.context, *bundle.module, options).emit(f, symbol);
+  detail::codegen(engine, *bundle.context, *bundle.module, options).emit(f, symbol);
   CompileOptions co;
   co.opt_level = options.opt_level;
   co.dump_ir = options.dump_ir;
