@@ -202,10 +202,10 @@ class Gbdt {
   std::vector<int32_t> tree_depths_;
 };
 
-namespace detail_gbdt {
+namespace detail {
 /// Histogram bin edges of one feature from its sorted, NaN-free values (declared for the tests).
 LOOM_DECL std::vector<float> quantile_edges(const std::vector<float>& sorted, int max_bins);
-}  // namespace detail_gbdt
+}  // namespace detail
 
 }  // namespace cost
 LOOM_END_NAMESPACE

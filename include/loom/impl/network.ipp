@@ -12,7 +12,7 @@
 
 LOOM_BEGIN_NAMESPACE
 
-namespace detail_network {
+namespace detail {
 
 inline std::string describe(const ir::Tensor& t) {
   std::ostringstream os;
@@ -41,7 +41,7 @@ inline std::vector<std::string> constant_names(const net::Network& n) {
   return names;
 }
 
-}  // namespace detail_network
+}  // namespace detail
 
 LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
                                   const NetworkOptions& options) {
@@ -51,7 +51,7 @@ LOOM_DECL CompiledNetwork compile(std::shared_ptr<const net::Network> network,
   CompiledNetwork::state& s = *c.state_;
   s.network = network;
   const Target host = Target::host();
-  const std::vector<std::string> constants = detail_network::constant_names(*network);
+  const std::vector<std::string> constants = detail::constant_names(*network);
   std::unordered_map<const ir::TensorNode*, const net::Constant*> constant_of;
   for (const net::Constant& c : network->constants()) constant_of[c.tensor.get()] = &c;
   for (const net::NetworkTask& t : network->tasks()) {
@@ -166,7 +166,7 @@ LOOM_DECL void CompiledNetwork::run(const std::vector<BufferView>& inputs_then_o
                         (!v.has_shape() || v.shape == t.shape()),
                     "loom.net.E1006")
         << "CompiledNetwork::run: buffer " << i << " is for " << (i < ni ? "input " : "output ")
-        << detail_network::describe(t) << ", but it is " << (v.data ? "" : "a null pointer, ")
+        << detail::describe(t) << ", but it is " << (v.data ? "" : "a null pointer, ")
         << ir::to_string(v.dtype) << (v.has_shape() ? " of another shape" : "");
   }
   std::lock_guard<std::mutex> lock(state_->running);
@@ -216,7 +216,7 @@ LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
   for (const net::NetworkTask& t : network.tasks())
     tasks.push_back({Task(t.dag, Target::host()), static_cast<double>(t.weight()), {}});
   TaskSchedulerOptions o = options;
-  for (const std::string& name : detail_network::constant_names(network))
+  for (const std::string& name : detail::constant_names(network))
     if (std::find(o.tune.constant_inputs.begin(), o.tune.constant_inputs.end(), name) ==
         o.tune.constant_inputs.end())
       o.tune.constant_inputs.push_back(name);

@@ -424,7 +424,7 @@ TEST_SUITE("cost") {
     const std::vector<float> p0 = m.predict_rows(std::vector<float>{3.0f, 0.0f, 3.0f, 1.0f});
     CHECK(p0[0] == doctest::Approx(0.0).epsilon(0.01));
     CHECK(p0[1] > 0.5f);
-    const std::vector<float> edges = detail_gbdt::quantile_edges(
+    const std::vector<float> edges = cost::detail::quantile_edges(
         [] {
           std::vector<float> v(700, 0.0f);
           for (int i = 1; i <= 300; ++i) v.push_back(static_cast<float>(i));
@@ -435,8 +435,8 @@ TEST_SUITE("cost") {
     CHECK(edges.size() >= 14);
     CHECK(edges[0] == 0.5f);  // zero alone, then the 300 others spread over the other bins
     CHECK(std::is_sorted(edges.begin(), edges.end()));
-    CHECK(detail_gbdt::quantile_edges(std::vector<float>(10, 2.0f), 16).empty());
-    CHECK(detail_gbdt::quantile_edges({1.0f, 2.0f, 2.0f, 7.0f}, 16) ==
+    CHECK(cost::detail::quantile_edges(std::vector<float>(10, 2.0f), 16).empty());
+    CHECK(cost::detail::quantile_edges({1.0f, 2.0f, 2.0f, 7.0f}, 16) ==
           std::vector<float>{1.5f, 4.5f});
   }
 

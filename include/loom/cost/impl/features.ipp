@@ -125,7 +125,7 @@ LOOM_DECL ProgramFeatures extract_features(const ir::LoweredFunc& f, const Targe
   LOOM_USER_CHECK(f.body.defined(), "loom.cost.E900")
       << "extract_features(): kernel '" << f.name << "' has no body";
   // One extractor per thread, reused: its scratch keeps its capacity between programs.
-  thread_local detail_features::extractor ex;
+  thread_local detail::extractor ex;
   return ex.run(f, target);
 }
 

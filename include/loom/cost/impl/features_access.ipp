@@ -17,7 +17,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace cost {
-namespace detail_features {
+namespace detail {
 
 inline extractor::group* extractor::find_group(const ir::BufferNode* b) {
   for (group& g : groups_)
@@ -381,6 +381,6 @@ inline void extractor::intensity_curve(row& r, double float_ops) {
   }
 }
 
-}  // namespace detail_features
+}  // namespace detail
 }  // namespace cost
 LOOM_END_NAMESPACE

@@ -7,7 +7,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace cost {
-namespace detail_features {
+namespace detail {
 
 inline int extractor::alloc_depth(const ir::BufferNode* b) const {
   for (auto it = allocations_.rbegin(); it != allocations_.rend(); ++it)
@@ -76,6 +76,6 @@ inline void extractor::annotation_features(row& r, const ir::BufferNode* stored)
   fill(parallel_loops_, kFeatureParallelNum);
 }
 
-}  // namespace detail_features
+}  // namespace detail
 }  // namespace cost
 LOOM_END_NAMESPACE

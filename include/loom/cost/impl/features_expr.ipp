@@ -6,7 +6,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace cost {
-namespace detail_features {
+namespace detail {
 
 // Bounds of an integer expression with loop depth d ranging over [lo_[d], hi_[d]].
 inline Interval extractor::eval(const ir::Expr& e) const {
@@ -274,6 +274,6 @@ inline void extractor::linearize(const ir::Expr& e, int64_t scale, int64_t& cons
   if (scale != 0) terms_.push_back({scale, &e, -1, depth_mask(e), 0, 0});
 }
 
-}  // namespace detail_features
+}  // namespace detail
 }  // namespace cost
 LOOM_END_NAMESPACE

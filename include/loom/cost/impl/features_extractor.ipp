@@ -13,7 +13,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace cost {
-namespace detail_features {
+namespace detail {
 
 using ir::Interval;
 
@@ -414,6 +414,6 @@ class extractor final : public ir::StmtVisitor {
   std::vector<int> order_;
 };
 
-}  // namespace detail_features
+}  // namespace detail
 }  // namespace cost
 LOOM_END_NAMESPACE

@@ -19,7 +19,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace cost {
 
-namespace detail_gbdt {
+namespace detail {
 
 /// Rows per prediction block: their descents interleave, and the block's rows (21 KB at 164
 /// features) stay in L1 while every tree passes over them. 16 to 128 measured within noise of
@@ -33,7 +33,7 @@ inline constexpr size_t kParallelHistWork = size_t{1} << 17;
 
 inline int resolve_threads(int n) { return n > 0 ? n : compile_threads(); }
 
-using detail::unit_draw;
+using ::loom::detail::unit_draw;
 
 /// A float strictly below `b` and at least `a` (a < b) halfway between them where possible: the
 /// edge between two neighbouring distinct values. `x <= edge` must send `a` left and `b` right.
@@ -721,7 +721,7 @@ class TokenReader {
   std::istream& in_;
 };
 
-}  // namespace detail_gbdt
+}  // namespace detail
 
 // --- GbdtDataset ---------------------------------------------------------------------------------
 
@@ -766,7 +766,7 @@ LOOM_DECL void GbdtDataset::validate() const {
 
 // --- Gbdt ----------------------------------------------------------------------------------------
 
-namespace detail_gbdt {
+namespace detail {
 
 inline void check_params(const GbdtParams& p) {
   auto fail = [](const char* name, const auto& value, const char* range) {
@@ -791,22 +791,22 @@ inline void check_params(const GbdtParams& p) {
   if (p.num_threads < 0) fail("num_threads", p.num_threads, ">= 0 (0: loom's compile threads)");
 }
 
-}  // namespace detail_gbdt
+}  // namespace detail
 
 LOOM_DECL Gbdt Gbdt::train(const GbdtDataset& data, const GbdtParams& params) {
   data.validate();
-  detail_gbdt::check_params(params);
+  detail::check_params(params);
   Gbdt model;
   model.params_ = params;
   model.num_features_ = data.num_features;
-  detail_gbdt::Trainer trainer(data, params);
+  detail::Trainer trainer(data, params);
   trainer.run(model.base_score_, model.nodes_, model.leaf_values_, model.tree_roots_,
               model.tree_depths_, model.info_);
   return model;
 }
 
 LOOM_DECL void Gbdt::predict_rows(const float* rows, size_t num_rows, float* out) const {
-  using detail_gbdt::kPredictBlock;
+  using detail::kPredictBlock;
   const size_t nf = static_cast<size_t>(num_features_);
   const Node* nodes = nodes_.data();
   const float* values = leaf_values_.data();
@@ -828,7 +828,7 @@ LOOM_DECL void Gbdt::predict_rows(const float* rows, size_t num_rows, float* out
         for (int d = 0; d < depth; ++d)
           for (size_t i = 0; i < m; ++i) {
             const Node& n = nodes[idx[i]];
-            idx[i] = detail_gbdt::next_node(n, x[i * nf + static_cast<size_t>(n.feature)]);
+            idx[i] = detail::next_node(n, x[i * nf + static_cast<size_t>(n.feature)]);
           }
         for (size_t i = 0; i < m; ++i) acc[i] += values[idx[i]];
       }
@@ -836,7 +836,7 @@ LOOM_DECL void Gbdt::predict_rows(const float* rows, size_t num_rows, float* out
     }
   };
   const size_t blocks = (num_rows + kPredictBlock - 1) / kPredictBlock;
-  const int threads = detail_gbdt::resolve_threads(params_.num_threads);
+  const int threads = detail::resolve_threads(params_.num_threads);
   if (threads > 1 && blocks >= 2 * static_cast<size_t>(threads) && trees > 0)
     ::loom::detail::parallel_chunks(blocks, static_cast<size_t>(threads), run, threads);
   else
@@ -872,7 +872,7 @@ LOOM_DECL void Gbdt::predict_groups(const float* rows, const size_t* group_offse
 }
 
 LOOM_DECL void Gbdt::save(std::ostream& out) const {
-  using detail_gbdt::exact;
+  using detail::exact;
   const GbdtParams& p = params_;
   out << "loom-gbdt 1\n"
       << "params max_depth " << p.max_depth << " learning_rate " << exact(p.learning_rate)
@@ -902,7 +902,7 @@ LOOM_DECL void Gbdt::save(std::ostream& out) const {
 }
 
 LOOM_DECL Gbdt Gbdt::load(std::istream& in) {
-  detail_gbdt::TokenReader rd(in);
+  detail::TokenReader rd(in);
   std::string magic;
   in >> magic;
   LOOM_USER_CHECK(magic == "loom-gbdt", "loom.cost.E960")

@@ -15,7 +15,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace cost {
 
-namespace detail_cost_model {
+namespace detail {
 
 inline constexpr double kNoRows = -std::numeric_limits<double>::infinity();
 
@@ -69,7 +69,7 @@ inline std::vector<size_t> by_score_desc(const std::vector<double>& scores) {
   return order;
 }
 
-}  // namespace detail_cost_model
+}  // namespace detail
 
 // --- GbdtCostModel -------------------------------------------------------------------------------
 
@@ -80,8 +80,8 @@ LOOM_DECL GbdtCostModel::GbdtCostModel(GbdtCostModelOptions options)
 
 LOOM_DECL void GbdtCostModel::update(const std::vector<ProgramFeatures>& programs,
                                      const std::vector<double>& throughputs) {
-  detail_cost_model::check_programs(programs, "GbdtCostModel::update");
-  detail_cost_model::check_throughputs(programs, throughputs, "GbdtCostModel::update");
+  detail::check_programs(programs, "GbdtCostModel::update");
+  detail::check_throughputs(programs, throughputs, "GbdtCostModel::update");
   // Check every program before keeping any, so a rejected batch leaves the model unchanged.
   int nf = data_.num_features;
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -114,11 +114,11 @@ LOOM_DECL void GbdtCostModel::update(const std::vector<ProgramFeatures>& program
 
 LOOM_DECL std::vector<double> GbdtCostModel::predict(
     const std::vector<ProgramFeatures>& programs) const {
-  detail_cost_model::check_programs(programs, "GbdtCostModel::predict");
-  std::vector<double> out(programs.size(), detail_cost_model::kNoRows);
+  detail::check_programs(programs, "GbdtCostModel::predict");
+  std::vector<double> out(programs.size(), detail::kNoRows);
   if (!trained_) {
     for (size_t i = 0; i < programs.size(); ++i)
-      if (programs[i].num_rows > 0) out[i] = detail::unit_draw(rng_);
+      if (programs[i].num_rows > 0) out[i] = ::loom::detail::unit_draw(rng_);
     return out;
   }
   // One matrix for the whole batch: the blocked predictor wants many rows at once.
@@ -152,7 +152,7 @@ LOOM_DECL void GbdtCostModel::save(std::ostream& out) const {
 }
 
 LOOM_DECL void GbdtCostModel::load(std::istream& in) {
-  detail_cost_model::read_header(in, "gbdt", "GbdtCostModel::load");
+  detail::read_header(in, "gbdt", "GbdtCostModel::load");
   model_ = Gbdt::load(in);
   trained_ = true;
   // Ansor disables warm-up after a load: the loaded model already knows more than random.
@@ -168,15 +168,15 @@ LOOM_DECL RandomCostModel::RandomCostModel(uint64_t seed) : seed_(seed), rng_(se
 
 LOOM_DECL void RandomCostModel::update(const std::vector<ProgramFeatures>& programs,
                                        const std::vector<double>& throughputs) {
-  detail_cost_model::check_programs(programs, "RandomCostModel::update");
-  detail_cost_model::check_throughputs(programs, throughputs, "RandomCostModel::update");
+  detail::check_programs(programs, "RandomCostModel::update");
+  detail::check_throughputs(programs, throughputs, "RandomCostModel::update");
 }
 
 LOOM_DECL std::vector<double> RandomCostModel::predict(
     const std::vector<ProgramFeatures>& programs) const {
-  detail_cost_model::check_programs(programs, "RandomCostModel::predict");
+  detail::check_programs(programs, "RandomCostModel::predict");
   std::vector<double> out(programs.size());
-  for (double& s : out) s = detail::unit_draw(rng_);
+  for (double& s : out) s = ::loom::detail::unit_draw(rng_);
   return out;
 }
 
@@ -185,7 +185,7 @@ LOOM_DECL void RandomCostModel::save(std::ostream& out) const {
 }
 
 LOOM_DECL void RandomCostModel::load(std::istream& in) {
-  detail_cost_model::read_header(in, "random", "RandomCostModel::load");
+  detail::read_header(in, "random", "RandomCostModel::load");
   std::string key;
   uint64_t seed = 0;
   LOOM_USER_CHECK(static_cast<bool>(in >> key >> seed) && key == "seed", "loom.cost.E968")
@@ -236,14 +236,14 @@ LOOM_DECL AnalyticCostModel AnalyticCostModel::roofline(const std::vector<int>& 
 
 LOOM_DECL void AnalyticCostModel::update(const std::vector<ProgramFeatures>& programs,
                                          const std::vector<double>& throughputs) {
-  detail_cost_model::check_programs(programs, "AnalyticCostModel::update");
-  detail_cost_model::check_throughputs(programs, throughputs, "AnalyticCostModel::update");
+  detail::check_programs(programs, "AnalyticCostModel::update");
+  detail::check_throughputs(programs, throughputs, "AnalyticCostModel::update");
 }
 
 LOOM_DECL std::vector<double> AnalyticCostModel::predict(
     const std::vector<ProgramFeatures>& programs) const {
-  detail_cost_model::check_programs(programs, "AnalyticCostModel::predict");
-  std::vector<double> out(programs.size(), detail_cost_model::kNoRows);
+  detail::check_programs(programs, "AnalyticCostModel::predict");
+  std::vector<double> out(programs.size(), detail::kNoRows);
   std::vector<float> selected(indices_.size());
   for (size_t i = 0; i < programs.size(); ++i) {
     const ProgramFeatures& p = programs[i];
@@ -278,7 +278,7 @@ LOOM_DECL void AnalyticCostModel::save(std::ostream& out) const {
 }
 
 LOOM_DECL void AnalyticCostModel::load(std::istream& in) {
-  detail_cost_model::read_header(in, "analytic", "AnalyticCostModel::load");
+  detail::read_header(in, "analytic", "AnalyticCostModel::load");
   std::string key;
   size_t n = 0;
   std::vector<int> indices;
@@ -297,7 +297,7 @@ LOOM_DECL void AnalyticCostModel::load(std::istream& in) {
 
 LOOM_DECL double pairwise_accuracy(const std::vector<double>& scores,
                                    const std::vector<double>& labels) {
-  detail_cost_model::check_sizes(scores.size(), labels.size(), "pairwise_accuracy");
+  detail::check_sizes(scores.size(), labels.size(), "pairwise_accuracy");
   const size_t n = scores.size();
   // Walk the programs by increasing label; a Fenwick tree over score ranks counts, among those
   // with a strictly smaller label, the ones with a smaller and with an equal score.
@@ -340,12 +340,12 @@ LOOM_DECL double pairwise_accuracy(const std::vector<double>& scores,
 
 LOOM_DECL double recall_at_k(const std::vector<double>& scores, const std::vector<double>& labels,
                              size_t k) {
-  detail_cost_model::check_sizes(scores.size(), labels.size(), "recall_at_k");
+  detail::check_sizes(scores.size(), labels.size(), "recall_at_k");
   k = std::min(k, scores.size());
   if (k == 0) return std::numeric_limits<double>::quiet_NaN();
   // Both orders break ties by position, so equal scores cannot all claim the top-k.
-  const std::vector<size_t> by_score = detail_cost_model::by_score_desc(scores);
-  const std::vector<size_t> by_label = detail_cost_model::by_score_desc(labels);
+  const std::vector<size_t> by_score = detail::by_score_desc(scores);
+  const std::vector<size_t> by_label = detail::by_score_desc(labels);
   std::vector<char> top(scores.size(), 0);
   for (size_t i = 0; i < k; ++i) top[by_label[i]] = 1;
   size_t hits = 0;
@@ -355,12 +355,12 @@ LOOM_DECL double recall_at_k(const std::vector<double>& scores, const std::vecto
 
 LOOM_DECL double average_peak_score(const std::vector<double>& scores,
                                     const std::vector<double>& labels, size_t n) {
-  detail_cost_model::check_sizes(scores.size(), labels.size(), "average_peak_score");
+  detail::check_sizes(scores.size(), labels.size(), "average_peak_score");
   n = std::min(n, scores.size());
   if (n == 0) return std::numeric_limits<double>::quiet_NaN();
   const double best = *std::max_element(labels.begin(), labels.end());
   if (!(best > 0)) return std::numeric_limits<double>::quiet_NaN();
-  const std::vector<size_t> order = detail_cost_model::by_score_desc(scores);
+  const std::vector<size_t> order = detail::by_score_desc(scores);
   double running = -std::numeric_limits<double>::infinity(), sum = 0;
   for (size_t i = 0; i < n; ++i) {
     running = std::max(running, labels[order[i]]);

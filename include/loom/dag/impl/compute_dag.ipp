@@ -14,7 +14,7 @@
 
 LOOM_BEGIN_NAMESPACE
 
-namespace detail_dag {
+namespace detail {
 
 // Every read of `tensor` in `body`, as its index lists.
 inline std::vector<const std::vector<ir::Expr>*> reads_of(const ir::Expr& body,
@@ -106,7 +106,7 @@ inline bool has_expensive_or_branch(const ir::Expr& body) {
   return found;
 }
 
-}  // namespace detail_dag
+}  // namespace detail
 
 LOOM_DECL double count_flops(const ir::Expr& e) {
   if (!e.defined()) return 0;
@@ -233,12 +233,12 @@ LOOM_DECL void ComputeDAG::analyse() {
     bool all_simple = true, all_complete = true;
     int inputs_missing_axis = 0;
     for (auto& in : ir::input_tensors(op)) {
-      auto facts = detail_dag::analyse_reads(op, in.get());
+      auto facts = detail::analyse_reads(op, in.get());
       all_simple = all_simple && facts.simple;
       all_complete = all_complete && facts.complete && in.shape() == op.shape();
       // Does some read of `in` ignore an output axis of extent > 1? Then its data is reused
       // along that axis.
-      auto reads = detail_dag::reads_of(op->body, in.get());
+      auto reads = detail::reads_of(op->body, in.get());
       for (auto& axis : op->axes) {
         if (axis.extent <= 1) continue;
         bool used = false;
@@ -252,7 +252,7 @@ LOOM_DECL void ComputeDAG::analyse() {
     }
     info.is_elementwise = info.is_injective && all_complete;
     info.is_strictly_inlineable =
-        info.is_injective && all_simple && !detail_dag::has_expensive_or_branch(op->body);
+        info.is_injective && all_simple && !detail::has_expensive_or_branch(op->body);
     info.needs_multi_level_tiling =
         inputs_missing_axis >= 2 || (inputs_missing_axis >= 1 && info.has_reduce);
   }
@@ -272,8 +272,8 @@ LOOM_DECL bool ComputeDAG::elementwise_match(int producer, int consumer) const {
   if (c.is_placeholder() || p.shape() != c.shape()) return false;
   if (infos_[producer].consumers != std::vector<int>{consumer}) return false;
   if (infos_[consumer].has_reduce) return false;
-  auto facts = detail_dag::analyse_reads(c, p.get());
-  return facts.complete && !detail_dag::reads_of(c->body, p.get()).empty();
+  auto facts = detail::analyse_reads(c, p.get());
+  return facts.complete && !detail::reads_of(c->body, p.get()).empty();
 }
 
 LOOM_DECL int ComputeDAG::single_elementwise_matched_consumer(int op) const {
@@ -284,14 +284,14 @@ LOOM_DECL int ComputeDAG::single_elementwise_matched_consumer(int op) const {
 }
 
 LOOM_DECL void ComputeDAG::compute_key() {
-  using detail::hash_combine;
+  using ::loom::detail::hash_combine;
   std::unordered_map<const ir::TensorNode*, uint64_t> position;
   for (size_t i = 0; i < ops_.size(); ++i) position[ops_[i].get()] = i + 1;
-  uint64_t h = detail::hash_string("loom.workload.v1");
+  uint64_t h = ::loom::detail::hash_string("loom.workload.v1");
   h = hash_combine(h, ops_.size());
   for (auto& op : ops_) {
     h = hash_combine(h, static_cast<uint64_t>(op->op));
-    h = hash_combine(h, detail::hash_string(ir::to_string(op.dtype())));
+    h = hash_combine(h, ::loom::detail::hash_string(ir::to_string(op.dtype())));
     h = hash_combine(h, op.shape().size());
     for (int64_t s : op.shape()) h = hash_combine(h, static_cast<uint64_t>(s));
     if (op.is_placeholder()) continue;

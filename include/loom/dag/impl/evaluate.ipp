@@ -12,7 +12,7 @@
 
 LOOM_BEGIN_NAMESPACE
 
-namespace detail_eval {
+namespace detail {
 
 /// One scalar: integers (and bools) in `i`, floats in `f`.
 union scalar {
@@ -385,10 +385,10 @@ class compiler {
   std::unordered_map<const ir::Variable*, int> slots_;
 };
 
-}  // namespace detail_eval
+}  // namespace detail
 
 LOOM_DECL void evaluate(const ComputeDAG& dag, const std::vector<void*>& buffers) {
-  using namespace detail_eval;
+  using namespace detail;
   const auto args = dag.arguments();
   LOOM_USER_CHECK(buffers.size() == args.size(), "loom.dag.E210")
       << "evaluate got " << buffers.size() << " buffers but the DAG has " << args.size()

@@ -98,7 +98,7 @@ LOOM_DECL ChannelAffine batch_norm_affine(const std::vector<double>& gamma,
   return a;
 }
 
-namespace detail_net {
+namespace detail {
 
 template <class N>
 const N* as_binary(const ir::Expr& e) {
@@ -153,12 +153,12 @@ inline std::vector<double> float_values(const Constant& c) {
   return out;
 }
 
-}  // namespace detail_net
+}  // namespace detail
 
 LOOM_DECL FoldedBatchNorms fold_batch_norm(const std::vector<ir::Tensor>& inputs,
                                            const std::vector<Constant>& constants,
                                            const std::vector<ir::Tensor>& outputs) {
-  using namespace detail_net;
+  using namespace detail;
   std::vector<ir::Tensor> placeholders = inputs;
   std::unordered_map<const ir::TensorNode*, const Constant*> constant_of;
   for (const Constant& c : constants) {

@@ -14,7 +14,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace net {
 
-namespace detail_net {
+namespace detail {
 
 // Whether every index of every read of `input` in `op` is an output axis of `op` or a constant,
 // axes in increasing order; with `complete`, also that the reads are exactly the axes in order
@@ -127,7 +127,7 @@ class partitioner {
     std::function<void(int)> walk = [&](int u) {
       if (!seen.insert(u).second) return;
       for (int c : dag_.info(u).consumers) {
-        const bool pointwise = detail_net::plain_reads(dag_.ops()[c], dag_.ops()[u].get(), true);
+        const bool pointwise = detail::plain_reads(dag_.ops()[c], dag_.ops()[u].get(), true);
         p = std::max(p, pointwise ? OpPattern::ElementWise : pattern_[c]);
         if (c != dom_.parent[op]) walk(c);
       }
@@ -276,7 +276,7 @@ inline FusedGroup make_group(const ComputeDAG& network, std::vector<int> ops, Op
   return g;
 }
 
-}  // namespace detail_net
+}  // namespace detail
 
 LOOM_DECL const char* pattern_name(OpPattern p) {
   switch (p) {
@@ -298,14 +298,14 @@ LOOM_DECL OpPattern op_pattern(const ComputeDAG& dag, int op) {
   const ir::Tensor& t = dag.ops()[op];
   bool complete = true, plain = true;
   for (const ir::Tensor& in : ir::input_tensors(t)) {
-    complete = complete && detail_net::plain_reads(t, in.get(), true);
-    plain = plain && detail_net::plain_reads(t, in.get(), false);
+    complete = complete && detail::plain_reads(t, in.get(), true);
+    plain = plain && detail::plain_reads(t, in.get(), false);
   }
   return complete ? OpPattern::ElementWise : plain ? OpPattern::Broadcast : OpPattern::Injective;
 }
 
 LOOM_DECL std::vector<FusedGroup> partition(const ComputeDAG& network) {
-  detail_net::partitioner p(network);
+  detail::partitioner p(network);
   std::vector<FusedGroup> out;
   for (std::vector<int>& ops : p.run()) {
     const OpPattern pattern = p.group_pattern(ops.back());
@@ -319,7 +319,7 @@ LOOM_DECL std::vector<FusedGroup> partition(const ComputeDAG& network) {
           << "fusion group of '" << network.ops()[ops.back()].name() << "' leaks '"
           << network.ops()[ops[k]].name() << "'";
     }
-    out.push_back(detail_net::make_group(network, std::move(ops), pattern));
+    out.push_back(detail::make_group(network, std::move(ops), pattern));
   }
   return out;
 }

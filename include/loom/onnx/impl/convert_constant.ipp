@@ -6,7 +6,7 @@
 #include <cstring>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 inline void Importer::constant(const ::onnx::NodeProto& n) {
   const auto& a = n.attribute();
@@ -84,5 +84,5 @@ inline void Importer::range(const ::onnx::NodeProto&) {
   }
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 inline void Importer::conv(const ::onnx::NodeProto& n) {
   Value x = in(0);
@@ -156,5 +156,5 @@ inline void Importer::conv_transpose(const ::onnx::NodeProto& n) {
   emit(y, {x, w});
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

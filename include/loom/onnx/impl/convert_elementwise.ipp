@@ -8,7 +8,7 @@
 #include <map>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 inline void Importer::unary(const ::onnx::NodeProto& n) {
   const Value& x = in(0);
@@ -275,5 +275,5 @@ inline void Importer::identity(const ::onnx::NodeProto& n) {
   set_output(0, in(0));
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

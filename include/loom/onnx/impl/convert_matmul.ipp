@@ -4,7 +4,7 @@
 #include "loom/ops/matmul.hpp"
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 inline void Importer::gemm(const ::onnx::NodeProto& n) {
   const Value& a = in(0);
@@ -52,5 +52,5 @@ inline void Importer::matmul(const ::onnx::NodeProto&) {
   emit(untyped::matmul(a.t, b.t, out_name()), {a, b});
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

@@ -8,7 +8,7 @@
 #include <utility>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 inline void Importer::batch_norm(const ::onnx::NodeProto& n) {
   if (folded_bn_.count(&n)) {
@@ -223,5 +223,5 @@ inline void Importer::softmax(const ::onnx::NodeProto& n) {
   emit(y, {x});
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

@@ -7,7 +7,7 @@
 #include <limits>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 inline void Importer::pool(const ::onnx::NodeProto& n) {
   Value x = in(0);
@@ -103,5 +103,5 @@ inline void Importer::reduce(const ::onnx::NodeProto& n) {
   emit(y, {x});
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

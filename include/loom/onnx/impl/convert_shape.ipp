@@ -5,7 +5,7 @@
 #include <algorithm>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 inline void Importer::reshape(const ::onnx::NodeProto& n) {
   const Value& x = in(0);
@@ -243,5 +243,5 @@ inline void Importer::tile(const ::onnx::NodeProto&) {
   emit(untyped::tile(x.t, repeats, out_name()), {x});
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

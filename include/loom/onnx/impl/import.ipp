@@ -30,7 +30,7 @@
 #include "loom/onnx/impl/convert_constant.ipp"
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 // --- the op table --------------------------------------------------------------------------
 //
@@ -300,7 +300,7 @@ inline OnnxModel Importer::run(const ::onnx::ModelProto& model) {
   return result;
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 
 OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxOptions& options,
                             const std::string& what) {
@@ -308,7 +308,7 @@ OnnxModel import_onnx_bytes(const std::string& bytes, const OnnxOptions& options
   LOOM_USER_CHECK(!bytes.empty(), "loom.onnx.E1101") << what << " is empty";
   LOOM_USER_CHECK(model.ParseFromString(bytes), "loom.onnx.E1101")
       << what << " is not a valid ONNX model (the protobuf does not parse: truncated or corrupt)";
-  detail_onnx::Importer importer(options, what);
+  detail::Importer importer(options, what);
   return importer.run(model);
 }
 
@@ -327,11 +327,11 @@ HostTensor read_tensor_proto(const std::string& path) {
   LOOM_USER_CHECK(!bytes.empty() && t.ParseFromString(bytes), "loom.onnx.E1108")
       << "'" << path << "' is not a serialized ONNX TensorProto";
   ir::DType dtype;
-  LOOM_USER_CHECK(detail_onnx::dtype_of(t.data_type(), &dtype), "loom.onnx.E1104")
-      << "'" << path << "' holds " << detail_onnx::elem_type_name(t.data_type())
+  LOOM_USER_CHECK(detail::dtype_of(t.data_type(), &dtype), "loom.onnx.E1104")
+      << "'" << path << "' holds " << detail::elem_type_name(t.data_type())
       << "; loom reads FLOAT, DOUBLE, INT32 and INT64 tensors";
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
-  const auto data = detail_onnx::tensor_bytes(t, dtype, shape, "'" + path + "'");
+  const auto data = detail::tensor_bytes(t, dtype, shape, "'" + path + "'");
   HostTensor h(t.name(), dtype, shape);
   if (!data.empty()) std::memcpy(h.bytes.data(), data.data(), data.size());
   return h;
@@ -339,7 +339,7 @@ HostTensor read_tensor_proto(const std::string& path) {
 
 std::vector<std::string> supported_onnx_operators() {
   std::vector<std::string> ops;
-  for (const auto& [name, info] : detail_onnx::op_table()) ops.push_back(name);
+  for (const auto& [name, info] : detail::op_table()) ops.push_back(name);
   return ops;
 }
 

@@ -16,7 +16,7 @@
 #include <unordered_set>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 namespace untyped = ops::untyped;
 
@@ -324,5 +324,5 @@ inline std::vector<int64_t> Importer::window_pads(const Shape& in, const Shape& 
   return pads;
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

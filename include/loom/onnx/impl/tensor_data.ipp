@@ -14,7 +14,7 @@
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
-namespace detail_onnx {
+namespace detail {
 
 using Shape = std::vector<int64_t>;
 using Bytes = std::shared_ptr<const std::vector<unsigned char>>;
@@ -173,5 +173,5 @@ Bytes bytes_of(const std::vector<T>& v) {
   return b;
 }
 
-}  // namespace detail_onnx
+}  // namespace detail
 LOOM_END_NAMESPACE

@@ -9,7 +9,7 @@
 
 LOOM_BEGIN_NAMESPACE
 
-namespace detail_npy {
+namespace detail {
 
 inline const char* descr_of(ir::DType t) {
   if (t == ir::DType::f32()) return "<f4";
@@ -35,7 +35,7 @@ inline std::string dict_value(const std::string& header, const std::string& key)
   return header.substr(v, end - v + (close == ',' ? 0 : 1));
 }
 
-}  // namespace detail_npy
+}  // namespace detail
 
 LOOM_DECL HostTensor::HostTensor(std::string n, ir::DType t, std::vector<int64_t> s)
     : name(std::move(n)), dtype(t), shape(std::move(s)) {
@@ -72,9 +72,9 @@ LOOM_DECL HostTensor read_npy(const std::string& path) {
   }
   if (header_at + header_len > data.size()) fail("truncated header");
   const std::string header = data.substr(header_at, header_len);
-  const std::string descr = detail_npy::dict_value(header, "descr");
-  const std::string order = detail_npy::dict_value(header, "fortran_order");
-  const std::string shape_text = detail_npy::dict_value(header, "shape");
+  const std::string descr = detail::dict_value(header, "descr");
+  const std::string order = detail::dict_value(header, "fortran_order");
+  const std::string shape_text = detail::dict_value(header, "shape");
   if (order != "False") fail("fortran_order is '" + order + "' (only C order is read)");
   HostTensor t;
   t.name = path;
@@ -112,7 +112,7 @@ LOOM_DECL HostTensor read_npy(const std::string& path) {
 }
 
 LOOM_DECL void write_npy(const std::string& path, const HostTensor& t) {
-  const char* descr = detail_npy::descr_of(t.dtype);
+  const char* descr = detail::descr_of(t.dtype);
   LOOM_USER_CHECK(descr != nullptr, "loom.runtime.E1201")
       << "write_npy: '" << path << "': " << ir::to_string(t.dtype)
       << " has no .npy type loom writes";

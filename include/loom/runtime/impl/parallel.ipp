@@ -33,7 +33,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace runtime {
-namespace detail_parallel {
+namespace detail {
 
 /// How long an idle worker spins after the last loop before it sleeps.
 inline constexpr std::chrono::microseconds worker_spin{50};
@@ -206,7 +206,7 @@ LOOM_DECL thread_pool* pool() noexcept {
   return p;
 }
 
-}  // namespace detail_parallel
+}  // namespace detail
 
 LOOM_DECL int default_num_threads() noexcept {
   static const int n = [] {
@@ -222,11 +222,11 @@ LOOM_DECL int default_num_threads() noexcept {
 LOOM_DECL void set_num_threads(int n) {
   LOOM_USER_CHECK(n >= 0, "loom.runtime.E601")
       << "set_num_threads(" << n << "): the thread count must be >= 0 (0 restores the default)";
-  detail_parallel::state().requested.store(n, std::memory_order_relaxed);
+  detail::state().requested.store(n, std::memory_order_relaxed);
 }
 
 LOOM_DECL int num_threads() noexcept {
-  int n = detail_parallel::state().requested.load(std::memory_order_relaxed);
+  int n = detail::state().requested.load(std::memory_order_relaxed);
   return n > 0 ? n : default_num_threads();
 }
 
@@ -239,7 +239,7 @@ extern "C" LOOM_DECL int loom_parallel_num_threads(void) noexcept {
 
 extern "C" LOOM_DECL int loom_parallel_for(int64_t n, loom_parallel_body body,
                                            void* closure) noexcept {
-  namespace rt = ::loom::runtime::detail_parallel;
+  namespace rt = ::loom::runtime::detail;
   if (n <= 0) return 0;
   const int64_t chunks = std::min<int64_t>(::loom::runtime::num_threads(), n);
   if (chunks <= 1) return body(0, n, closure);

@@ -10,7 +10,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace runtime {
-namespace detail_workspace {
+namespace detail {
 
 inline constexpr size_t header_bytes = 64;
 
@@ -43,17 +43,17 @@ LOOM_DECL thread_cache& cache() noexcept {
   return c;
 }
 
-}  // namespace detail_workspace
+}  // namespace detail
 
-LOOM_DECL void release_workspace() noexcept { detail_workspace::cache().release(); }
+LOOM_DECL void release_workspace() noexcept { detail::cache().release(); }
 
-LOOM_DECL size_t cached_workspace_bytes() noexcept { return detail_workspace::cache().bytes; }
+LOOM_DECL size_t cached_workspace_bytes() noexcept { return detail::cache().bytes; }
 
 }  // namespace runtime
 LOOM_END_NAMESPACE
 
 extern "C" LOOM_DECL void* loom_workspace_alloc(int64_t bytes) noexcept {
-  namespace ws = ::loom::runtime::detail_workspace;
+  namespace ws = ::loom::runtime::detail;
   const size_t wanted = (static_cast<size_t>(bytes > 0 ? bytes : 1) + 63) / 64 * 64;
   ws::thread_cache& c = ws::cache();
   size_t best = c.blocks.size();
@@ -76,7 +76,7 @@ extern "C" LOOM_DECL void* loom_workspace_alloc(int64_t bytes) noexcept {
 }
 
 extern "C" LOOM_DECL void loom_workspace_free(void* block) noexcept {
-  namespace ws = ::loom::runtime::detail_workspace;
+  namespace ws = ::loom::runtime::detail;
   if (!block) return;
   unsigned char* base = static_cast<unsigned char*>(block) - ws::header_bytes;
   const size_t bytes = *reinterpret_cast<size_t*>(base);

@@ -6,14 +6,14 @@
 LOOM_BEGIN_NAMESPACE
 namespace sched {
 
-namespace detail_sched {
+namespace detail {
 inline std::string fmt_iters(const Stage& s) {
   std::ostringstream os;
   for (size_t i = 0; i < s.leaves.size(); ++i)
     os << (i ? ", " : "") << s.leaf(static_cast<int>(i)).name;
   return os.str();
 }
-}  // namespace detail_sched
+}  // namespace detail
 
 /// Applies one step to a state. Every function validates before it edits anything, so a step that
 /// throws leaves the state unchanged.
@@ -38,7 +38,7 @@ struct step_applier {
   static void check_iter(const Stage& s, int iter, const char* step) {
     LOOM_USER_CHECK(iter >= 0 && iter < static_cast<int>(s.leaves.size()), "loom.sched.E204")
         << step << ": stage '" << s.name << "' has " << s.leaves.size() << " loops ("
-        << detail_sched::fmt_iters(s) << "), there is no loop " << iter
+        << detail::fmt_iters(s) << "), there is no loop " << iter
         << " (it may have been fused or split away)";
   }
 
@@ -152,8 +152,8 @@ struct step_applier {
     for (size_t i = 0; i < x.iters.size(); ++i) {
       check_iter(s, x.iters[i], "fuse");
       LOOM_USER_CHECK(i == 0 || x.iters[i] == x.iters[i - 1] + 1, "loom.sched.E213")
-          << "fuse: loops " << detail_sched::join(x.iters) << " of stage '" << s.name
-          << "' are not consecutive in the loop order (" << detail_sched::fmt_iters(s)
+          << "fuse: loops " << detail::join(x.iters) << " of stage '" << s.name
+          << "' are not consecutive in the loop order (" << detail::fmt_iters(s)
           << "); reorder them first";
       LOOM_USER_CHECK(s.leaf(x.iters[i]).annotation == Annotation::Serial, "loom.sched.E214")
           << "fuse: loop '" << s.leaf(x.iters[i]).name << "' is annotated; fuse before annotating";
@@ -187,9 +187,8 @@ struct step_applier {
     bool perm = sorted.size() == s.leaves.size();
     for (size_t i = 0; perm && i < sorted.size(); ++i) perm = sorted[i] == static_cast<int>(i);
     LOOM_USER_CHECK(perm, "loom.sched.E215")
-        << "reorder: " << detail_sched::join(x.order) << " is not a permutation of the "
-        << s.leaves.size() << " loops of stage '" << s.name << "' (" << detail_sched::fmt_iters(s)
-        << ")";
+        << "reorder: " << detail::join(x.order) << " is not a permutation of the "
+        << s.leaves.size() << " loops of stage '" << s.name << "' (" << detail::fmt_iters(s) << ")";
     std::vector<int> leaves;
     for (int p : x.order) leaves.push_back(s.leaves[p]);
     s.leaves = leaves;
@@ -319,8 +318,8 @@ struct step_applier {
       readers.push_back(ri);
     }
     std::string name = new_stage_name(s.name, x.scope, "cache_read");
-    ir::Tensor src(
-        detail::intrusive_ptr<const ir::TensorNode>(const_cast<ir::TensorNode*>(read_node)));
+    ir::Tensor src(::loom::detail::intrusive_ptr<const ir::TensorNode>(
+        const_cast<ir::TensorNode*>(read_node)));
     std::vector<ir::IterVar> axes;
     std::vector<ir::Expr> idx;
     for (size_t d = 0; d < src.shape().size(); ++d) {
@@ -332,10 +331,10 @@ struct step_applier {
     ir::Tensor copy = ir::make_compute(name, axes, ir::TensorRead::make(src, idx), "cache_read");
     for (int ri : readers) {
       Stage& r = st.stages_[ri];
-      detail_sched::read_redirector redirect(read_node, copy);
-      r.op = detail_sched::rebuild_compute(r.op, redirect.mutate(r.op->body));
+      detail::read_redirector redirect(read_node, copy);
+      r.op = detail::rebuild_compute(r.op, redirect.mutate(r.op->body));
     }
-    Stage cs = detail_sched::make_stage(copy, name, false);
+    Stage cs = detail::make_stage(copy, name, false);
     cs.scope = x.scope;
     st.stages_.insert(st.stages_.begin() + si + 1, cs);
     st.rebuild_tensor_map();
@@ -355,15 +354,15 @@ struct step_applier {
           << "cache_write: stage '" << o.name << "' is computed inside '" << s.name
           << "', whose loops cache_write replaces; apply cache_write before compute_at";
     std::string name = new_stage_name(s.name, x.scope, "cache_write");
-    ir::Tensor local = detail_sched::fresh_copy(s.op, name);
+    ir::Tensor local = detail::fresh_copy(s.op, name);
     std::vector<ir::Expr> idx;
     for (auto& a : s.op->axes) idx.push_back(a.var);
     ir::Tensor copy =
         ir::make_compute(s.op.name(), s.op->axes, ir::TensorRead::make(local, idx), s.op->tag);
     const int si = st.stage_index(s.name);
-    Stage ls = detail_sched::make_stage(local, name, false);
+    Stage ls = detail::make_stage(local, name, false);
     ls.scope = x.scope;
-    Stage ns = detail_sched::make_stage(copy, s.name, s.is_output);
+    Stage ns = detail::make_stage(copy, s.name, s.is_output);
     st.stages_[si] = ns;
     st.stages_.insert(st.stages_.begin() + si, ls);
     st.rebuild_tensor_map();
@@ -457,8 +456,8 @@ struct step_applier {
         ir::make_compute(s.op.name(), s.op->axes,
                          ir::Reduce::make(red->op, ir::TensorRead::make(rf, idx), {kf}), s.op->tag);
     const int si = st.stage_index(s.name);
-    Stage rs = detail_sched::make_stage(rf, name, false);
-    Stage ns = detail_sched::make_stage(c2, s.name, s.is_output);
+    Stage rs = detail::make_stage(rf, name, false);
+    Stage ns = detail::make_stage(c2, s.name, s.is_output);
     st.stages_[si] = ns;
     st.stages_.insert(st.stages_.begin() + si, rs);
     st.rebuild_tensor_map();
@@ -664,7 +663,7 @@ LOOM_DECL void State::follow_fused_split(const std::string& stage, int iter,
 }
 #undef LOOM_STATE_WRAPPER
 
-namespace detail_sched {
+namespace detail {
 
 inline void print_stage(std::ostream& os, const State& st, int si, int indent) {
   const Stage& s = st.stages()[si];
@@ -697,7 +696,7 @@ inline void print_stage(std::ostream& os, const State& st, int si, int indent) {
   os << '\n';
 }
 
-}  // namespace detail_sched
+}  // namespace detail
 
 LOOM_DECL std::string State::to_string() const {
   std::ostringstream os;
@@ -712,8 +711,7 @@ LOOM_DECL std::string State::to_string() const {
       os << "inlined " << s.name << '\n';
       continue;
     }
-    if (s.location == ComputeLocation::Root)
-      detail_sched::print_stage(os, *this, static_cast<int>(i), 0);
+    if (s.location == ComputeLocation::Root) detail::print_stage(os, *this, static_cast<int>(i), 0);
   }
   return os.str();
 }

@@ -5,7 +5,7 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace sched {
-namespace detail_sched {
+namespace detail {
 
 // One thread per output element of every root stage: its spatial loops fused and split over
 // blocks of up to 256 threads, its reduction loops serial inside the thread. Slow but simple
@@ -35,7 +35,7 @@ inline State bind_naive_gpu_threads(State s, const Target& target) {
   return s;
 }
 
-}  // namespace detail_sched
+}  // namespace detail
 
 LOOM_DECL State default_schedule(std::shared_ptr<const ComputeDAG> dag, const Target& target) {
   State s(dag);
@@ -46,7 +46,7 @@ LOOM_DECL State default_schedule(std::shared_ptr<const ComputeDAG> dag, const Ta
     if (!info.is_placeholder && !info.is_output && info.is_strictly_inlineable)
       s.compute_inline(s.stages()[s.stage_of(dag->ops()[i].get())].name);
   }
-  if (target.is_cuda()) return detail_sched::bind_naive_gpu_threads(std::move(s), target);
+  if (target.is_cuda()) return detail::bind_naive_gpu_threads(std::move(s), target);
   for (const Stage& st0 : std::vector<Stage>(s.stages())) {
     if (st0.is_placeholder || st0.location != ComputeLocation::Root) continue;
     const std::string name = st0.name;

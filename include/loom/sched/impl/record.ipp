@@ -15,7 +15,7 @@
 LOOM_BEGIN_NAMESPACE
 namespace sched {
 
-namespace detail_record {
+namespace detail {
 
 using json = nlohmann::json;
 
@@ -307,22 +307,21 @@ json field_json(const T& v) {
     static_assert(sizeof(T) == 0, "a step field of a type the record writer does not know");
 }
 
-}  // namespace detail_record
+}  // namespace detail
 
 LOOM_DECL nlohmann::json to_json(const Step& step) {
   nlohmann::json j = nlohmann::json::array();
   j.push_back(step_tag(step));
   std::visit(
       [&](const auto& s) {
-        for_each_field(s, [&](const auto&, const auto& value) {
-          j.push_back(detail_record::field_json(value));
-        });
+        for_each_field(
+            s, [&](const auto&, const auto& value) { j.push_back(detail::field_json(value)); });
       },
       step);
   return j;
 }
 
-LOOM_DECL Step step_from_json(const nlohmann::json& j) { return detail_record::read_step(j, 0); }
+LOOM_DECL Step step_from_json(const nlohmann::json& j) { return detail::read_step(j, 0); }
 
 LOOM_DECL nlohmann::json history_to_json(const std::vector<Step>& steps) {
   nlohmann::json j = nlohmann::json::array();
@@ -332,11 +331,11 @@ LOOM_DECL nlohmann::json history_to_json(const std::vector<Step>& steps) {
 
 LOOM_DECL std::vector<Step> history_from_json(const nlohmann::json& j) {
   LOOM_USER_CHECK(j.is_array(), "loom.sched.E250")
-      << "a step history is a JSON array of step records, got " << detail_record::type_of(j) << ' '
-      << detail_record::show(j);
+      << "a step history is a JSON array of step records, got " << detail::type_of(j) << ' '
+      << detail::show(j);
   std::vector<Step> steps;
   steps.reserve(j.size());
-  for (size_t i = 0; i < j.size(); ++i) steps.push_back(detail_record::read_step(j[i], i));
+  for (size_t i = 0; i < j.size(); ++i) steps.push_back(detail::read_step(j[i], i));
   return steps;
 }
 

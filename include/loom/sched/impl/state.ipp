@@ -73,7 +73,7 @@ LOOM_DECL const std::string& step_stage(const Step& s) {
   return std::visit([](const auto& x) -> const std::string& { return x.stage; }, s);
 }
 
-namespace detail_sched {
+namespace detail {
 template <class T>
 std::string join(const std::vector<T>& v) {
   std::ostringstream os;
@@ -135,37 +135,37 @@ struct step_printer {
 template <class T>
 uint64_t field_hash(const T& v) {
   if constexpr (std::is_same_v<T, std::string>) {
-    return detail::hash_string(v);
+    return ::loom::detail::hash_string(v);
   } else if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_enum_v<T>) {
-    return detail::mix64(static_cast<uint64_t>(v));
+    return ::loom::detail::mix64(static_cast<uint64_t>(v));
   } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
-    return v ? detail::hash_combine(1, static_cast<uint64_t>(*v)) : 0;
+    return v ? ::loom::detail::hash_combine(1, static_cast<uint64_t>(*v)) : 0;
   } else if constexpr (std::is_same_v<T, std::vector<int>> ||
                        std::is_same_v<T, std::vector<std::string>> ||
                        std::is_same_v<T, std::vector<std::optional<int64_t>>>) {
-    uint64_t h = detail::mix64(v.size());
-    for (const auto& e : v) h = detail::hash_combine(h, field_hash(e));
+    uint64_t h = ::loom::detail::mix64(v.size());
+    for (const auto& e : v) h = ::loom::detail::hash_combine(h, field_hash(e));
     return h;
   } else {
     static_assert(sizeof(T) == 0, "a step field of a type structural_hash does not know");
   }
 }
-}  // namespace detail_sched
+}  // namespace detail
 
 LOOM_DECL std::string to_string(const Step& step) {
   std::ostringstream os;
-  std::visit(detail_sched::step_printer{os}, step);
+  std::visit(detail::step_printer{os}, step);
   return os.str();
 }
 
 LOOM_DECL uint64_t structural_hash(const std::vector<Step>& steps) {
-  uint64_t h = detail::mix64(steps.size());
+  uint64_t h = ::loom::detail::mix64(steps.size());
   for (const Step& step : steps) {
-    h = detail::hash_combine(h, step.index());
+    h = ::loom::detail::hash_combine(h, step.index());
     std::visit(
         [&](const auto& s) {
           for_each_field(s, [&](const auto&, const auto& value) {
-            h = detail::hash_combine(h, detail_sched::field_hash(value));
+            h = ::loom::detail::hash_combine(h, detail::field_hash(value));
           });
         },
         step);
@@ -179,7 +179,7 @@ LOOM_DECL int Stage::leaf_position(int iter_id) const {
   return -1;
 }
 
-namespace detail_sched {
+namespace detail {
 
 inline Stage make_stage(const ir::Tensor& op, const std::string& name, bool is_output) {
   Stage s;
@@ -248,7 +248,7 @@ inline ir::Tensor fresh_copy(const ir::Tensor& op, const std::string& name) {
   return ir::make_compute(name, axes, body, op->tag);
 }
 
-}  // namespace detail_sched
+}  // namespace detail
 
 LOOM_DECL State::State(std::shared_ptr<const ComputeDAG> dag) : dag_(std::move(dag)) {
   std::set<std::string> used;
@@ -257,7 +257,7 @@ LOOM_DECL State::State(std::shared_ptr<const ComputeDAG> dag) : dag_(std::move(d
     std::string name = op.name();
     for (int n = 1; used.count(name); ++n) name = op.name() + "_" + std::to_string(n);
     used.insert(name);
-    stages_.push_back(detail_sched::make_stage(op, name, dag_->info(i).is_output));
+    stages_.push_back(detail::make_stage(op, name, dag_->info(i).is_output));
   }
   rebuild_tensor_map();
 }
