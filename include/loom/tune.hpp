@@ -12,9 +12,10 @@
 ///
 /// Shipping a tuned kernel: tune once with a records file, ship the file, and in the
 /// application call `tuned_kernel(task, "gemm.jsonl")` — it builds the best recorded program of
-/// the workload once per process (thread-safe, cached) and falls back to the default schedule,
-/// with a one-line warning, when the file has none. `build_best` is the same without the cache
-/// and without the fallback.
+/// the workload once per process (thread-safe, cached), takes the schedule of the same
+/// computation tuned at the nearest other shape when the file has none of this one, and falls
+/// back to the default schedule, with a one-line warning, when it has neither. `build_best` is the
+/// same without the cache and without the fallback.
 ///
 /// Measurement runs every candidate in a forked child (cpu_jit::LocalMeasurer): a candidate
 /// that crashes, hangs or computes a wrong result is recorded as a failure and tuning goes on.
@@ -105,9 +106,11 @@ std::optional<sched::State> best_recorded_schedule(const Task& task, const std::
 Kernel build_best(const Task& task, const std::string& records, const BuildOptions& options = {});
 
 /// The drop-in call for applications: the best recorded program of `task` in `records`,
-/// compiled once per process and then returned from a cache (safe to call from many threads),
-/// or the default schedule, with a one-line warning on stderr, when the log has no record of
-/// this workload and target.
+/// compiled once per process and then returned from a cache (safe to call from many threads).
+/// When the log has no record of this workload and target but has records of the same
+/// computation at other extents (a batch size or sequence length nobody tuned), the best
+/// program of the nearest one, adapted (search::transferred_state), with a one-line note on
+/// stderr; when it has neither, the default schedule, with a one-line warning.
 Kernel tuned_kernel(const Task& task, const std::string& records);
 
 LOOM_END_NAMESPACE

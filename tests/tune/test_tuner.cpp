@@ -559,14 +559,15 @@ TEST_CASE("tune survives candidates that crash: they are recorded as failures") 
 }
 
 TEST_CASE(
-    "tuned_kernel: the logged best, built once per process, or the default schedule with a "
-    "warning") {
+    "tuned_kernel: the logged best, built once per process; another shape's, adapted; or the "
+    "default schedule with a warning") {
   const auto w = loom_test::matmul(24, 20, 16);
   Task task(w.dag);
   TempLog log("tuned_kernel");
   const auto ref = loom_test::make_reference(w, 9);
   auto run_kernel = [&](const Kernel& k) {
     std::vector<loom_test::tensor_data> ins = ref.inputs, outs = ref.outputs;
+    for (auto& o : outs) std::fill(o.bytes.begin(), o.bytes.end(), 0xff);  // NaN until written
     std::vector<void*> ptrs;
     for (auto& i : ins) ptrs.push_back(i.data());
     for (auto& o : outs) ptrs.push_back(o.data());
@@ -593,4 +594,24 @@ TEST_CASE(
                        doctest::Contains("loom.search.E851"), loom::user_error);
   const Kernel best = build_best(task, log.path);
   close(run_kernel(best));
+
+  // A shape the log has no record of, of the same computation: the tuned schedule carried over
+  // (its splits adapted to M = 37, a prime, and N = 44), correct there.
+  const auto w2 = loom_test::matmul(37, 44, 16);
+  const Task task2(w2.dag);
+  const Kernel moved = tuned_kernel(task2, log.path);
+  const auto t = search::transferred_state(task2, log.path, runtime::num_threads());
+  REQUIRE(t.has_value());
+  CHECK(t->workload_key == task.workload_key());
+  CHECK(moved.source() == build(task2, t->state).source());
+  CHECK(moved.source() != build(task2).source());
+  const auto ref2 = loom_test::make_reference(w2, 4);
+  std::vector<loom_test::tensor_data> ins = ref2.inputs, outs = ref2.outputs;
+  for (auto& o : outs) std::fill(o.bytes.begin(), o.bytes.end(), 0xff);
+  std::vector<BufferView> views;
+  for (auto& i : ins) views.push_back(as_buffer_view(static_cast<float*>(i.data())));
+  for (auto& o : outs) views.push_back(as_buffer_view(static_cast<float*>(o.data())));
+  moved.run(views);
+  std::string msg;
+  CHECK_MESSAGE(loom_test::compare_values<float>(outs[0], ref2.outputs[0], 16, msg), msg);
 }

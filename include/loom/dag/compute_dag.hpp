@@ -64,6 +64,14 @@ class ComputeDAG {
   /// other tensor and variable names, different for other shapes, types or bodies; the same on
   /// every run and machine. Tuning records are keyed on it.
   const std::string& workload_key() const { return key_; }
+  /// The computation up to its extents ("st-..."): equal for DAGs whose ops have the same names,
+  /// kinds, tags, element types and ranks, read each other the same way and take the same
+  /// arguments, whatever their shapes (a dense layer at batch 8 and at batch 128). A schedule of
+  /// one replays on another with its split lengths adapted (sched::replay_adapted), which is how
+  /// a shape nobody tuned gets the schedule of the nearest one that was.
+  const std::string& structure_key() const { return structure_key_; }
+  /// Every op's shape, in ops() order and concatenated: what tells apart DAGs of one structure.
+  std::vector<int64_t> extents() const;
 
   /// Ansor's HasMoreReductionParallel: whether op `op` should be considered for rfactor on a
   /// machine with `num_cores` cores.
@@ -83,7 +91,7 @@ class ComputeDAG {
   std::vector<ir::Tensor> inputs_, outputs_, ops_;
   std::vector<OpInfo> infos_;
   double flops_ = 0;
-  std::string key_;
+  std::string key_, structure_key_;
 };
 
 /// A readable listing of every op, one per line (stable; golden tests depend on it).

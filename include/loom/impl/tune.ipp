@@ -66,7 +66,9 @@ LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
               << task.workload_key() << " measured on this CPU (" << device
               << "); using one measured on " << best->device
               << ", which may be far from the best here (tune the task on this machine)\n";
-  return sched::replay(task.dag, best->steps);
+  sched::State state = sched::replay(task.dag, best->steps);
+  state.set_origins(best->origins);
+  return state;
 }
 
 LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
@@ -101,11 +103,20 @@ LOOM_DECL Kernel tuned_kernel(const Task& task, const std::string& records) {
   if (promise) {
     try {
       std::optional<sched::State> best = best_recorded_schedule(task, records);
-      if (!best)
-        std::cerr << "loom: warning: " << records << " has no record of workload "
-                  << task.workload_key() << " on " << task.target.to_string()
-                  << "; using the default schedule (tune the task into this file for a fast "
-                     "kernel)\n";
+      if (!best) {
+        if (auto moved = search::transferred_state(task, records, runtime::num_threads())) {
+          std::cerr << "loom: note: " << records << " has no record of workload "
+                    << task.workload_key() << "; using the schedule tuned for the same "
+                    << "computation at other extents (workload " << moved->workload_key
+                    << "), adapted (tune the task into this file for its own)\n";
+          best = std::move(moved->state);
+        } else {
+          std::cerr << "loom: warning: " << records << " has no record of workload "
+                    << task.workload_key() << " on " << task.target.to_string()
+                    << "; using the default schedule (tune the task into this file for a fast "
+                       "kernel)\n";
+        }
+      }
       promise->set_value(best ? build(task, *best) : build(task));
     } catch (...) {
       promise->set_exception(std::current_exception());

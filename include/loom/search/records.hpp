@@ -23,6 +23,8 @@
 /// | `device`        | optional: the processor it ran on, LLVM's CPU name for the CPU (`"znver5"`)
 /// |
 /// | `cold_constants`| optional: `true` when the weights were evicted before each timed call |
+/// | `structure`     | optional: the DAG's structure key, the computation up to its extents |
+/// | `extents`       | optional: every op's shape, concatenated (ComputeDAG::extents)       |
 /// | `origins`       | optional: `[l, a]`, where the history's compute-location part and annotation
 /// part begin (sched::StepOrigins; absent: not recorded, as in logs of earlier versions) |
 ///
@@ -107,6 +109,12 @@ struct TuningRecord {
   /// mutation and crossover need not infer them. Written as the optional field "origins",
   /// `[location_begin, annotate_begin]` (omitted when unknown).
   sched::StepOrigins origins;
+  /// The DAG's structure key and extents (ComputeDAG::structure_key, ComputeDAG::extents): a
+  /// task of the same structure at other extents that the log has no record of takes the
+  /// schedule of the nearest one (transferred_state). Written as the optional fields
+  /// "structure" and "extents" (omitted when empty, as in logs of earlier versions).
+  std::string structure_key;
+  std::vector<int64_t> extents;
   /// The format version of the line the record was read from. Writing always stamps
   /// kRecordsVersion, whatever this holds (as Ansor re-stamps old records).
   std::string version = kRecordsVersion;
@@ -193,6 +201,23 @@ std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records
 /// none (a missing file has none). What cuda::best_recorded_schedule uses.
 std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
                                                 int threads = 0);
+
+/// A schedule carried over from another shape: the state, and the workload and extents of the
+/// records it came from.
+struct TransferredState {
+  sched::State state;
+  std::string workload_key;
+  std::vector<int64_t> extents;
+};
+
+/// For a task that the log at `path` has no record of: the best program (best_record, with
+/// `threads`) of the nearest workload of the same structure and target, replayed on the task's
+/// DAG with its split lengths adapted (sched::replay_adapted). Nearest: the smallest sum over
+/// the extents of |log(theirs / ours)|; on a tie the first in the log. Nothing when no record
+/// has the task's structure key, or none of those replays here (a record whose steps do not
+/// fit is skipped).
+std::optional<TransferredState> transferred_state(const Task& task, const std::string& path,
+                                                  int threads = 0);
 
 /// The index in `records` of what best_record() returns, for a caller that needs to know which
 /// record won (the log file it came from, say), or nothing.

@@ -306,6 +306,35 @@ LOOM_DECL void ComputeDAG::compute_key() {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   key_ = std::string("wk-") + buf;
+
+  // Names, not bodies: a schedule's steps name stages, and bodies hold extents (a mean divides
+  // by its row length, a convolution's padding guard compares with the image size). Two
+  // computations of one structure that differ in an index constant (a stride) get the same key;
+  // the transferred schedule is then slower, never wrong, as every schedule computes its DAG.
+  uint64_t s = ::loom::detail::hash_string("loom.structure.v1");
+  s = hash_combine(s, ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const ir::Tensor& op = ops_[i];
+    s = hash_combine(s, ::loom::detail::hash_string(op.name()));
+    s = hash_combine(s, static_cast<uint64_t>(op->op));
+    s = hash_combine(s, ::loom::detail::hash_string(op->tag));
+    s = hash_combine(s, ::loom::detail::hash_string(ir::to_string(op.dtype())));
+    s = hash_combine(s, op.shape().size());
+    // The loops a stage starts with: its spatial axes (the rank) and its reduce axes.
+    const auto* reduce = op.is_placeholder() ? nullptr : op->body.as<ir::Reduce>();
+    s = hash_combine(s, reduce ? reduce->axes.size() + 1 : 0);
+    for (int p : infos_[i].producers) s = hash_combine(s, static_cast<uint64_t>(p) + 1);
+  }
+  for (auto& t : arguments()) s = hash_combine(s, position.at(t.get()));
+  s = hash_combine(s, inputs_.size());
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(s));
+  structure_key_ = std::string("st-") + buf;
+}
+
+LOOM_DECL std::vector<int64_t> ComputeDAG::extents() const {
+  std::vector<int64_t> out;
+  for (const ir::Tensor& op : ops_) out.insert(out.end(), op.shape().begin(), op.shape().end());
+  return out;
 }
 
 LOOM_DECL std::ostream& operator<<(std::ostream& os, const ComputeDAG& dag) {

@@ -294,6 +294,38 @@ LOOM_DECL State replay(std::shared_ptr<const ComputeDAG> dag, const std::vector<
   return s;
 }
 
+LOOM_DECL std::vector<std::optional<int64_t>> adapted_split_lengths(
+    int64_t extent, const std::vector<std::optional<int64_t>>& lengths) {
+  std::vector<std::optional<int64_t>> out = lengths;
+  if (extent <= 0) return out;
+  int64_t inner = 1;
+  for (size_t j = out.size(); j-- > 0;) {
+    if (!out[j]) continue;
+    const int64_t fits = std::max<int64_t>(1, extent / inner);
+    out[j] = std::min(*out[j], fits);
+    inner *= *out[j];
+  }
+  return out;
+}
+
+LOOM_DECL State replay_adapted(std::shared_ptr<const ComputeDAG> dag,
+                               const std::vector<Step>& steps) {
+  State s(std::move(dag));
+  for (const Step& step : steps) {
+    const auto* sp = std::get_if<SplitStep>(&step);
+    const int si = sp ? s.stage_index(sp->stage) : -1;
+    if (!sp || sp->iter < 0 || sp->iter >= static_cast<int>(s.stages()[si].leaves.size())) {
+      s.apply(step);  // as recorded; a split of a loop that is not there fails with its error
+      continue;
+    }
+    SplitStep adapted = *sp;
+    adapted.extent = s.stages()[si].leaf(sp->iter).extent;
+    adapted.lengths = adapted_split_lengths(adapted.extent, sp->lengths);
+    s.apply(adapted);
+  }
+  return s;
+}
+
 }  // namespace sched
 LOOM_END_NAMESPACE
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fcntl.h>
+#include <set>
 #include <string_view>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -108,6 +109,8 @@ LOOM_DECL TuningRecord make_tuning_record(const Task& task, const sched::State& 
   r.target = task.target.to_string();
   r.steps = program.steps();
   r.origins = program.origins();
+  r.structure_key = task.dag->structure_key();
+  r.extents = task.dag->extents();
   r.result = result;
   r.timestamp = unix_time_now();
   return r;
@@ -142,6 +145,13 @@ LOOM_DECL std::string to_json_line(const TuningRecord& record) {
   if (record.threads > 0) out += ",\"threads\":" + std::to_string(record.threads);
   if (!record.device.empty()) out += ",\"device\":" + dump(record.device);
   if (record.cold_constants) out += ",\"cold_constants\":true";
+  if (!record.structure_key.empty()) out += ",\"structure\":" + dump(record.structure_key);
+  if (!record.extents.empty()) {
+    out += ",\"extents\":[";
+    for (size_t i = 0; i < record.extents.size(); ++i)
+      out += (i ? "," : "") + std::to_string(record.extents[i]);
+    out += ']';
+  }
   if (record.origins.known())
     out += ",\"origins\":[" + std::to_string(record.origins.location_begin) + "," +
            std::to_string(record.origins.annotate_begin) + "]";
@@ -210,6 +220,16 @@ LOOM_DECL TuningRecord record_from_json_line(const std::string& line) {
   }
   if (j.contains("cold_constants"))
     r.cold_constants = field(j, "cold_constants", &json::is_boolean, "true or false").get<bool>();
+  if (j.contains("structure"))
+    r.structure_key = field(j, "structure", &json::is_string, "a string").get<std::string>();
+  if (j.contains("extents")) {
+    for (const json& e : field(j, "extents", &json::is_array, "an array")) {
+      LOOM_USER_CHECK(e.is_number_integer() && e.get<int64_t>() >= 1, "loom.search.E824")
+          << "field 'extents' of the tuning record holds " << e.dump()
+          << ", not only extents (integers >= 1)";
+      r.extents.push_back(e.get<int64_t>());
+    }
+  }
   if (j.contains("origins")) {
     const json& o = field(j, "origins", &json::is_array, "an array");
     const int64_t n = static_cast<int64_t>(r.steps.size());
@@ -400,6 +420,43 @@ LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord
   const auto i = best_record_index(records, workload_key, target, threads, device);
   if (!i) return std::nullopt;
   return records[*i];
+}
+
+LOOM_DECL std::optional<TransferredState> transferred_state(const Task& task,
+                                                            const std::string& path, int threads) {
+  const std::vector<TuningRecord> records = read_records(path);
+  const std::string& structure = task.dag->structure_key();
+  const std::string target = task.target.to_string();
+  const std::vector<int64_t> ours = task.dag->extents();
+  // Workloads of the task's structure, nearest first.
+  std::vector<std::pair<double, size_t>> candidates;  // (distance, a record of the workload)
+  std::set<std::string> seen;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const TuningRecord& r = records[i];
+    if (r.structure_key != structure || r.target != target || r.extents.size() != ours.size() ||
+        !seen.insert(r.workload_key).second)
+      continue;
+    double distance = 0;
+    for (size_t d = 0; d < ours.size(); ++d)
+      distance += std::abs(std::log(static_cast<double>(r.extents[d]) / ours[d]));
+    candidates.emplace_back(distance, i);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [distance, i] : candidates) {
+    const std::optional<TuningRecord> best =
+        best_record(records, records[i].workload_key, target, threads);
+    if (!best) continue;
+    try {
+      sched::State state = sched::replay_adapted(task.dag, best->steps);
+      state.set_origins(best->origins);
+      return TransferredState{std::move(state), best->workload_key, records[i].extents};
+    } catch (const user_error&) {
+      // Same names and ranks, other loops (a stride or dilation changed a loop's presence):
+      // the next nearest may fit.
+    }
+  }
+  return std::nullopt;
 }
 
 LOOM_DECL std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
