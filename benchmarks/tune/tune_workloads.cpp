@@ -6,16 +6,18 @@
 //  - the best-so-far curves (GFLOP/s against measured trials) as <dir>/curves.csv and as a
 //    picture, <dir>/curves.svg (one panel per workload).
 //
-//   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--seconds S] [--threads T]
+//   tune_workloads [--trials N] [--dir D] [--only a,b,...] [--set issue|transfer] [--seconds S]
+//                  [--threads T]
 //                  [--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]
 //                  [--no-slow-kill]
 //                  [--mode full|random|no-evolution|limited|non-divisible|register-tile|
 //                         no-transfer|no-wide-vectorize]
 //
-// --mode runs an ablation: `random` measures random programs (no model), `no-evolution` ranks
-// sampled programs with the model but never mutates them, `limited` switches off the
-// cache-write, fusion-related and packing sketch rules, `non-divisible` lets every split draw
-// lengths that do not divide the extent (SearchOptions::allow_non_divisible_tiles; the default
+// --set transfer tunes the shapes of the transfer experiment instead (transfer_workloads(),
+// bench_transfer). --mode runs an ablation: `random` measures random programs (no model),
+// `no-evolution` ranks sampled programs with the model but never mutates them, `limited` switches
+// off the cache-write, fusion-related and packing sketch rules, `non-divisible` lets every split
+// draw lengths that do not divide the extent (SearchOptions::allow_non_divisible_tiles; the default
 // draws them only for awkward extents such as primes), `register-tile` evolves with loom's
 // opt-in MutateRegisterTile next to Ansor's four mutation rules, `no-transfer` keeps every child
 // in its parent's sketch, as Ansor does (EvolutionOptions::sketch_transfer_probability = 0; the
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
   bool constant_weights = false;
   bool slow_kill = true;
   std::string mode = "full";
+  std::string set = "issue";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -122,6 +125,8 @@ int main(int argc, char** argv) {
       dir = next();
     else if (a == "--only")
       only = split(next(), ',');
+    else if (a == "--set")
+      set = next();
     else if (a == "--seconds")
       seconds = std::atof(next().c_str());
     else if (a == "--threads")
@@ -140,7 +145,8 @@ int main(int argc, char** argv) {
       slow_kill = false;
     else {
       std::fprintf(stderr,
-                   "usage: %s [--trials N] [--dir D] [--only a,b] [--seconds S] [--threads T] "
+                   "usage: %s [--trials N] [--dir D] [--only a,b] [--set issue|transfer] "
+                   "[--seconds S] [--threads T] "
                    "[--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]\n"
                    "       [--no-slow-kill]\n"
                    "       [--mode full|random|no-evolution|limited|non-divisible|register-tile|\n"
@@ -158,7 +164,13 @@ int main(int argc, char** argv) {
   csv << "workload,trial,elapsed_s,best_gflops\n";
   std::printf("%-36s %6s %6s %8s %8s %8s %8s %8s %8s %9s\n", "workload", "trials", "failed",
               "wall_s", "search_s", "model_s", "build_s", "run_s", "s/trial", "GFLOP/s");
-  for (const loom_bench::TuneWorkload& w : loom_bench::tune_workloads()) {
+  if (set != "issue" && set != "transfer") {
+    std::fprintf(stderr, "--set is 'issue' (the default) or 'transfer', not '%s'\n", set.c_str());
+    return 2;
+  }
+  const std::vector<loom_bench::TuneWorkload> workloads =
+      set == "transfer" ? loom_bench::transfer_workloads() : loom_bench::tune_workloads();
+  for (const loom_bench::TuneWorkload& w : workloads) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.name) == only.end()) continue;
     Task task = w.make();
     TuneOptions o;

@@ -101,6 +101,27 @@ inline std::vector<TuneWorkload> tune_workloads() {
   return w;
 }
 
+/// The shapes of the transfer experiment (bench_transfer): BERT-FFN-like dense layers
+/// (M x 768 times 768 x 3072) over M, and ResNet's 64-channel 3x3 convolution over the image
+/// size. `transfer_source` names the one shape of each family whose records the others borrow.
+inline std::vector<TuneWorkload> transfer_workloads() {
+  std::vector<TuneWorkload> w;
+  for (int64_t m : {1, 8, 32, 100, 128, 200, 384})
+    w.push_back({"ffn_m" + std::to_string(m) + "_768x3072",
+                 [m] { return gemm_task(m, 768, 3072); },
+                 {"B"}});
+  for (int64_t hw : {28, 56, 112})
+    w.push_back({"conv_64x" + std::to_string(hw) + "x" + std::to_string(hw) + "_k64_3x3",
+                 [hw] { return conv2d_bias_relu_task(1, 64, hw, hw, 64, 3, 3, 1, false); },
+                 {"W"}});
+  return w;
+}
+
+/// The workload of `transfer_workloads()` whose records the others of its family borrow.
+inline std::string transfer_source(const std::string& name) {
+  return name.rfind("ffn_", 0) == 0 ? "ffn_m128_768x3072" : "conv_64x56x56_k64_3x3";
+}
+
 }  // namespace loom_bench
 
 #endif  // LOOM_BENCH_TUNE_WORKLOADS_HPP

@@ -34,8 +34,11 @@
 #include "loom/search/task_scheduler.hpp"
 #include "loom/search/tuner.hpp"
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
@@ -112,6 +115,66 @@ Kernel build_best(const Task& task, const std::string& records, const BuildOptio
 /// program of the nearest one, adapted (search::transferred_state), with a one-line note on
 /// stderr; when it has neither, the default schedule, with a one-line warning.
 Kernel tuned_kernel(const Task& task, const std::string& records);
+
+/// How a kernel built from a log got its schedule.
+enum class ScheduleSource {
+  Recorded,     ///< the log's best record of this very workload
+  Transferred,  ///< the best record of the nearest other shape, adapted (search::transferred_state)
+  Default,      ///< no record of this computation: the default schedule
+};
+
+/// The kernel tuned_kernel builds, without its cache and without a line on stderr, and where its
+/// schedule came from.
+std::pair<Kernel, ScheduleSource> kernel_from_records(const Task& task, const std::string& records);
+
+/// `count` sizes spread over [lo, hi] to tune an operator whose extent varies at run time: the
+/// two ends and geometric steps between them (1, 8, 64, 512 for [1, 512] and 4), rounded and
+/// without repeats. Throws loom::user_error `[loom.search.E860]` unless 1 <= lo <= hi and
+/// count >= 1.
+std::vector<int64_t> representative_sizes(int64_t lo, int64_t hi, int count);
+
+/// An operator whose extent varies at run time (a batch, a sequence length): `make(n)` is the
+/// computation at size `n`, every size of one structure (ComputeDAG::structure_key). Tune a few
+/// sizes into one log (tune_dynamic), ship the log, and call `kernel(n)`: each size is compiled
+/// on first use from its own record, else from the nearest tuned size's schedule adapted to it,
+/// else with the default schedule, then cached. Thread-safe: threads that ask for one size at
+/// once wait for one compilation.
+///
+/// ```cpp
+/// DynamicKernel ffn([](int64_t m) { return Task(dense_layer(m)); }, "ffn.jsonl");
+/// tune_dynamic(ffn, representative_sizes(1, 384, 4), opts);  // once, offline
+/// ffn.kernel(batch).run(x, w, b, y);                          // at run time, any batch
+/// ```
+class DynamicKernel {
+ public:
+  DynamicKernel(std::function<Task(int64_t)> make, std::string records);
+  ~DynamicKernel();
+  DynamicKernel(const DynamicKernel&) = delete;
+  DynamicKernel& operator=(const DynamicKernel&) = delete;
+
+  /// The kernel at size `n` (compiled once). Throws what `make` and compiling throw; a failure
+  /// is not cached.
+  Kernel kernel(int64_t n) const;
+  /// Where the kernel at size `n` got its schedule (compiling it if needed).
+  ScheduleSource source(int64_t n) const;
+  /// The computation at size `n`.
+  Task task(int64_t n) const { return make_(n); }
+  const std::string& records() const { return records_; }
+  /// The sizes compiled so far, ascending.
+  std::vector<int64_t> compiled_sizes() const;
+
+ private:
+  struct Cache;
+  std::function<Task(int64_t)> make_;
+  std::string records_;
+  std::unique_ptr<Cache> cache_;
+};
+
+/// Tunes `op` at `sizes` together (tune_tasks, every size of weight 1) into `op.records()`;
+/// `options.tune.records` is set to it. Throws loom::user_error `[loom.search.E861]` for no
+/// sizes.
+search::TaskSchedulerReport tune_dynamic(const DynamicKernel& op, const std::vector<int64_t>& sizes,
+                                         TaskSchedulerOptions options);
 
 LOOM_END_NAMESPACE
 

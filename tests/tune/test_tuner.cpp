@@ -25,6 +25,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -614,4 +615,65 @@ TEST_CASE(
   moved.run(views);
   std::string msg;
   CHECK_MESSAGE(loom_test::compare_values<float>(outs[0], ref2.outputs[0], 16, msg), msg);
+}
+
+TEST_CASE("representative_sizes: the ends and geometric steps between them") {
+  CHECK(representative_sizes(1, 512, 4) == std::vector<int64_t>{1, 8, 64, 512});
+  CHECK(representative_sizes(5, 5, 3) == std::vector<int64_t>{5});
+  CHECK(representative_sizes(1, 2, 5) == std::vector<int64_t>{1, 2});
+  CHECK(representative_sizes(16, 128, 1) == std::vector<int64_t>{128});
+  CHECK_THROWS_WITH_AS(representative_sizes(0, 8, 2), doctest::Contains("loom.search.E860"),
+                       loom::user_error);
+  CHECK_THROWS_WITH_AS(representative_sizes(9, 8, 2), doctest::Contains("loom.search.E860"),
+                       loom::user_error);
+}
+
+TEST_CASE("DynamicKernel: tuned sizes from their records, others carried over, once each") {
+  TempLog log("dynamic");
+  // relu(X W + b) with a varying number of rows M.
+  const DynamicKernel ffn(
+      [](int64_t m) { return Task(loom_test::matmul_bias_relu(m, 20, 16).dag); }, log.path);
+  CHECK(ffn.source(8) == ScheduleSource::Default);  // nothing tuned yet
+
+  TaskSchedulerOptions o;
+  o.trials = 2 * 8;
+  o.tune = small_options(0, "");
+  std::ostringstream sink;
+  o.log = &sink;
+  CHECK_THROWS_WITH_AS(tune_dynamic(ffn, {}, o), doctest::Contains("loom.search.E861"),
+                       loom::user_error);
+  tune_dynamic(ffn, {4, 32}, o);
+  int records = 0;
+  for (const auto& r : search::read_records(log.path)) {
+    ++records;
+    CHECK(r.structure_key == ffn.task(4).dag->structure_key());
+  }
+  CHECK(records == 16);
+
+  const DynamicKernel again(
+      [](int64_t m) { return Task(loom_test::matmul_bias_relu(m, 20, 16).dag); }, log.path);
+  CHECK(again.source(32) == ScheduleSource::Recorded);
+  // Many threads asking for sizes nobody tuned at once: one compilation per size, each correct.
+  std::vector<std::thread> threads;
+  std::vector<std::string> sources(8);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] { sources[t] = again.kernel(t % 2 ? 13 : 1).source(); });
+  for (auto& th : threads) th.join();
+  for (int t = 2; t < 8; ++t) CHECK(sources[t] == sources[t % 2]);
+  CHECK(again.source(13) == ScheduleSource::Transferred);
+  CHECK(again.source(1) == ScheduleSource::Transferred);
+  CHECK(again.compiled_sizes() == std::vector<int64_t>{1, 13, 32});
+  for (int64_t m : {1, 13, 32}) {
+    const auto w = loom_test::matmul_bias_relu(m, 20, 16);
+    const auto ref = loom_test::make_reference(w, static_cast<uint32_t>(m));
+    std::vector<loom_test::tensor_data> ins = ref.inputs, outs = ref.outputs;
+    for (auto& out : outs) std::fill(out.bytes.begin(), out.bytes.end(), 0xff);
+    std::vector<BufferView> views;
+    for (auto& i : ins) views.push_back(as_buffer_view(static_cast<float*>(i.data())));
+    for (auto& out : outs) views.push_back(as_buffer_view(static_cast<float*>(out.data())));
+    again.kernel(m).run(views);
+    std::string msg;
+    CHECK_MESSAGE(loom_test::compare_values<float>(outs[0], ref.outputs[0], 16, msg),
+                  "M = " << m << ": " << msg);
+  }
 }

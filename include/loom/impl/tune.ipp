@@ -4,6 +4,9 @@
 #include "loom/backend/llvm/measurer.hpp"
 #include "loom/runtime/parallel.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <future>
 #include <iostream>
 #include <map>
@@ -81,6 +84,15 @@ LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
   return build(task, *best, options);
 }
 
+LOOM_DECL std::pair<Kernel, ScheduleSource> kernel_from_records(const Task& task,
+                                                                const std::string& records) {
+  if (std::optional<sched::State> best = best_recorded_schedule(task, records))
+    return {build(task, *best), ScheduleSource::Recorded};
+  if (auto moved = search::transferred_state(task, records, runtime::num_threads()))
+    return {build(task, moved->state), ScheduleSource::Transferred};
+  return {build(task), ScheduleSource::Default};
+}
+
 LOOM_DECL Kernel tuned_kernel(const Task& task, const std::string& records) {
   // One entry per (log, workload, target). The first caller builds; callers of the same key
   // that come meanwhile wait on its future, so a kernel is compiled once per process.
@@ -102,22 +114,18 @@ LOOM_DECL Kernel tuned_kernel(const Task& task, const std::string& records) {
   }
   if (promise) {
     try {
-      std::optional<sched::State> best = best_recorded_schedule(task, records);
-      if (!best) {
-        if (auto moved = search::transferred_state(task, records, runtime::num_threads())) {
-          std::cerr << "loom: note: " << records << " has no record of workload "
-                    << task.workload_key() << "; using the schedule tuned for the same "
-                    << "computation at other extents (workload " << moved->workload_key
-                    << "), adapted (tune the task into this file for its own)\n";
-          best = std::move(moved->state);
-        } else {
-          std::cerr << "loom: warning: " << records << " has no record of workload "
-                    << task.workload_key() << " on " << task.target.to_string()
-                    << "; using the default schedule (tune the task into this file for a fast "
-                       "kernel)\n";
-        }
-      }
-      promise->set_value(best ? build(task, *best) : build(task));
+      auto [kernel, source] = kernel_from_records(task, records);
+      if (source == ScheduleSource::Transferred)
+        std::cerr << "loom: note: " << records << " has no record of workload "
+                  << task.workload_key() << "; using the schedule tuned for the same "
+                  << "computation at other extents, adapted (tune the task into this file for "
+                     "its own)\n";
+      else if (source == ScheduleSource::Default)
+        std::cerr << "loom: warning: " << records << " has no record of workload "
+                  << task.workload_key() << " on " << task.target.to_string()
+                  << "; using the default schedule (tune the task into this file for a fast "
+                     "kernel)\n";
+      promise->set_value(std::move(kernel));
     } catch (...) {
       promise->set_exception(std::current_exception());
       // A failure is not cached: the next call tries again.
@@ -126,6 +134,91 @@ LOOM_DECL Kernel tuned_kernel(const Task& task, const std::string& records) {
     }
   }
   return future.get();
+}
+
+LOOM_DECL std::vector<int64_t> representative_sizes(int64_t lo, int64_t hi, int count) {
+  LOOM_USER_CHECK(lo >= 1 && lo <= hi && count >= 1, "loom.search.E860")
+      << "representative_sizes(" << lo << ", " << hi << ", " << count
+      << "): needs 1 <= lo <= hi and count >= 1";
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < count; ++i) {
+    const double t = count == 1 ? 1.0 : static_cast<double>(i) / (count - 1);
+    const auto n = static_cast<int64_t>(std::llround(std::exp(
+        std::log(static_cast<double>(lo)) * (1 - t) + std::log(static_cast<double>(hi)) * t)));
+    const int64_t clamped = std::clamp(n, lo, hi);
+    if (sizes.empty() || sizes.back() != clamped) sizes.push_back(clamped);
+  }
+  return sizes;
+}
+
+struct DynamicKernel::Cache {
+  std::mutex mutex;
+  std::map<int64_t, std::shared_future<std::pair<Kernel, ScheduleSource>>> entries;
+};
+
+LOOM_DECL DynamicKernel::DynamicKernel(std::function<Task(int64_t)> make, std::string records)
+    : make_(std::move(make)), records_(std::move(records)), cache_(std::make_unique<Cache>()) {}
+
+LOOM_DECL DynamicKernel::~DynamicKernel() = default;
+
+namespace detail {
+
+inline std::pair<Kernel, ScheduleSource> dynamic_entry(
+    const std::function<Task(int64_t)>& make, const std::string& records, int64_t n,
+    std::mutex& mutex,
+    std::map<int64_t, std::shared_future<std::pair<Kernel, ScheduleSource>>>& entries) {
+  std::shared_future<std::pair<Kernel, ScheduleSource>> future;
+  std::optional<std::promise<std::pair<Kernel, ScheduleSource>>> promise;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = entries.find(n);
+    if (it != entries.end()) {
+      future = it->second;
+    } else {
+      promise.emplace();
+      future = promise->get_future().share();
+      entries.emplace(n, future);
+    }
+  }
+  if (promise) {
+    try {
+      promise->set_value(kernel_from_records(make(n), records));
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(mutex);
+      entries.erase(n);
+    }
+  }
+  return future.get();
+}
+
+}  // namespace detail
+
+LOOM_DECL Kernel DynamicKernel::kernel(int64_t n) const {
+  return detail::dynamic_entry(make_, records_, n, cache_->mutex, cache_->entries).first;
+}
+
+LOOM_DECL ScheduleSource DynamicKernel::source(int64_t n) const {
+  return detail::dynamic_entry(make_, records_, n, cache_->mutex, cache_->entries).second;
+}
+
+LOOM_DECL std::vector<int64_t> DynamicKernel::compiled_sizes() const {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  std::vector<int64_t> sizes;
+  for (const auto& [n, entry] : cache_->entries)
+    if (entry.wait_for(std::chrono::seconds(0)) == std::future_status::ready) sizes.push_back(n);
+  return sizes;
+}
+
+LOOM_DECL search::TaskSchedulerReport tune_dynamic(const DynamicKernel& op,
+                                                   const std::vector<int64_t>& sizes,
+                                                   TaskSchedulerOptions options) {
+  LOOM_USER_CHECK(!sizes.empty(), "loom.search.E861")
+      << "tune_dynamic: no sizes to tune (representative_sizes(lo, hi, count) chooses some)";
+  std::vector<WeightedTask> tasks;
+  for (int64_t n : sizes) tasks.push_back({op.task(n), 1.0, ""});
+  options.tune.records = op.records();
+  return tune_tasks(tasks, options);
 }
 
 LOOM_END_NAMESPACE
