@@ -63,6 +63,17 @@ void check_sample(const std::string& body) {
   CHECK_THROWS_AS(d.get<uint8_t>(), FrameError);
 }
 
+// A child that waits for a signal for ever.
+void fork_pausing(ChildProcess& child) {
+  std::string error;
+  REQUIRE(fork_child(
+      child, {},
+      [](int) {
+        for (;;) ::pause();
+      },
+      error));
+}
+
 }  // namespace
 
 TEST_SUITE("backend.child_process") {
@@ -208,13 +219,7 @@ TEST_SUITE("backend.child_process") {
     }
     SUBCASE("killed after the grace period") {
       ChildProcess child;
-      std::string error;
-      REQUIRE(fork_child(
-          child, {},
-          [](int) {
-            for (;;) ::pause();
-          },
-          error));
+      fork_pausing(child);
       const auto start = std::chrono::steady_clock::now();
       const int status = child.stop(/*grace_s=*/0.05);
       CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(50));
@@ -224,13 +229,7 @@ TEST_SUITE("backend.child_process") {
       pid_t pid = -1;
       {
         ChildProcess child;
-        std::string error;
-        REQUIRE(fork_child(
-            child, {},
-            [](int) {
-              for (;;) ::pause();
-            },
-            error));
+        fork_pausing(child);
         pid = child.pid;
       }
       CHECK(::waitpid(pid, nullptr, WNOHANG) == -1);  // already reaped: no such child

@@ -16,18 +16,14 @@
 
 #include "support/op_workloads.hpp"
 #include "support/random_schedule.hpp"
+#include "support/search_target.hpp"
 
 using namespace loom;
 using namespace loom_test::op_workloads;
 
 namespace {
 
-Target test_target() {
-  Target t = Target::host();
-  t.num_cores = 4;
-  t.vector_bits = 256;
-  return t;
-}
+using loom_test::test_target;
 
 struct sample_stats {
   int sketches = 0, programs = 0, wrong = 0;

@@ -11,17 +11,13 @@
 #include <loom/search/annotate.hpp>
 
 #include "support/random_schedule.hpp"
+#include "support/search_target.hpp"
 
 using namespace loom;
 
 namespace {
 
-Target test_target() {
-  Target t = Target::host();
-  t.num_cores = 4;
-  t.vector_bits = 256;
-  return t;
-}
+using loom_test::test_target;
 
 // C[i, j] = sum_k A[i, k] B[k, j], with the test target.
 Task matmul_task(int64_t m, int64_t k, int64_t n) {

@@ -19,17 +19,13 @@
 #include <vector>
 
 #include "support/random_schedule.hpp"
+#include "support/search_target.hpp"
 
 using namespace loom;
 
 namespace {
 
-Target test_target() {
-  Target t = Target::host();
-  t.num_cores = 4;
-  t.vector_bits = 256;
-  return t;
-}
+using loom_test::test_target;
 
 loom_test::workload make(std::string name, std::vector<ir::Tensor> inputs,
                          std::vector<ir::Tensor> outputs, int64_t reduction_length) {

@@ -24,18 +24,14 @@
 #include <thread>
 #include <unistd.h>
 #include <vector>
+#include "support/search_target.hpp"
 
 using namespace loom;
 namespace fs = std::filesystem;
 
 namespace {
 
-Target test_target() {
-  Target t = Target::host();
-  t.num_cores = 4;
-  t.vector_bits = 256;
-  return t;
-}
+using loom_test::test_target;
 
 // A fresh directory for one test case, removed with everything in it at the end.
 struct temp_dir {

@@ -14,19 +14,14 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "support/search_target.hpp"
 
 using namespace loom;
 using search::RuleCondition;
 
 namespace {
 
-// A fixed target, so that nothing depends on the machine the tests run on.
-Target test_target() {
-  Target t = Target::host();
-  t.num_cores = 4;
-  t.vector_bits = 256;
-  return t;
-}
+using loom_test::test_target;
 
 Task make_task(std::vector<ir::Tensor> inputs, std::vector<ir::Tensor> outputs) {
   return Task(std::make_shared<const ComputeDAG>(std::move(inputs), std::move(outputs)),

@@ -7,27 +7,20 @@
 #include <loom/search/annotate.hpp>
 #include <loom/search/records.hpp>
 
-#include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "support/random_schedule.hpp"
+#include "support/search_target.hpp"
+#include "support/temp_log.hpp"
 
 using namespace loom;
-namespace fs = std::filesystem;
 
 namespace {
 
-Target test_target() {
-  Target t = Target::host();
-  t.num_cores = 4;
-  t.vector_bits = 256;
-  return t;
-}
+using loom_test::test_target;
 
 // A BERT-FFN-like dense layer: relu(X W + b), X M x K.
 loom_test::workload dense(int64_t M, int64_t N, int64_t K) {
@@ -67,19 +60,6 @@ std::vector<family> families() {
       {"layer_norm (rows vary)", [](int64_t n) { return layer_norm(5, n); }, 48, {2, 31, 130}},
   };
 }
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "loom_transfer_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 search::MeasureResult ok(double cost) {
   search::MeasureResult m;
@@ -148,8 +128,8 @@ TEST_SUITE("search") {
   }
 
   TEST_CASE("transferred_state takes the best program of the nearest shape of the structure") {
-    temp_dir dir;
-    const std::string log = (dir.path / "dense.jsonl").string();
+    loom_test::TempLog temp("transfer_dense");
+    const std::string& log = temp.path;
     const search::SearchOptions options;
     std::mt19937_64 rng(5);
     // Records at M = 16 and M = 128; the fastest program of each logged as such.
