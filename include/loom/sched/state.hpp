@@ -227,17 +227,22 @@ ir::Expr iterator_value(const Stage& s, int id, const std::vector<int64_t>& exte
 State replay(std::shared_ptr<const ComputeDAG> dag, const std::vector<Step>& steps);
 
 /// Replays `steps`, recorded on a DAG of the same structure (ComputeDAG::structure_key) with
-/// other extents, on `dag`: each split takes the extent its loop has here, and its lengths
-/// (outer to inner) are kept from the innermost outwards while their product fits the extent;
-/// the first that does not is cut to what fits (at least 1), and so are the rest. A length that
-/// no longer divides its loop leaves a tail, which lowering guards. Every other step applies as
-/// recorded. Throws what State::apply throws when a step does not fit this DAG's structure.
+/// other extents, on `dag`: each split takes the extent its loop has here and its lengths are
+/// adapted (adapted_split_lengths). Every other step applies as recorded. Throws what
+/// State::apply throws when a step does not fit this DAG's structure.
 State replay_adapted(std::shared_ptr<const ComputeDAG> dag, const std::vector<Step>& steps);
 
 /// The split lengths replay_adapted gives a loop of `extent` that a recorded split cut into
-/// `lengths` (outer to inner).
+/// `lengths` (outer to inner) when its loop had `recorded_extent` (0: unknown). A split that
+/// tiled its loop perfectly tiles the new one perfectly: each length, innermost first, becomes
+/// the divisor of what is left that is nearest to it in ratio, if every one is within a factor
+/// of 2 of the recorded length. Otherwise (the recorded split left a tail, the lengths still
+/// divide, or no divisor is near enough, as for a prime extent) the lengths are kept from the
+/// innermost outwards while their product fits the extent, the first that does not cut to what fits
+/// (at least 1), and the rest with it; a tail that appears is guarded by lowering.
 std::vector<std::optional<int64_t>> adapted_split_lengths(
-    int64_t extent, const std::vector<std::optional<int64_t>>& lengths);
+    int64_t extent, const std::vector<std::optional<int64_t>>& lengths,
+    int64_t recorded_extent = 0);
 
 std::ostream& operator<<(std::ostream& os, const State& s);
 

@@ -78,6 +78,12 @@ TEST_SUITE("search") {
     CHECK(sched::adapted_split_lengths(5, L{4, 8}) == L{1, 5});
     CHECK(sched::adapted_split_lengths(1, L{2, 4, 8}) == L{1, 1, 1});
     CHECK(sched::adapted_split_lengths(13, L{3, 4}) == L{3, 4});  // tails, as recorded
+    // A perfect tiling of 128 carried to 100 and to 200 stays perfect, near the recorded lengths.
+    CHECK(sched::adapted_split_lengths(100, L{4, 8}, 128) == L{5, 10});
+    CHECK(sched::adapted_split_lengths(200, L{4, 8}, 128) == L{5, 8});
+    CHECK(sched::adapted_split_lengths(97, L{4, 8}, 128) == L{4, 8});   // a prime: a tail
+    CHECK(sched::adapted_split_lengths(256, L{4, 8}, 128) == L{4, 8});  // still divides
+    CHECK(sched::adapted_split_lengths(100, L{3, 8}, 130) == L{3, 8});  // a tail was recorded
   }
 
   TEST_CASE("a computation has one structure key at every shape, and other computations others") {

@@ -6,6 +6,7 @@
 #include "loom/ir/visitor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <ostream>
 #include <set>
@@ -295,9 +296,37 @@ LOOM_DECL State replay(std::shared_ptr<const ComputeDAG> dag, const std::vector<
 }
 
 LOOM_DECL std::vector<std::optional<int64_t>> adapted_split_lengths(
-    int64_t extent, const std::vector<std::optional<int64_t>>& lengths) {
+    int64_t extent, const std::vector<std::optional<int64_t>>& lengths, int64_t recorded_extent) {
   std::vector<std::optional<int64_t>> out = lengths;
   if (extent <= 0) return out;
+  int64_t recorded_product = 1;
+  bool complete = true;
+  for (const auto& l : lengths) {
+    complete = complete && l.has_value();
+    recorded_product *= l.value_or(1);
+  }
+  if (complete && recorded_extent > 0 && recorded_extent % recorded_product == 0 &&
+      extent % recorded_product != 0) {
+    // A perfect tiling stays one: each length, innermost first, becomes the divisor of what is
+    // left of the loop nearest to it in ratio (the smaller on a tie), unless one lands more than
+    // twice off (a prime extent has no divisor near a vector's length; a tail costs less than
+    // a loop of one). Tails cost a guard or a peeled loop per tile: 11-21 % of the dense layers
+    // at M = 100 and 200 carried from 128.
+    int64_t rest = extent;
+    bool near = true;
+    for (size_t j = out.size(); j-- > 0 && near;) {
+      const double want = static_cast<double>(*lengths[j]);
+      int64_t best = 1;
+      for (int64_t d = 2; d <= rest; ++d)
+        if (rest % d == 0 && std::abs(std::log(d / want)) < std::abs(std::log(best / want)))
+          best = d;
+      near = std::abs(std::log(best / want)) <= std::log(2.0);
+      out[j] = best;
+      rest /= best;
+    }
+    if (near) return out;
+    out = lengths;
+  }
   int64_t inner = 1;
   for (size_t j = out.size(); j-- > 0;) {
     if (!out[j]) continue;
@@ -320,7 +349,7 @@ LOOM_DECL State replay_adapted(std::shared_ptr<const ComputeDAG> dag,
     }
     SplitStep adapted = *sp;
     adapted.extent = s.stages()[si].leaf(sp->iter).extent;
-    adapted.lengths = adapted_split_lengths(adapted.extent, sp->lengths);
+    adapted.lengths = adapted_split_lengths(adapted.extent, sp->lengths, sp->extent);
     s.apply(adapted);
   }
   return s;
