@@ -93,47 +93,77 @@ LOOM_DECL std::pair<Kernel, ScheduleSource> kernel_from_records(const Task& task
   return {build(task), ScheduleSource::Default};
 }
 
+namespace detail {
+
+/// Kernels compiled once per key: the first caller of a key builds; callers of the same key that
+/// come meanwhile wait on its future. A failure is not cached: the next call tries again.
+class KernelCache {
+ public:
+  using Entry = std::pair<Kernel, ScheduleSource>;
+
+  Entry get(const std::string& key, const std::function<Entry()>& build) {
+    std::shared_future<Entry> future;
+    std::optional<std::promise<Entry>> promise;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = entries_.find(key);
+      if (it != entries_.end()) {
+        future = it->second;
+      } else {
+        promise.emplace();
+        future = promise->get_future().share();
+        entries_.emplace(key, future);
+      }
+    }
+    if (promise) {
+      try {
+        promise->set_value(build());
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+        std::lock_guard<std::mutex> lock(mutex_);
+        entries_.erase(key);
+      }
+    }
+    return future.get();
+  }
+
+  /// The keys whose kernel is built.
+  std::vector<std::string> ready_keys() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::string> keys;
+    for (const auto& [key, entry] : entries_)
+      if (entry.wait_for(std::chrono::seconds(0)) == std::future_status::ready) keys.push_back(key);
+    return keys;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_future<Entry>> entries_;
+};
+
+}  // namespace detail
+
 LOOM_DECL Kernel tuned_kernel(const Task& task, const std::string& records) {
-  // One entry per (log, workload, target). The first caller builds; callers of the same key
-  // that come meanwhile wait on its future, so a kernel is compiled once per process.
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_future<Kernel>> cache;
+  // One kernel per (log, workload, target) and process.
+  static detail::KernelCache cache;
   const std::string key = records + '\n' + task.workload_key() + '\n' + task.target.to_string();
-  std::shared_future<Kernel> future;
-  std::optional<std::promise<Kernel>> promise;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      future = it->second;
-    } else {
-      promise.emplace();
-      future = promise->get_future().share();
-      cache.emplace(key, future);
-    }
-  }
-  if (promise) {
-    try {
-      auto [kernel, source] = kernel_from_records(task, records);
-      if (source == ScheduleSource::Transferred)
-        std::cerr << "loom: note: " << records << " has no record of workload "
-                  << task.workload_key() << "; using the schedule tuned for the same "
-                  << "computation at other extents, adapted (tune the task into this file for "
-                     "its own)\n";
-      else if (source == ScheduleSource::Default)
-        std::cerr << "loom: warning: " << records << " has no record of workload "
-                  << task.workload_key() << " on " << task.target.to_string()
-                  << "; using the default schedule (tune the task into this file for a fast "
-                     "kernel)\n";
-      promise->set_value(std::move(kernel));
-    } catch (...) {
-      promise->set_exception(std::current_exception());
-      // A failure is not cached: the next call tries again.
-      std::lock_guard<std::mutex> lock(mutex);
-      cache.erase(key);
-    }
-  }
-  return future.get();
+  return cache
+      .get(key,
+           [&] {
+             auto built = kernel_from_records(task, records);
+             if (built.second == ScheduleSource::Transferred)
+               std::cerr << "loom: note: " << records << " has no record of workload "
+                         << task.workload_key() << "; using the schedule tuned for the same "
+                         << "computation at other extents, adapted (tune the task into this "
+                            "file for its own)\n";
+             else if (built.second == ScheduleSource::Default)
+               std::cerr << "loom: warning: " << records << " has no record of workload "
+                         << task.workload_key() << " on " << task.target.to_string()
+                         << "; using the default schedule (tune the task into this file for a "
+                            "fast kernel)\n";
+             return built;
+           })
+      .first;
 }
 
 LOOM_DECL std::vector<int64_t> representative_sizes(int64_t lo, int64_t hi, int count) {
@@ -151,62 +181,27 @@ LOOM_DECL std::vector<int64_t> representative_sizes(int64_t lo, int64_t hi, int 
   return sizes;
 }
 
-struct DynamicKernel::Cache {
-  std::mutex mutex;
-  std::map<int64_t, std::shared_future<std::pair<Kernel, ScheduleSource>>> entries;
-};
+struct DynamicKernel::Cache : detail::KernelCache {};
 
 LOOM_DECL DynamicKernel::DynamicKernel(std::function<Task(int64_t)> make, std::string records)
     : make_(std::move(make)), records_(std::move(records)), cache_(std::make_unique<Cache>()) {}
 
 LOOM_DECL DynamicKernel::~DynamicKernel() = default;
 
-namespace detail {
-
-inline std::pair<Kernel, ScheduleSource> dynamic_entry(
-    const std::function<Task(int64_t)>& make, const std::string& records, int64_t n,
-    std::mutex& mutex,
-    std::map<int64_t, std::shared_future<std::pair<Kernel, ScheduleSource>>>& entries) {
-  std::shared_future<std::pair<Kernel, ScheduleSource>> future;
-  std::optional<std::promise<std::pair<Kernel, ScheduleSource>>> promise;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = entries.find(n);
-    if (it != entries.end()) {
-      future = it->second;
-    } else {
-      promise.emplace();
-      future = promise->get_future().share();
-      entries.emplace(n, future);
-    }
-  }
-  if (promise) {
-    try {
-      promise->set_value(kernel_from_records(make(n), records));
-    } catch (...) {
-      promise->set_exception(std::current_exception());
-      std::lock_guard<std::mutex> lock(mutex);
-      entries.erase(n);
-    }
-  }
-  return future.get();
-}
-
-}  // namespace detail
-
 LOOM_DECL Kernel DynamicKernel::kernel(int64_t n) const {
-  return detail::dynamic_entry(make_, records_, n, cache_->mutex, cache_->entries).first;
+  return cache_->get(std::to_string(n), [&] { return kernel_from_records(make_(n), records_); })
+      .first;
 }
 
 LOOM_DECL ScheduleSource DynamicKernel::source(int64_t n) const {
-  return detail::dynamic_entry(make_, records_, n, cache_->mutex, cache_->entries).second;
+  return cache_->get(std::to_string(n), [&] { return kernel_from_records(make_(n), records_); })
+      .second;
 }
 
 LOOM_DECL std::vector<int64_t> DynamicKernel::compiled_sizes() const {
-  std::lock_guard<std::mutex> lock(cache_->mutex);
   std::vector<int64_t> sizes;
-  for (const auto& [n, entry] : cache_->entries)
-    if (entry.wait_for(std::chrono::seconds(0)) == std::future_status::ready) sizes.push_back(n);
+  for (const std::string& key : cache_->ready_keys()) sizes.push_back(std::stoll(key));
+  std::sort(sizes.begin(), sizes.end());
   return sizes;
 }
 
