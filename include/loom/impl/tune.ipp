@@ -57,21 +57,29 @@ LOOM_DECL search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>
   return search::tune_tasks_with(tasks, options, measurer);
 }
 
-LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
-                                                             const std::string& records) {
+namespace detail {
+
+/// best_recorded_schedule over the records of the log `path`, already read.
+inline std::optional<sched::State> best_recorded_schedule(
+    const Task& task, const std::vector<search::TuningRecord>& records, const std::string& path) {
   const std::string device = cpu_jit::Engine::global().cpu_name();
-  const std::optional<search::TuningRecord> best =
-      search::best_record(search::read_records(records), task.workload_key(),
-                          task.target.to_string(), runtime::num_threads(), device);
+  const std::optional<search::TuningRecord> best = search::best_record(
+      records, task.workload_key(), task.target.to_string(), runtime::num_threads(), device);
   if (!best) return std::nullopt;
   if (!best->device.empty() && best->device != device)
-    std::cerr << "loom: warning: " << records << " has no record of workload "
-              << task.workload_key() << " measured on this CPU (" << device
-              << "); using one measured on " << best->device
+    std::cerr << "loom: warning: " << path << " has no record of workload " << task.workload_key()
+              << " measured on this CPU (" << device << "); using one measured on " << best->device
               << ", which may be far from the best here (tune the task on this machine)\n";
   sched::State state = sched::replay(task.dag, best->steps);
   state.set_origins(best->origins);
   return state;
+}
+
+}  // namespace detail
+
+LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
+                                                             const std::string& records) {
+  return detail::best_recorded_schedule(task, search::read_records(records), records);
 }
 
 LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
@@ -86,9 +94,10 @@ LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
 
 LOOM_DECL std::pair<Kernel, ScheduleSource> kernel_from_records(const Task& task,
                                                                 const std::string& records) {
-  if (std::optional<sched::State> best = best_recorded_schedule(task, records))
+  const std::vector<search::TuningRecord> log = search::read_records(records);
+  if (std::optional<sched::State> best = detail::best_recorded_schedule(task, log, records))
     return {build(task, *best), ScheduleSource::Recorded};
-  if (auto moved = search::transferred_state(task, records, runtime::num_threads()))
+  if (auto moved = search::transferred_state(task, log, runtime::num_threads()))
     return {build(task, moved->state), ScheduleSource::Transferred};
   return {build(task), ScheduleSource::Default};
 }

@@ -218,6 +218,11 @@ struct TransferredState {
 /// fit is skipped).
 std::optional<TransferredState> transferred_state(const Task& task, const std::string& path,
                                                   int threads = 0);
+/// transferred_state over records already read (read_records), for a caller that also looks
+/// for the task's own record in them.
+std::optional<TransferredState> transferred_state(const Task& task,
+                                                  const std::vector<TuningRecord>& records,
+                                                  int threads = 0);
 
 /// The index in `records` of what best_record() returns, for a caller that needs to know which
 /// record won (the log file it came from, say), or nothing.

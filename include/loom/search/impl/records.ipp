@@ -424,7 +424,11 @@ LOOM_DECL std::optional<TuningRecord> best_record(const std::vector<TuningRecord
 
 LOOM_DECL std::optional<TransferredState> transferred_state(const Task& task,
                                                             const std::string& path, int threads) {
-  const std::vector<TuningRecord> records = read_records(path);
+  return transferred_state(task, read_records(path), threads);
+}
+
+LOOM_DECL std::optional<TransferredState> transferred_state(
+    const Task& task, const std::vector<TuningRecord>& records, int threads) {
   const std::string& structure = task.dag->structure_key();
   const std::string target = task.target.to_string();
   const std::vector<int64_t> ours = task.dag->extents();
