@@ -4,11 +4,13 @@
 #include "loom/ir/printer.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 LOOM_BEGIN_NAMESPACE
 
@@ -72,11 +74,101 @@ inline int64_t floor_div(int64_t a, int64_t b) {
   return q;
 }
 
+/// What `s` becomes once stored in a tensor of type `t` and read back: what evaluate() passes
+/// from one op to the next, so that point-wise evaluation rounds the same way.
+inline scalar stored(ir::DType t, scalar s) {
+  alignas(8) std::byte cell[8];
+  const buffer b{cell, t, {}};
+  store(b, 0, s);
+  return load(b, 0);
+}
+
+/// One op's body, compiled, with the frame it runs in.
+struct compiled_op {
+  fn body;
+  std::vector<int> axis_slots;
+  frame f;
+
+  /// Points the frame's axis variables at the row-major flat index `flat` of `shape`.
+  void set_point(const std::vector<int64_t>& shape, int64_t flat) {
+    for (size_t d = shape.size(); d-- > 0;) {
+      f.vars[axis_slots[d]] = flat % shape[d];
+      flat /= shape[d];
+    }
+  }
+};
+
+/// An intermediate tensor of evaluate_points: each element computed on first read, then kept.
+/// Values live in pages allocated on first touch, so memory follows the elements read, not the
+/// tensor's size, and a lookup is two array indexings.
+struct lazy_tensor {
+  static constexpr int page_bits = 10;
+  static constexpr int64_t page_size = int64_t{1} << page_bits;
+  struct page {
+    scalar values[page_size];
+    bool done[page_size] = {};
+  };
+
+  compiled_op op;
+  ir::DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::unique_ptr<page>> pages;
+  int64_t* elements_computed = nullptr;
+
+  scalar at(int64_t flat) {
+    std::unique_ptr<page>& p = pages[static_cast<size_t>(flat >> page_bits)];
+    if (!p) p.reset(new page);
+    const int64_t i = flat & (page_size - 1);
+    if (p->done[i]) return p->values[i];
+    // The body reads only ops before this one, so it never re-enters this op and one frame per
+    // op is enough however deep the recursion goes.
+    op.set_point(shape, flat);
+    const scalar v = stored(dtype, op.body(op.f));
+    p->values[i] = v;
+    p->done[i] = true;
+    ++*elements_computed;
+    return v;
+  }
+};
+
+/// Throws loom.dag.E212 for a read whose index `v` in dimension `d` (of `rank`) is outside
+/// `shape`; `coords` holds the indices so far (the first 8).
+inline void fail_out_of_bounds(const std::string& where, const std::string& tensor, int64_t v,
+                               const int64_t* coords, size_t d, size_t rank,
+                               const std::vector<int64_t>& shape) {
+  std::ostringstream at;
+  for (size_t e = 0; e <= d && e < 8; ++e) at << (e ? ", " : "") << coords[e];
+  LOOM_USER_FAIL("loom.dag.E212") << "compute '" << where << "' reads '" << tensor
+                                  << "' out of bounds: index " << v << " in dimension " << d
+                                  << " (extent " << shape[d] << "), at [" << at.str()
+                                  << (d + 1 < rank ? ", ..." : "") << "]";
+}
+
+/// The row-major offset that the compiled indices `idx` select in `shape`, bounds-checked.
+inline int64_t read_offset(const std::vector<fn>& idx, const std::vector<int64_t>& shape, frame& f,
+                           const std::string& where, const std::string& tensor) {
+  int64_t offset = 0;
+  int64_t coords[8];
+  const size_t rank = idx.size();
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t v = idx[d](f).i;
+    if (d < 8) coords[d] = v;
+    if (v < 0 || v >= shape[d]) [[unlikely]]
+      fail_out_of_bounds(where, tensor, v, coords, d, rank, shape);
+    offset = offset * shape[d] + v;
+  }
+  return offset;
+}
+
+using lazy_map = std::unordered_map<const ir::TensorNode*, lazy_tensor*>;
+
 // Compiles one compute body into closures with variables resolved to frame slots.
 class compiler {
  public:
-  compiler(const std::string& compute, std::unordered_map<const ir::TensorNode*, buffer>& bufs)
-      : compute_(compute), bufs_(bufs) {}
+  /// Reads of tensors in `bufs` load from memory; reads of tensors in `lazy` ask for the element.
+  compiler(const std::string& compute, std::unordered_map<const ir::TensorNode*, buffer>& bufs,
+           const lazy_map* lazy = nullptr)
+      : compute_(compute), bufs_(bufs), lazy_(lazy) {}
 
   int slot(const ir::Variable* v) {
     auto it = slots_.find(v);
@@ -303,31 +395,22 @@ class compiler {
   }
 
   fn compile_read(const ir::TensorRead* r) {
-    auto it = bufs_.find(r->tensor.get());
-    LOOM_INTERNAL_CHECK(it != bufs_.end()) << "no buffer for tensor '" << r->tensor->name << "'";
-    const buffer* buf = &it->second;
     std::vector<fn> idx;
     for (auto& i : r->indices) idx.push_back(compile(i));
     const std::string where = compute_;
     const std::string tensor = r->tensor->name;
-    return [buf, idx, where, tensor](frame& f) {
-      int64_t offset = 0;
-      int64_t coords[8];
-      const size_t rank = idx.size();
-      for (size_t d = 0; d < rank; ++d) {
-        int64_t v = idx[d](f).i;
-        if (d < 8) coords[d] = v;
-        if (v < 0 || v >= buf->shape[d]) {
-          std::ostringstream at;
-          for (size_t e = 0; e <= d && e < 8; ++e) at << (e ? ", " : "") << coords[e];
-          LOOM_USER_FAIL("loom.dag.E212")
-              << "compute '" << where << "' reads '" << tensor << "' out of bounds: index " << v
-              << " in dimension " << d << " (extent " << buf->shape[d] << "), at [" << at.str()
-              << (d + 1 < rank ? ", ..." : "") << "]";
-        }
-        offset = offset * buf->shape[d] + v;
-      }
-      return load(*buf, offset);
+    if (auto it = bufs_.find(r->tensor.get()); it != bufs_.end()) {
+      const buffer* buf = &it->second;
+      return [buf, idx, where, tensor](frame& f) {
+        return load(*buf, read_offset(idx, buf->shape, f, where, tensor));
+      };
+    }
+    auto lz = lazy_ ? lazy_->find(r->tensor.get()) : lazy_map::const_iterator();
+    LOOM_INTERNAL_CHECK(lazy_ && lz != lazy_->end())
+        << "no buffer for tensor '" << r->tensor->name << "'";
+    lazy_tensor* t = lz->second;
+    return [t, idx, where, tensor](frame& f) {
+      return t->at(read_offset(idx, t->shape, f, where, tensor));
     };
   }
 
@@ -382,8 +465,21 @@ class compiler {
 
   std::string compute_;
   std::unordered_map<const ir::TensorNode*, buffer>& bufs_;
+  const lazy_map* lazy_;
   std::unordered_map<const ir::Variable*, int> slots_;
 };
+
+/// `op`'s body compiled against `bufs` (and `lazy`), its frame sized for the body's variables.
+inline compiled_op compile_op(const ir::Tensor& op,
+                              std::unordered_map<const ir::TensorNode*, buffer>& bufs,
+                              const lazy_map* lazy = nullptr) {
+  compiler c(op.name(), bufs, lazy);
+  compiled_op r;
+  for (auto& a : op->axes) r.axis_slots.push_back(c.slot(a.variable()));
+  r.body = c.compile(op->body);
+  r.f.vars.assign(c.num_slots(), 0);
+  return r;
+}
 
 }  // namespace detail
 
@@ -408,24 +504,94 @@ LOOM_DECL void evaluate(const ComputeDAG& dag, const std::vector<void*>& buffers
   }
   for (auto& op : dag.ops()) {
     if (op.is_placeholder()) continue;
-    compiler c(op.name(), bufs);
-    std::vector<int> axis_slots;
-    for (auto& a : op->axes) axis_slots.push_back(c.slot(a.variable()));
-    fn body = c.compile(op->body);
-    frame f;
-    f.vars.assign(c.num_slots(), 0);
+    compiled_op c = compile_op(op, bufs);
     const buffer& out = bufs.at(op.get());
     const int64_t n = op.num_elements();
     const auto& shape = op.shape();
     for (int64_t flat = 0; flat < n; ++flat) {
-      int64_t rest = flat;
-      for (size_t d = shape.size(); d-- > 0;) {
-        f.vars[axis_slots[d]] = rest % shape[d];
-        rest /= shape[d];
-      }
-      store(out, flat, body(f));
+      c.set_point(shape, flat);
+      store(out, flat, c.body(c.f));
     }
   }
+}
+
+namespace detail {
+
+LOOM_DECL std::vector<double> evaluate_points_counted(const ComputeDAG& dag,
+                                                      const std::vector<const void*>& inputs,
+                                                      size_t output,
+                                                      const std::vector<int64_t>& points,
+                                                      int64_t& elements_computed) {
+  const auto& ins = dag.inputs();
+  LOOM_USER_CHECK(inputs.size() == ins.size(), "loom.dag.E214")
+      << "evaluate_points got " << inputs.size() << " inputs but the DAG has " << ins.size()
+      << " inputs";
+  std::unordered_map<const ir::TensorNode*, buffer> bufs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    LOOM_USER_CHECK(inputs[i] != nullptr, "loom.dag.E215")
+        << "input " << i << " (tensor '" << ins[i].name() << "') is null";
+    // Inputs are only ever loaded from.
+    bufs[ins[i].get()] = buffer{const_cast<void*>(inputs[i]), ins[i].dtype(), ins[i].shape()};
+  }
+  LOOM_USER_CHECK(output < dag.outputs().size(), "loom.dag.E216")
+      << "evaluate_points: output " << output << " is out of range (the DAG has "
+      << dag.outputs().size() << " outputs)";
+  const ir::Tensor& out = dag.outputs()[output];
+  const int64_t n = out.num_elements();
+  for (size_t k = 0; k < points.size(); ++k)
+    LOOM_USER_CHECK(points[k] >= 0 && points[k] < n, "loom.dag.E217")
+        << "evaluate_points: point " << k << " (flat index " << points[k]
+        << ") is out of range for output '" << out.name() << "' of " << n << " elements";
+
+  // Only the ops the output depends on; ops() is topological, so one backward sweep finds them.
+  const int out_index = dag.op_index(out);
+  std::vector<bool> needed(static_cast<size_t>(out_index) + 1, false);
+  needed[static_cast<size_t>(out_index)] = true;
+  for (int i = out_index; i >= 0; --i)
+    if (needed[static_cast<size_t>(i)])
+      for (int p : dag.info(i).producers) needed[static_cast<size_t>(p)] = true;
+
+  std::vector<std::pair<const ir::Tensor*, std::unique_ptr<lazy_tensor>>> tensors;
+  lazy_map lazy;
+  for (int i = 0; i <= out_index; ++i) {
+    const ir::Tensor& op = dag.ops()[static_cast<size_t>(i)];
+    if (!needed[static_cast<size_t>(i)] || op.is_placeholder()) continue;
+    auto t = std::make_unique<lazy_tensor>();
+    t->dtype = op.dtype();
+    t->shape = op.shape();
+    t->pages.resize(static_cast<size_t>((op.num_elements() + lazy_tensor::page_size - 1) >>
+                                        lazy_tensor::page_bits));
+    t->elements_computed = &elements_computed;
+    lazy[op.get()] = t.get();
+    tensors.emplace_back(&op, std::move(t));
+  }
+  // Compiled once all exist: a body's reads point at its producers' tables.
+  for (auto& [op, t] : tensors) t->op = compile_op(*op, bufs, &lazy);
+
+  lazy_tensor& result = *lazy.at(out.get());
+  const ir::DType type = out.dtype();
+  std::vector<double> values;
+  values.reserve(points.size());
+  for (int64_t p : points) {
+    const scalar v = result.at(p);
+    if (type.is_float())
+      values.push_back(v.f);
+    else if (type.code == ir::DType::Code::UInt)  // the bits evaluate() stores, read as unsigned
+      values.push_back(type.bits == 32 ? static_cast<double>(static_cast<uint32_t>(v.i))
+                                       : static_cast<double>(static_cast<uint64_t>(v.i)));
+    else
+      values.push_back(static_cast<double>(v.i));
+  }
+  return values;
+}
+
+}  // namespace detail
+
+LOOM_DECL std::vector<double> evaluate_points(const ComputeDAG& dag,
+                                              const std::vector<const void*>& inputs, size_t output,
+                                              const std::vector<int64_t>& points) {
+  int64_t elements_computed = 0;
+  return detail::evaluate_points_counted(dag, inputs, output, points, elements_computed);
 }
 
 LOOM_END_NAMESPACE
