@@ -50,9 +50,9 @@ std::vector<sched::State> sample(const Task& task, int count, uint64_t seed) {
   return programs;
 }
 
-/// Short, quick measurements. Every program is built and timed fully (no slow-build or
-/// slow-program cut-off): whether a random program runs 10× slower than the best so far depends
-/// on the machine's mood, and check_ok() expects `repeat` costs.
+/// Short, quick measurements. Every program is built and timed fully (no slow-build,
+/// slow-program or contender cut-off): whether a random program runs 10× slower than the best so
+/// far depends on the machine's mood, and check_ok() expects `repeat` costs.
 search::MeasureOptions quick_options() {
   search::MeasureOptions o;
   o.repeat = 2;
@@ -60,6 +60,7 @@ search::MeasureOptions quick_options() {
   o.build_parallelism = 2;
   o.num_threads = 1;
   o.slow_program_factor = 0;
+  o.contender_factor = 0;
   o.slow_build_kill_factor = 0;
   o.slow_run_kill_factor = 0;
   return o;
@@ -159,6 +160,29 @@ TEST_SUITE("tune") {
     // Another task has its own best.
     const Task other(matmul_dag(16));
     check_ok(measurer.measure(other, sample(other, 1, 3))[0], 2);
+  }
+
+  TEST_CASE("a program whose first repeat is beyond contender_factor × the best gets no more") {
+    const Task task(matmul_dag(32));
+    const auto programs = sample(task, 3, 19);
+    search::MeasureOptions o = quick_options();
+    o.repeat = 3;
+    // Any time is more than 1e-9 × the best and less than 1e9 × it: whatever the machine does,
+    // once a best is known every program stops after its first repeat, or none does.
+    o.contender_factor = 1e-9;
+    cpu_jit::LocalMeasurer cut(o);
+    check_ok(cut.measure(task, {programs[0]})[0], 3);  // no best yet: every repeat
+    for (const auto& r : cut.measure(task, programs)) {
+      CHECK(r.ok());
+      CHECK(r.costs.size() == 1);
+    }
+    o.contender_factor = 1e9;
+    cpu_jit::LocalMeasurer kept(o);
+    check_ok(kept.measure(task, {programs[0]})[0], 3);
+    for (const auto& r : kept.measure(task, programs)) check_ok(r, 3);
+    o.contender_factor = -1;
+    CHECK_THROWS_WITH_AS(cpu_jit::LocalMeasurer{o}, doctest::Contains("contender_factor"),
+                         user_error);
   }
 
   TEST_CASE("a build far longer than the task's median build is killed (slow_build_kill_factor)") {

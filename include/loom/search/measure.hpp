@@ -122,6 +122,12 @@ struct MeasureOptions {
   /// first run counted as a repeat (`warmup`), 200 trials of GEMM 1024³ on 2 threads took
   /// 112 s instead of 141 s (run time 91 s instead of 123 s), with as good a best.
   double slow_long_program_factor = 3;
+  /// A program whose first timed repeat is more than this many times the best cost measured for
+  /// the task so far gets no further repeats: a repeat is enough to say it will not be the best,
+  /// which is what the repeats are for (0: every timed program gets `repeat` repeats). Above the
+  /// machine's run-to-run noise (5-30 %), so a contender is not cut by a slow spell. CPU measurer
+  /// only; loom addition.
+  double contender_factor = 1.5;
   /// Limits per program; a program that exceeds one is killed and recorded as a timeout.
   double build_timeout_s = 15;
   double run_timeout_s = 10;
@@ -185,6 +191,7 @@ inline std::string measure_options_problems(const MeasureOptions& o) {
   need(o.slow_program_factor >= 0, "slow_program_factor", o.slow_program_factor, "≥ 0");
   need(o.slow_long_program_factor >= 0, "slow_long_program_factor", o.slow_long_program_factor,
        "≥ 0");
+  need(o.contender_factor >= 0, "contender_factor", o.contender_factor, "≥ 0");
   need(o.build_timeout_s > 0, "build_timeout_s", o.build_timeout_s, "> 0");
   need(o.slow_build_kill_factor >= 0, "slow_build_kill_factor", o.slow_build_kill_factor, "≥ 0");
   need(o.slow_build_kill_min_s >= 0, "slow_build_kill_min_s", o.slow_build_kill_min_s, "≥ 0");

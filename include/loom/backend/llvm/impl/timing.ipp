@@ -173,6 +173,11 @@ inline void measure_child_run(const search::MeasureOptions& o, const LocalMeasur
     for (int64_t k = 0; k < number; ++k) rc |= fn(argv);
     return seconds_since(start);
   };
+  // Repeats after the first are for programs that may be the best (contender_factor).
+  auto contends = [&] {
+    return o.contender_factor <= 0 || td.best_cost <= 0 ||
+           r.costs.front() <= o.contender_factor * td.best_cost;
+  };
   std::vector<std::pair<const void*, size_t>> constants;
   if (evicts_constants(o)) {
     for (size_t i = 0; i < td.args.size(); ++i) {
@@ -191,7 +196,7 @@ inline void measure_child_run(const search::MeasureOptions& o, const LocalMeasur
     // A repeat is the mean of single calls, each after an eviction (untimed), that add up to
     // min_repeat_ms: one cold call of a 20 µs kernel is mostly noise.
     const double min_repeat_s = o.min_repeat_ms * 1e-3;
-    for (int k = 0; k < o.repeat; ++k) {
+    for (int k = 0; k < o.repeat && (k == 0 || contends()); ++k) {
       double total = 0;
       int64_t calls = 0;
       do {
@@ -225,7 +230,7 @@ inline void measure_child_run(const search::MeasureOptions& o, const LocalMeasur
       t = time_calls(number);
     }
     if (!first_is_repeat) r.costs.push_back(t / static_cast<double>(number));
-    for (int k = 1; k < o.repeat; ++k)
+    for (int k = 1; k < o.repeat && contends(); ++k)
       r.costs.push_back(time_calls(number) / static_cast<double>(number));
   }
   if (rc != 0) {
