@@ -11,7 +11,7 @@
 //                  [--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]
 //                  [--no-slow-kill]
 //                  [--mode full|random|no-evolution|limited|non-divisible|register-tile|
-//                         no-transfer|no-wide-vectorize]
+//                         no-transfer|no-wide-vectorize|pretrained]
 //
 // --set transfer tunes the shapes of the transfer experiment instead (transfer_workloads(),
 // bench_transfer). --mode runs an ablation: `random` measures random programs (no model),
@@ -23,7 +23,9 @@
 // in its parent's sketch, as Ansor does (EvolutionOptions::sketch_transfer_probability = 0; the
 // default moves 5 % of them onto another sketch), `no-wide-vectorize` leaves a tile's innermost
 // loop longer than max_vectorize_size to LLVM, as Ansor does
-// (SearchOptions::wide_vectorize_probability = 0). Records of an ablation go to
+// (SearchOptions::wide_vectorize_probability = 0), `pretrained` starts from the cost model that
+// ships with loom (TuneOptions::pretrained: its picks instead of random ones until the task's
+// own model has learned, then mixed with it). Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
 // go to different directories. --per-round sets TuneOptions::measures_per_round (64 by default).
 // --no-slow-kill lets every build and run go on to build_timeout_s and run_timeout_s
@@ -150,7 +152,7 @@ int main(int argc, char** argv) {
                    "[--constant-weights] [--seed N] [--build-parallelism N] [--per-round N]\n"
                    "       [--no-slow-kill]\n"
                    "       [--mode full|random|no-evolution|limited|non-divisible|register-tile|\n"
-                   "               no-transfer|no-wide-vectorize]\n",
+                   "               no-transfer|no-wide-vectorize|pretrained]\n",
                    argv[0]);
       return 2;
     }
@@ -202,6 +204,12 @@ int main(int argc, char** argv) {
       o.evolution.sketch_transfer_probability = 0;
     } else if (mode == "no-wide-vectorize") {
       o.space.wide_vectorize_probability = 0;
+    } else if (mode == "pretrained") {
+      o.pretrained = cost::pretrained_cost_model();
+      if (!o.pretrained) {
+        std::fprintf(stderr, "--mode pretrained: no pretrained cost model (see the warning)\n");
+        return 2;
+      }
     } else if (mode != "full") {
       std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
       return 2;

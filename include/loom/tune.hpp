@@ -13,9 +13,9 @@
 /// Shipping a tuned kernel: tune once with a records file, ship the file, and in the
 /// application call `tuned_kernel(task, "gemm.jsonl")` — it builds the best recorded program of
 /// the workload once per process (thread-safe, cached), takes the schedule of the same
-/// computation tuned at the nearest other shape when the file has none of this one, and falls
-/// back to the default schedule, with a one-line warning, when it has neither. `build_best` is the
-/// same without the cache and without the fallback.
+/// computation tuned at the nearest other shape when the file has none of this one, and the
+/// pretrained cost model's pick (compile_from_model, about a second) when it has neither.
+/// `build_best` is the same without the cache and without the fallbacks.
 ///
 /// Measurement runs every candidate in a forked child (cpu_jit::LocalMeasurer): a candidate
 /// that crashes, hangs or computes a wrong result is recorded as a failure and tuning goes on.
@@ -30,7 +30,9 @@
 // clang-format on
 #endif
 
+#include "loom/cost/pretrained.hpp"
 #include "loom/cpu.hpp"
+#include "loom/search/evolution.hpp"
 #include "loom/search/task_scheduler.hpp"
 #include "loom/search/tuner.hpp"
 
@@ -113,15 +115,61 @@ Kernel build_best(const Task& task, const std::string& records, const BuildOptio
 /// When the log has no record of this workload and target but has records of the same
 /// computation at other extents (a batch size or sequence length nobody tuned), the best
 /// program of the nearest one, adapted (search::transferred_state), with a one-line note on
-/// stderr; when it has neither, the default schedule, with a one-line warning.
+/// stderr; when it has neither, the pretrained model's pick (compile_from_model), with a note;
+/// when that cannot be had either, the default schedule, with a one-line warning.
 Kernel tuned_kernel(const Task& task, const std::string& records);
 
 /// How a kernel built from a log got its schedule.
 enum class ScheduleSource {
   Recorded,     ///< the log's best record of this very workload
   Transferred,  ///< the best record of the nearest other shape, adapted (search::transferred_state)
-  Default,      ///< no record of this computation: the default schedule
+  Predicted,    ///< no record of this computation: the pretrained model's pick (compile_from_model)
+  Default,      ///< no record and no usable model: the default schedule
 };
+
+/// Settings of compile_from_model.
+struct ModelCompileOptions {
+  /// The model that ranks programs; null: the one shipped with loom (cost::pretrained_cost_model).
+  std::shared_ptr<const cost::CostModel> model;
+  /// The search (population, generations, how many of the model's best to keep, seed).
+  search::ModelSearchOptions search;
+  /// Build the model's `time_top` best programs and the default schedule (on the compile
+  /// threads), check them, time each for a few milliseconds in this process and keep the
+  /// fastest: the shipped model alone sometimes ranks first a program several times slower than
+  /// the default schedule. 0: build the model's best, untimed.
+  int time_top = 3;
+  /// Instead, measure the model's `measure_top` best programs as tuning does (each in a forked
+  /// child, a few seconds in all) and keep the fastest that passes the check.
+  int measure_top = 0;
+  /// Output elements checked against the reference interpreter (spot_check, loom/cpu.hpp) on
+  /// seeded random inputs before a kernel is kept; a program that fails to build or differs is
+  /// dropped. 0: no check.
+  int check_points = 64;
+  /// Tolerances of that check (as MeasureOptions').
+  double rtol = 1e-3;
+  double atol = 1e-4;
+  BuildOptions build;
+};
+
+/// What compile_from_model returns: the kernel, its schedule and where the time went.
+struct ModelCompiled {
+  Kernel kernel;
+  sched::State state;
+  int rank = 0;  ///< of the kept program among the model's picks (0: its best; −1: the default)
+  double search_seconds = 0;
+  double build_seconds = 0;    ///< builds and checks (wall)
+  double measure_seconds = 0;  ///< timing (time_top) or measuring (measure_top)
+};
+
+/// A kernel for `task` without tuning: the programs the cost model ranks best (search::
+/// best_predicted: sketches, sampling, evolution, nothing measured), built and checked against
+/// the interpreter at `check_points` outputs, the fastest of the first `time_top` and the
+/// default schedule kept. About a second on the benchmark workloads (benchmarks/README.md,
+/// "Model-only compilation"). tuned_kernel uses it for a computation its log has never seen.
+/// Throws loom::user_error `[loom.search.E862]` when there is no model (options.model null and
+/// the pretrained one cannot be read), `[loom.search.E863]` when no candidate builds and passes
+/// the check, `[loom.search.E864]` for options out of range, `[loom.search.E852]` for a GPU task.
+ModelCompiled compile_from_model(const Task& task, const ModelCompileOptions& options = {});
 
 /// The kernel tuned_kernel builds, without its cache and without a line on stderr, and where its
 /// schedule came from.

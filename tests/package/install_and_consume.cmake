@@ -17,9 +17,11 @@ set(build ${WORK_DIR}/build)
 file(REMOVE_RECURSE ${WORK_DIR})
 
 run("install loom into ${prefix}" ${CMAKE_COMMAND} --install ${LOOM_BINARY_DIR} --prefix ${prefix})
-if(NOT EXISTS ${prefix}/include/loom/loom.hpp)
-  message(FATAL_ERROR "package test: ${prefix}/include/loom/loom.hpp was not installed")
-endif()
+foreach(file include/loom/loom.hpp include/loom/cost/pretrained/cpu.model)
+  if(NOT EXISTS ${prefix}/${file})
+    message(FATAL_ERROR "package test: ${prefix}/${file} was not installed")
+  endif()
+endforeach()
 
 # CMAKE_FIND_USE_PACKAGE_REGISTRY=OFF and the prefix as the only hint: the consumer must find the
 # installed copy, never the source or build tree.

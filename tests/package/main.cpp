@@ -1,9 +1,12 @@
 // The consumer program of the package tests: builds a small DAG, evaluates it with the reference
-// interpreter and checks the result. It must build against loom as an installed package
+// interpreter and checks the result, and reads the pretrained cost model where the headers it
+// was compiled against say it is. It must build against loom as an installed package
 // (find_package) and as a subproject (add_subdirectory).
+#include <loom/cost/pretrained.hpp>
 #include <loom/loom.hpp>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 int main() {
@@ -27,6 +30,12 @@ int main() {
     expect = expect > 0.0f ? expect : 0.0f;
     if (out[i] != expect) ++bad;
   }
+  // A package without its model would fall back silently to random first rounds and default
+  // schedules: load it here so that the tests fail instead.
+  const std::string model_path = cost::pretrained_model_path();
+  const auto model = cost::load_pretrained_model(model_path);
+  std::printf("pretrained cost model: %s, %d trees\n", model_path.c_str(),
+              model->model().num_trees());
   std::printf("loom %s consumer: %d ops, workload %s, %s\n", LOOM_VERSION_STRING, dag.num_ops(),
               dag.workload_key().c_str(), bad ? "WRONG RESULT" : "result ok");
   return bad ? 1 : 0;

@@ -561,7 +561,7 @@ TEST_CASE("tune survives candidates that crash: they are recorded as failures") 
 
 TEST_CASE(
     "tuned_kernel: the logged best, built once per process; another shape's, adapted; or the "
-    "default schedule with a warning") {
+    "pretrained model's pick") {
   const auto w = loom_test::matmul(24, 20, 16);
   Task task(w.dag);
   TempLog log("tuned_kernel");
@@ -584,7 +584,7 @@ TEST_CASE(
     CHECK_MESSAGE(ok, msg);
   };
 
-  // No record yet: the default schedule, correct.
+  // No record yet: the pretrained model's pick (test_model_compile has the fallbacks), correct.
   const Kernel fallback = tuned_kernel(task, log.path);
   close(run_kernel(fallback));
   // The cache answers the same key with the same kernel.
@@ -633,7 +633,7 @@ TEST_CASE("DynamicKernel: tuned sizes from their records, others carried over, o
   // relu(X W + b) with a varying number of rows M.
   const DynamicKernel ffn(
       [](int64_t m) { return Task(loom_test::matmul_bias_relu(m, 20, 16).dag); }, log.path);
-  CHECK(ffn.source(8) == ScheduleSource::Default);  // nothing tuned yet
+  CHECK(ffn.source(8) == ScheduleSource::Predicted);  // nothing tuned yet
 
   TaskSchedulerOptions o;
   o.trials = 2 * 8;

@@ -1,7 +1,14 @@
 // Bodies of loom/cpu.hpp.
 #include "loom/cpu.hpp"
 
+#include "loom/backend/measure_data.hpp"
+#include "loom/dag/evaluate.hpp"
+#include "loom/runtime/buffer.hpp"
+
 #include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
 
 LOOM_BEGIN_NAMESPACE
 
@@ -47,6 +54,58 @@ LOOM_DECL PackedKernel build_with_packed_input(const Task& task, const sched::St
   out.packed_shape = rw.packed.shape();
   out.argument = rw.argument;
   return out;
+}
+
+LOOM_DECL std::string spot_check(const Task& task, const Kernel& kernel, int points, double rtol,
+                                 double atol) {
+  namespace md = backend::measure_data;
+  const ComputeDAG& dag = *task.dag;
+  const std::vector<ir::Tensor> args = dag.arguments();
+  const size_t num_inputs = dag.inputs().size();
+  std::vector<aligned_vector<std::byte>> storage(args.size());
+  std::vector<void*> pointers(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const int64_t n = args[i].num_elements();
+    storage[i].resize(static_cast<size_t>(n * args[i].dtype().bytes()));
+    pointers[i] = storage[i].data();
+    if (i < num_inputs)
+      md::fill_random(pointers[i], args[i].dtype(), n, 0x5907C4EC + i);
+    else
+      md::poison(pointers[i], args[i].dtype(), n);
+  }
+  kernel.run_unchecked(pointers.data());
+  const std::vector<const void*> inputs(pointers.begin(), pointers.begin() + num_inputs);
+  std::mt19937_64 rng(0x5907C4EC);
+  for (size_t o = 0; o + num_inputs < args.size(); ++o) {
+    const ir::Tensor& out = args[num_inputs + o];
+    const int64_t n = out.num_elements();
+    std::vector<int64_t> at;
+    // The first and last elements (edges of every tile) and random ones between.
+    at.push_back(0);
+    if (n > 1) at.push_back(n - 1);
+    while (static_cast<int64_t>(at.size()) < std::min<int64_t>(points, n))
+      at.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(n)));
+    const std::vector<double> want = evaluate_points(dag, inputs, o, at);
+    const void* got = pointers[num_inputs + o];
+    for (size_t k = 0; k < at.size(); ++k) {
+      double g = 0;
+      const ir::DType t = out.dtype();
+      if (t.is_float() && t.bits == 32)
+        g = static_cast<const float*>(got)[at[k]];
+      else if (t.is_float() && t.bits == 64)
+        g = static_cast<const double*>(got)[at[k]];
+      else
+        g = static_cast<double>(md::integer_at(static_cast<const unsigned char*>(got), t, at[k]));
+      const double w = want[k];
+      if (g == w || std::abs(g - w) <= atol + rtol * std::abs(w)) continue;
+      std::ostringstream why;
+      why.precision(9);
+      why << "output '" << out.name() << "' at " << md::coordinates(at[k], out.shape()) << " is "
+          << g << ", the interpreter says " << w;
+      return why.str();
+    }
+  }
+  return {};
 }
 
 LOOM_END_NAMESPACE

@@ -2,6 +2,9 @@
 #include "loom/tune.hpp"
 
 #include "loom/backend/llvm/measurer.hpp"
+#include "loom/compile_threads.hpp"
+#include "loom/detail/clock.hpp"
+#include "loom/runtime/buffer.hpp"
 #include "loom/runtime/parallel.hpp"
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 #include <cmath>
 #include <future>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -92,6 +96,159 @@ LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
   return build(task, *best, options);
 }
 
+namespace detail {
+
+/// Seconds per call of `kernel` on zeroed buffers: the fastest of a few timings, each of enough
+/// calls to last `min_seconds`. Stops early once a timing is more than `give_up` times `beat`
+/// (a kernel that slow will not be picked).
+inline double quick_time(const Task& task, const Kernel& kernel, double beat) {
+  constexpr double min_seconds = 2e-3, give_up = 1.5;
+  std::vector<aligned_vector<std::byte>> storage;
+  std::vector<void*> pointers;
+  for (const ir::Tensor& t : task.dag->arguments()) {
+    storage.emplace_back(static_cast<size_t>(t.num_elements() * t.dtype().bytes()));
+    pointers.push_back(storage.back().data());
+  }
+  kernel.run_unchecked(pointers.data());  // page faults, the runtime's threads
+  double best = std::numeric_limits<double>::infinity();
+  for (int timing = 0; timing < 3; ++timing) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t calls = 0;
+    double elapsed = 0;
+    do {
+      kernel.run_unchecked(pointers.data());
+      ++calls;
+      elapsed = ::loom::detail::seconds_since(t0);
+    } while (elapsed < min_seconds);
+    best = std::min(best, elapsed / static_cast<double>(calls));
+    if (best > give_up * beat) break;
+  }
+  return best;
+}
+
+}  // namespace detail
+
+LOOM_DECL ModelCompiled compile_from_model(const Task& task, const ModelCompileOptions& options) {
+  LOOM_USER_CHECK(task.target.is_cpu(), "loom.search.E852")
+      << "compile_from_model(): task targets " << task.target.to_string()
+      << " but loom/tune.hpp compiles for the CPU";
+  LOOM_USER_CHECK(options.time_top >= 0 && options.measure_top >= 0 && options.check_points >= 0,
+                  "loom.search.E864")
+      << "ModelCompileOptions out of range: time_top " << options.time_top << ", measure_top "
+      << options.measure_top << ", check_points " << options.check_points << " (each ≥ 0)";
+  std::shared_ptr<const cost::CostModel> model = options.model;
+  if (!model) model = cost::pretrained_cost_model();
+  LOOM_USER_CHECK(model != nullptr, "loom.search.E862")
+      << "compile_from_model(): no cost model: none was given and the pretrained one ("
+      << cost::pretrained_model_path() << ") could not be read (see the warning above)";
+  double search_seconds = 0, build_seconds = 0, measure_seconds = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  search::ModelSearchOptions search = options.search;
+  search.top = std::max({search.top, options.time_top, options.measure_top});
+  std::vector<sched::State> picks = search::best_predicted(task, *model, search);
+  search_seconds = ::loom::detail::seconds_since(t0);
+
+  // Candidates in the order they are tried: the model's picks, best first; measuring or timing
+  // reorders the first few, fastest first.
+  std::vector<size_t> order(picks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (options.measure_top > 0 && !picks.empty()) {
+    // Measured like tuning measures (forked children), fastest first; failures go last.
+    t0 = std::chrono::steady_clock::now();
+    const size_t k = std::min(picks.size(), static_cast<size_t>(options.measure_top));
+    const std::vector<sched::State> top(picks.begin(), picks.begin() + static_cast<long>(k));
+    cpu_jit::LocalMeasurer measurer(search::MeasureOptions{}, cpu_jit::LocalMeasurerOptions{});
+    const std::vector<search::MeasureResult> measured = measurer.measure(task, top);
+    std::stable_sort(order.begin(), order.begin() + static_cast<long>(k), [&](size_t a, size_t b) {
+      const double ca = measured[a].ok() ? measured[a].mean_cost() : search::kFailedCost;
+      const double cb = measured[b].ok() ? measured[b].mean_cost() : search::kFailedCost;
+      return ca < cb;
+    });
+    measure_seconds = ::loom::detail::seconds_since(t0);
+  }
+
+  // Builds and checks one candidate (index into picks, or picks.size() for the default
+  // schedule); empty kernel and the reason when it cannot be used.
+  auto make = [&](size_t candidate, std::string& failure) -> Kernel {
+    const sched::State state = candidate < picks.size()
+                                   ? picks[candidate]
+                                   : sched::default_schedule(task.dag, task.target);
+    Kernel kernel;
+    try {
+      kernel = build(task, state, options.build);
+    } catch (const error& e) {
+      failure = std::string("building it failed: ") + e.what();
+      return {};
+    }
+    if (options.check_points > 0) {
+      failure = spot_check(task, kernel, options.check_points, options.rtol, options.atol);
+      if (!failure.empty()) return {};
+    }
+    return kernel;
+  };
+  auto state_of = [&](size_t candidate) {
+    return candidate < picks.size() ? picks[candidate]
+                                    : sched::default_schedule(task.dag, task.target);
+  };
+  std::string last_failure = "the search found no program";
+
+  if (options.time_top > 0 && options.measure_top == 0) {
+    // The model's first picks and the default schedule, built on the compile threads, checked,
+    // then timed here one after another: the model alone sometimes prefers a program several
+    // times slower than the default (benchmarks/README.md, "Model-only compilation").
+    std::vector<size_t> candidates;
+    for (size_t i = 0; i < picks.size() && i < static_cast<size_t>(options.time_top); ++i)
+      candidates.push_back(i);
+    candidates.push_back(picks.size());
+    std::vector<Kernel> kernels(candidates.size());
+    std::vector<std::string> failures(candidates.size());
+    t0 = std::chrono::steady_clock::now();
+    ::loom::detail::parallel_chunks(candidates.size(), candidates.size(),
+                                    [&](size_t begin, size_t end) {
+                                      for (size_t c = begin; c < end; ++c)
+                                        kernels[c] = make(candidates[c], failures[c]);
+                                    });
+    build_seconds = ::loom::detail::seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    size_t best = candidates.size();
+    double best_seconds = std::numeric_limits<double>::infinity();
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (!kernels[c]) {
+        last_failure = failures[c];
+        continue;
+      }
+      const double seconds = detail::quick_time(task, kernels[c], best_seconds);
+      if (seconds < best_seconds) {
+        best_seconds = seconds;
+        best = c;
+      }
+    }
+    measure_seconds = ::loom::detail::seconds_since(t0);
+    if (best < candidates.size())
+      return ModelCompiled{
+          std::move(kernels[best]),
+          state_of(candidates[best]),
+          candidates[best] < picks.size() ? static_cast<int>(candidates[best]) : -1,
+          search_seconds,
+          build_seconds,
+          measure_seconds};
+  } else {
+    for (size_t r = 0; r < order.size(); ++r) {
+      t0 = std::chrono::steady_clock::now();
+      Kernel kernel = make(order[r], last_failure);
+      build_seconds += ::loom::detail::seconds_since(t0);
+      if (!kernel) continue;
+      return ModelCompiled{std::move(kernel), picks[order[r]], static_cast<int>(order[r]),
+                           search_seconds,    build_seconds,   measure_seconds};
+    }
+  }
+  LOOM_USER_FAIL("loom.search.E863")
+      << "compile_from_model(): none of the cost model's " << picks.size() << " picks for "
+      << search::task_name(task) << " could be used (the last: " << last_failure
+      << "); tune the task, or build it with the default schedule";
+  __builtin_unreachable();  // LOOM_USER_FAIL throws
+}
+
 LOOM_DECL std::pair<Kernel, ScheduleSource> kernel_from_records(const Task& task,
                                                                 const std::string& records) {
   const std::vector<search::TuningRecord> log = search::read_records(records);
@@ -99,6 +256,13 @@ LOOM_DECL std::pair<Kernel, ScheduleSource> kernel_from_records(const Task& task
     return {build(task, *best), ScheduleSource::Recorded};
   if (auto moved = search::transferred_state(task, log, runtime::num_threads()))
     return {build(task, moved->state), ScheduleSource::Transferred};
+  if (cost::pretrained_cost_model()) {
+    try {
+      return {compile_from_model(task).kernel, ScheduleSource::Predicted};
+    } catch (const user_error& e) {
+      std::cerr << "loom: warning: " << e.what() << "\n";
+    }
+  }
   return {build(task), ScheduleSource::Default};
 }
 
@@ -165,6 +329,11 @@ LOOM_DECL Kernel tuned_kernel(const Task& task, const std::string& records) {
                          << task.workload_key() << "; using the schedule tuned for the same "
                          << "computation at other extents, adapted (tune the task into this "
                             "file for its own)\n";
+             else if (built.second == ScheduleSource::Predicted)
+               std::cerr << "loom: note: " << records << " has no record of workload "
+                         << task.workload_key() << " on " << task.target.to_string()
+                         << "; using the pretrained cost model's pick (tune the task into this "
+                            "file for a faster kernel)\n";
              else if (built.second == ScheduleSource::Default)
                std::cerr << "loom: warning: " << records << " has no record of workload "
                          << task.workload_key() << " on " << task.target.to_string()

@@ -170,6 +170,27 @@ class EvolutionarySearch {
   RoundStats stats_;
 };
 
+/// Settings of a search by the model alone (best_predicted). The defaults are one Ansor round
+/// (0.1-0.7 s on the benchmark workloads, 2 cores): fewer generations found worse programs with
+/// the shipped model (benchmarks/README.md, "Model-only compilation").
+struct ModelSearchOptions {
+  int population = 2048;  ///< EvolutionOptions::population
+  int generations = 4;    ///< EvolutionOptions::generations
+  int top = 8;            ///< programs returned
+  uint64_t seed = 0;
+  SearchOptions space;
+  /// Inputs that hold constant weights (TuneOptions::constant_inputs): their layout may be
+  /// rewritten.
+  std::vector<std::string> constant_inputs;
+};
+
+/// The `options.top` distinct programs of the task's search space that `model` scores highest,
+/// best first: one evolutionary round (sampling, `generations` of evolution, no ε-greedy
+/// picks) and nothing measured. The same seed gives the same programs. Throws what
+/// EvolutionarySearch's constructor throws.
+std::vector<sched::State> best_predicted(const Task& task, const cost::CostModel& model,
+                                         const ModelSearchOptions& options = {});
+
 }  // namespace search
 LOOM_END_NAMESPACE
 

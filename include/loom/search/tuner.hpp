@@ -93,6 +93,14 @@ struct TuneOptions {
   ModelKind model = ModelKind::gbdt;
   /// Settings of the learned model.
   cost::GbdtCostModelOptions gbdt;
+  /// A model trained before this run, e.g. the one shipped with loom
+  /// (cost::pretrained_cost_model()): it picks the programs of the rounds before the task's own
+  /// model has warmed up (instead of random scores), and afterwards its scores are mixed with the
+  /// task model's, weighing `pretrained_samples / (pretrained_samples + n)` after n measured
+  /// programs, as Ansor mixes what the programs of a network's other tasks taught its model.
+  /// Null: the first rounds are random (Ansor). Ignored with ModelKind::random.
+  std::shared_ptr<const cost::CostModel> pretrained;
+  double pretrained_samples = 128;
   SearchOptions space;
   EvolutionOptions evolution;
   MeasureOptions measure;

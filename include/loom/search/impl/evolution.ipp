@@ -321,5 +321,15 @@ LOOM_DECL void EvolutionarySearch::add_measured(const std::vector<sched::State>&
                          measured_best_.end());
 }
 
+LOOM_DECL std::vector<sched::State> best_predicted(const Task& task, const cost::CostModel& model,
+                                                   const ModelSearchOptions& options) {
+  EvolutionOptions evolution;
+  evolution.population = options.population;
+  evolution.generations = options.generations;
+  evolution.eps_greedy = 0;  // nothing is measured: a random pick would only be a worse guess
+  EvolutionarySearch search(task, options.space, evolution, options.seed, options.constant_inputs);
+  return search.next_batch(options.top, model);
+}
+
 }  // namespace search
 LOOM_END_NAMESPACE

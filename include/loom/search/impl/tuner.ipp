@@ -33,6 +33,38 @@ decltype(auto) timed(double& seconds, F&& f) {
   return f();
 }
 
+/// A pretrained model's scores, mixed with those of the task's own model once it has learned:
+/// `w · pretrained + (1 − w) · own` with w = k / (k + n) after n samples. Both models predict
+/// throughputs normalized against a task's best, so the scores share a scale.
+class PretrainedMix final : public cost::CostModel {
+ public:
+  PretrainedMix(std::shared_ptr<const cost::CostModel> pretrained,
+                std::unique_ptr<cost::GbdtCostModel> own, double k)
+      : pretrained_(std::move(pretrained)), own_(std::move(own)), k_(k) {}
+
+  void update(const std::vector<cost::ProgramFeatures>& programs,
+              const std::vector<double>& throughputs) override {
+    own_->update(programs, throughputs);
+  }
+  std::vector<double> predict(const std::vector<cost::ProgramFeatures>& programs) const override {
+    std::vector<double> scores = pretrained_->predict(programs);
+    if (!own_->trained()) return scores;
+    const double n = static_cast<double>(own_->num_samples());
+    const double w = k_ / (k_ + n);
+    const std::vector<double> own = own_->predict(programs);
+    for (size_t i = 0; i < scores.size(); ++i) scores[i] = w * scores[i] + (1 - w) * own[i];
+    return scores;
+  }
+  void save(std::ostream& out) const override { own_->save(out); }
+  void load(std::istream& in) override { own_->load(in); }
+  std::string name() const override { return "gbdt+pretrained"; }
+
+ private:
+  std::shared_ptr<const cost::CostModel> pretrained_;
+  std::unique_ptr<cost::GbdtCostModel> own_;
+  double k_;
+};
+
 /// The model data of a task: every measured program's features and cost. Labels are made
 /// afresh at each fit, against the best cost known then.
 struct Samples {
@@ -70,6 +102,9 @@ struct Samples {
     } else if (!features.empty()) {
       model->update(features, labels());
     }
+    if (options.pretrained)
+      return std::make_unique<PretrainedMix>(options.pretrained, std::move(model),
+                                             options.pretrained_samples);
     return model;
   }
 };
@@ -374,13 +409,14 @@ inline void check_options(const TuneOptions& options) {
   LOOM_USER_CHECK(options.trials >= 0 && options.measures_per_round >= 1 &&
                       options.early_stopping >= 0 && options.time_limit_s >= 0 &&
                       options.remeasure_foreign >= 0 && options.rerank_top >= 0 &&
-                      options.rerank_measures >= 0,
+                      options.rerank_measures >= 0 && options.pretrained_samples >= 0,
                   "loom.search.E840")
       << "TuneOptions out of range: trials " << options.trials << " (≥ 0), measures_per_round "
       << options.measures_per_round << " (≥ 1), early_stopping " << options.early_stopping
       << " (≥ 0), time_limit_s " << options.time_limit_s << " (≥ 0), remeasure_foreign "
       << options.remeasure_foreign << " (≥ 0), rerank_top " << options.rerank_top
-      << " (≥ 0), rerank_measures " << options.rerank_measures << " (≥ 0)";
+      << " (≥ 0), rerank_measures " << options.rerank_measures << " (≥ 0), pretrained_samples "
+      << options.pretrained_samples << " (≥ 0)";
 }
 
 }  // namespace detail
