@@ -22,6 +22,7 @@
 
 #include "support/op_workloads.hpp"
 #include "support/random_schedule.hpp"
+#include "support/search_target.hpp"
 #include "support/temp_log.hpp"
 
 using namespace loom;
@@ -89,12 +90,12 @@ std::string difference_from_reference(const loom_test::workload& w, const Kernel
   return {};
 }
 
-/// Programs of a GEMM sampled with a fixed seed, their features: what the golden predictions
-/// are made of.
+/// Programs of a GEMM sampled with a fixed seed for a fixed target (not the host's cores and
+/// vector width), their features: what the golden predictions are made of.
 std::vector<cost::ProgramFeatures> sampled_gemm_features(int count) {
   auto a = placeholder<float>("A", {64, 48});
   auto b = placeholder<float>("B", {48, 80});
-  const Task task(ComputeDAG({a, b}, {ops::matmul(a, b)}));
+  const Task task(ComputeDAG({a, b}, {ops::matmul(a, b)}), loom_test::test_target());
   search::ModelSearchOptions o;
   o.population = 64;
   o.generations = 0;
