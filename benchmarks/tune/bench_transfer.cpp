@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "baselines/common.hpp"
+#include "tune/task_buffers.hpp"
 #include "tune/tune_workloads.hpp"
 
 namespace {
@@ -40,8 +40,7 @@ std::string records_dir() {
 struct Shape {
   Task task;
   std::map<std::string, Kernel> kernels;
-  std::vector<loom_bench::AlignedFloats> buffers;  // inputs then outputs
-  std::vector<BufferView> views;
+  loom_bench::TaskBuffers buffers;
   std::vector<float> own_output;
   std::string error;
 };
@@ -50,7 +49,7 @@ Shape& shape(const loom_bench::TuneWorkload& w) {
   static std::map<std::string, std::unique_ptr<Shape>> shapes;
   auto& slot = shapes[w.name];
   if (slot) return *slot;
-  slot = std::make_unique<Shape>(Shape{w.make(), {}, {}, {}, {}, {}});
+  slot = std::make_unique<Shape>(Shape{w.make(), {}, {}, {}, {}});
   Shape& s = *slot;
   try {
     const std::string dir = records_dir();
@@ -62,26 +61,11 @@ Shape& shape(const loom_bench::TuneWorkload& w) {
     if (!moved) throw std::runtime_error("nothing to transfer to " + w.name);
     s.kernels.emplace("Transferred", build(s.task, moved->state));
     s.kernels.emplace("Default", build(s.task));
-    uint32_t seed = 1;
-    for (const ir::Tensor& t : s.task.dag->arguments()) {
-      size_t n = 1;
-      for (int64_t e : t.shape()) n *= static_cast<size_t>(e);
-      s.buffers.emplace_back(n);
-      loom_bench::fill_uniform(s.buffers.back().data(), n, seed++);
-      s.views.emplace_back(s.buffers.back().data(), t.shape());
-    }
+    s.buffers = loom_bench::TaskBuffers(s.task);
   } catch (const std::exception& e) {
     s.error = e.what();
   }
   return s;
-}
-
-/// The output after running `name`'s kernel once, NaN first so that an unwritten element fails.
-std::vector<float> output_of(Shape& s, const std::string& name) {
-  loom_bench::AlignedFloats& out = s.buffers.back();
-  loom_bench::fill_nan(out.data(), out.size());
-  s.kernels.at(name).run(s.views);
-  return std::vector<float>(out.data(), out.data() + out.size());
 }
 
 void BM_Transfer(benchmark::State& state, loom_bench::TuneWorkload w, std::string contender) {
@@ -90,20 +74,15 @@ void BM_Transfer(benchmark::State& state, loom_bench::TuneWorkload w, std::strin
     state.SkipWithError(s.error.c_str());
     return;
   }
-  if (s.own_output.empty()) s.own_output = output_of(s, "Own");
-  const std::vector<float> got = output_of(s, contender);
-  float scale = 0, worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    scale = std::max(scale, std::abs(s.own_output[i]));
-    const float d = std::abs(got[i] - s.own_output[i]);
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-  }
-  if (!(worst <= 1e-4f * std::max(scale, 1.0f))) {
-    state.SkipWithError(("output differs from Own's by " + std::to_string(worst)).c_str());
+  if (s.own_output.empty()) s.own_output = s.buffers.output_of(s.kernels.at("Own"));
+  const std::string mismatch = loom_bench::output_mismatch(
+      s.buffers.output_of(s.kernels.at(contender)), s.own_output, "Own");
+  if (!mismatch.empty()) {
+    state.SkipWithError(mismatch.c_str());
     return;
   }
   const Kernel& k = s.kernels.at(contender);
-  for (auto _ : state) k.run(s.views);
+  for (auto _ : state) k.run(s.buffers.views());
   state.counters["GFLOPS"] = benchmark::Counter(s.task.dag->flop_count() * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
