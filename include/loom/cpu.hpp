@@ -55,7 +55,8 @@ PackedKernel build_with_packed_input(const Task& task, const sched::State& state
 /// Why `kernel`, built for `task`, differs from the reference interpreter; empty when it agrees.
 /// The kernel runs once on the measurer's seeded random inputs (backend/measure_data.hpp) and
 /// `points` elements of each output (its first and last, the rest spread at random with a fixed
-/// seed) are compared with dag/evaluate.hpp's evaluate_points, within `atol + rtol × |expected|`.
+/// seed) are compared with dag/evaluate.hpp's evaluate_points as the measurers compare outputs
+/// (measure_data::agrees: integers exactly, floats within `atol + rtol × |expected|`).
 /// evaluate_points computes only what those elements depend on: milliseconds on GEMM 1024³,
 /// where evaluating the whole DAG takes 19 s. The kernel runs in this process: a kernel that
 /// crashes ends it.

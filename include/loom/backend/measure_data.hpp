@@ -92,6 +92,20 @@ inline int64_t integer_at(const unsigned char* p, ir::DType t, int64_t i) {
   return v;
 }
 
+/// Element `i` of a buffer of type `t` as a double: floats exactly, integers exactly up to 2^53.
+inline double value_at(const void* p, ir::DType t, int64_t i) {
+  if (t.is_float() && t.bits == 32) return static_cast<const float*>(p)[i];
+  if (t.is_float() && t.bits == 64) return static_cast<const double*>(p)[i];
+  return static_cast<double>(integer_at(static_cast<const unsigned char*>(p), t, i));
+}
+
+/// Whether `got` is `want` as the comparison of outputs judges an element of type `t`: integers
+/// exactly, floats within atol + rtol × |want| (equal infinities agree, a NaN never does).
+inline bool agrees(double got, double want, ir::DType t, double rtol, double atol) {
+  if (got == want) return true;
+  return t.is_float() && std::abs(got - want) <= atol + rtol * std::abs(want);
+}
+
 /// Compares one output with its reference; empty when they agree, else what differs (how many
 /// elements, and the worst one with its coordinates).
 inline std::string compare_output(const OutputSpec& a, const void* got_p, const void* want_p,
@@ -108,17 +122,13 @@ inline std::string compare_output(const OutputSpec& a, const void* got_p, const 
   };
   const ir::DType t = a.dtype;
   if (t.is_float() && (t.bits == 32 || t.bits == 64)) {
-    auto at = [&](const void* p, int64_t i) {
-      return t.bits == 32 ? static_cast<double>(static_cast<const float*>(p)[i])
-                          : static_cast<const double*>(p)[i];
-    };
+    auto at = [&](const void* p, int64_t i) { return value_at(p, t, i); };
     for (int64_t i = 0; i < a.elements; ++i) {
       const double g = at(got_p, i), w = at(want_p, i);
-      if (g == w) continue;  // also equal infinities
-      const double tol = atol + rtol * std::abs(w);
+      if (agrees(g, w, t, rtol, atol)) continue;
       const double d = std::abs(g - w);
-      if (d <= tol) continue;  // false for NaN on either side
-      note(i, std::isnan(d) ? std::numeric_limits<double>::infinity() : d / tol);
+      note(i, std::isnan(d) ? std::numeric_limits<double>::infinity()
+                            : d / (atol + rtol * std::abs(w)));
     }
     if (worst >= 0) {
       std::ostringstream g, w;

@@ -6,7 +6,6 @@
 #include "loom/runtime/buffer.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <random>
 #include <sstream>
 
@@ -86,18 +85,10 @@ LOOM_DECL std::string spot_check(const Task& task, const Kernel& kernel, int poi
     while (static_cast<int64_t>(at.size()) < std::min<int64_t>(points, n))
       at.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(n)));
     const std::vector<double> want = evaluate_points(dag, inputs, o, at);
-    const void* got = pointers[num_inputs + o];
     for (size_t k = 0; k < at.size(); ++k) {
-      double g = 0;
-      const ir::DType t = out.dtype();
-      if (t.is_float() && t.bits == 32)
-        g = static_cast<const float*>(got)[at[k]];
-      else if (t.is_float() && t.bits == 64)
-        g = static_cast<const double*>(got)[at[k]];
-      else
-        g = static_cast<double>(md::integer_at(static_cast<const unsigned char*>(got), t, at[k]));
+      const double g = md::value_at(pointers[num_inputs + o], out.dtype(), at[k]);
       const double w = want[k];
-      if (g == w || std::abs(g - w) <= atol + rtol * std::abs(w)) continue;
+      if (md::agrees(g, w, out.dtype(), rtol, atol)) continue;
       std::ostringstream why;
       why.precision(9);
       why << "output '" << out.name() << "' at " << md::coordinates(at[k], out.shape()) << " is "
