@@ -167,12 +167,8 @@ LOOM_DECL ModelCompiled compile_from_model(const Task& task, const ModelCompileO
     measure_seconds = ::loom::detail::seconds_since(t0);
   }
 
-  // Builds and checks one candidate (index into picks, or picks.size() for the default
-  // schedule); empty kernel and the reason when it cannot be used.
-  auto make = [&](size_t candidate, std::string& failure) -> Kernel {
-    const sched::State state = candidate < picks.size()
-                                   ? picks[candidate]
-                                   : sched::default_schedule(task.dag, task.target);
+  // Builds and checks one program; an empty kernel and the reason when it cannot be used.
+  auto make = [&](const sched::State& state, std::string& failure) -> Kernel {
     Kernel kernel;
     try {
       kernel = build(task, state, options.build);
@@ -186,20 +182,17 @@ LOOM_DECL ModelCompiled compile_from_model(const Task& task, const ModelCompileO
     }
     return kernel;
   };
-  auto state_of = [&](size_t candidate) {
-    return candidate < picks.size() ? picks[candidate]
-                                    : sched::default_schedule(task.dag, task.target);
-  };
   std::string last_failure = "the search found no program";
 
   if (options.time_top > 0 && options.measure_top == 0) {
     // The model's first picks and the default schedule, built on the compile threads, checked,
     // then timed here one after another: the model alone sometimes prefers a program several
-    // times slower than the default (benchmarks/README.md, "Model-only compilation").
-    std::vector<size_t> candidates;
-    for (size_t i = 0; i < picks.size() && i < static_cast<size_t>(options.time_top); ++i)
-      candidates.push_back(i);
-    candidates.push_back(picks.size());
+    // times slower than the default (benchmarks/README.md, "Model-only compilation"). The
+    // default schedule goes last (rank −1).
+    std::vector<sched::State> candidates(
+        picks.begin(), picks.begin() + static_cast<long>(std::min(
+                                           picks.size(), static_cast<size_t>(options.time_top))));
+    candidates.push_back(sched::default_schedule(task.dag, task.target));
     std::vector<Kernel> kernels(candidates.size());
     std::vector<std::string> failures(candidates.size());
     t0 = std::chrono::steady_clock::now();
@@ -224,18 +217,19 @@ LOOM_DECL ModelCompiled compile_from_model(const Task& task, const ModelCompileO
       }
     }
     measure_seconds = ::loom::detail::seconds_since(t0);
-    if (best < candidates.size())
-      return ModelCompiled{
-          std::move(kernels[best]),
-          state_of(candidates[best]),
-          candidates[best] < picks.size() ? static_cast<int>(candidates[best]) : -1,
-          search_seconds,
-          build_seconds,
-          measure_seconds};
+    if (best < candidates.size()) {
+      const int rank = best + 1 < candidates.size() ? static_cast<int>(best) : -1;
+      return ModelCompiled{std::move(kernels[best]),
+                           std::move(candidates[best]),
+                           rank,
+                           search_seconds,
+                           build_seconds,
+                           measure_seconds};
+    }
   } else {
     for (size_t r = 0; r < order.size(); ++r) {
       t0 = std::chrono::steady_clock::now();
-      Kernel kernel = make(order[r], last_failure);
+      Kernel kernel = make(picks[order[r]], last_failure);
       build_seconds += ::loom::detail::seconds_since(t0);
       if (!kernel) continue;
       return ModelCompiled{std::move(kernel), picks[order[r]], static_cast<int>(order[r]),
