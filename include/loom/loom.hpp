@@ -7,6 +7,7 @@
 
 #include "loom/config.hpp"
 #include "loom/error.hpp"
+#include "loom/half.hpp"
 #include "loom/ir/dtype.hpp"
 #include "loom/ir/expr.hpp"
 #include "loom/ir/visitor.hpp"

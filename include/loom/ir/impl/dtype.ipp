@@ -16,6 +16,7 @@ LOOM_DECL std::string to_string(DType t) {
     case DType::Code::UInt: s = "uint" + std::to_string(t.bits); break;
     case DType::Code::Float: s = "float" + std::to_string(t.bits); break;
     case DType::Code::Bool: s = "bool"; break;
+    case DType::Code::BFloat: s = "bfloat" + std::to_string(t.bits); break;
   }
   if (t.lanes > 1) s += "x" + std::to_string(t.lanes);
   return s;
@@ -38,11 +39,14 @@ LOOM_DECL DType parse_dtype(const std::string& s) {
   };
   if (base == "float32") return with(DType::Code::Float, 32);
   if (base == "float64") return with(DType::Code::Float, 64);
+  if (base == "float16") return with(DType::Code::Float, 16);
+  if (base == "bfloat16") return with(DType::Code::BFloat, 16);
   if (base == "int32") return with(DType::Code::Int, 32);
   if (base == "int64") return with(DType::Code::Int, 64);
   if (base == "bool") return with(DType::Code::Bool, 1);
-  LOOM_USER_FAIL("loom.ir.E040") << "unknown element type '" << s
-                                 << "'; expected float32, float64, int32, int64 or bool";
+  LOOM_USER_FAIL("loom.ir.E040")
+      << "unknown element type '" << s
+      << "'; expected float32, float64, float16, bfloat16, int32, int64 or bool";
   return t;
 }
 

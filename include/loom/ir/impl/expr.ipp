@@ -49,6 +49,7 @@ LOOM_DECL Expr FloatImm::make(DType t, double value) {
   LOOM_USER_CHECK(t.is_float(), "loom.ir.E003")
       << "FloatImm needs a float type, got " << to_string(t);
   if (t.bits == 32) value = static_cast<float>(value);
+  if (t.is_16bit_float()) value = ::loom::detail::round_to_half(t.is_bfloat(), value);
   return new FloatImm(t, value);
 }
 
