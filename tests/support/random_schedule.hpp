@@ -59,6 +59,23 @@ inline workload matmul(int64_t M, int64_t N, int64_t K) {
   return make_workload("matmul", {A, B}, {C}, K);
 }
 
+/// C = A * B with A and B of a 16-bit storage type T (float16 or bfloat16), summed in float32:
+/// `sum(cast<float>(A) * cast<float>(B))`; with `store_half`, D = cast<T>(C * 0.5) is the
+/// output too (stored, rounded to nearest even).
+template <class T>
+inline workload matmul_half(int64_t M, int64_t N, int64_t K, bool store_half = false) {
+  using namespace loom;
+  auto A = placeholder<T>("A", {M, K});
+  auto B = placeholder<T>("B", {K, N});
+  auto k = reduce_axis(K, "k");
+  auto C = compute("C", {M, N}, [&](Var i, Var j) {
+    return sum(cast<float>(A(i, k)) * cast<float>(B(k, j)), k);
+  });
+  if (!store_half) return make_workload("matmul_" + ir::to_string(ir::dtype_v<T>), {A, B}, {C}, K);
+  auto D = compute("D", {M, N}, [&](Var i, Var j) { return cast<T>(C(i, j) * 0.5f); });
+  return make_workload("matmul_store_" + ir::to_string(ir::dtype_v<T>), {A, B}, {D}, K);
+}
+
 /// C = A * B on int32 (exact comparisons; wrapping is the same in both interpreters).
 inline workload matmul_i32(int64_t M, int64_t N, int64_t K) {
   using namespace loom;
@@ -169,7 +186,12 @@ inline tensor_data random_tensor(const loom::ir::Tensor& t, uint32_t seed) {
   };
   const loom::ir::DType f32 = loom::ir::DType::f32(), f64 = loom::ir::DType::f64(),
                         i32 = loom::ir::DType::i32();
-  if (d.dtype == f32)
+  if (d.dtype.is_16bit_float()) {  // random representable values: floats rounded
+    std::vector<uint16_t> h;
+    for (float x : random_vector<float>(d.elements, seed))
+      h.push_back(d.dtype.is_bfloat() ? loom::bfloat16(x).bits : loom::float16(x).bits);
+    fill(h);
+  } else if (d.dtype == f32)
     fill(random_vector<float>(d.elements, seed));
   else if (d.dtype == f64)
     fill(random_vector<double>(d.elements, seed));
@@ -217,7 +239,13 @@ bool compare_values(const tensor_data& got, const tensor_data& want, double tol_
   const T* w = reinterpret_cast<const T*>(want.bytes.data());
   for (int64_t i = 0; i < want.elements; ++i) {
     bool ok;
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (loom::is_half_v<T>) {
+      // A float32 sum rounded to 16 bits: summed in another order, it may round to the
+      // neighbouring value, an ulp away (2^-7 of the value for bfloat16, 2^-10 for float16).
+      const double ulp = std::is_same_v<T, loom::bfloat16> ? 0x1p-7 : 0x1p-10;
+      const double gv = static_cast<float>(g[i]), wv = static_cast<float>(w[i]);
+      ok = std::abs(gv - wv) <= 1e-5 + (1e-5 * tol_len + ulp) * std::abs(wv);  // NaN fails
+    } else if constexpr (std::is_floating_point_v<T>) {
       double d = std::abs(static_cast<double>(g[i]) - static_cast<double>(w[i]));
       ok = d <= 1e-5 + 1e-5 * tol_len * std::abs(static_cast<double>(w[i]));  // NaN fails
     } else {
@@ -225,7 +253,11 @@ bool compare_values(const tensor_data& got, const tensor_data& want, double tol_
     }
     if (!ok) {
       std::ostringstream os;
-      os << "element " << i << ": got " << g[i] << ", expected " << w[i];
+      if constexpr (loom::is_half_v<T>)
+        os << "element " << i << ": got " << static_cast<float>(g[i]) << ", expected "
+           << static_cast<float>(w[i]);
+      else
+        os << "element " << i << ": got " << g[i] << ", expected " << w[i];
       message = os.str();
       return false;
     }
@@ -249,7 +281,9 @@ inline check_result run_and_compare(const workload& w, const reference& ref,
   check_result res;
   std::vector<tensor_data> outs = ref.outputs;
   for (auto& o : outs) {
-    if (o.dtype.is_float() && o.dtype.bits == 32)
+    if (o.dtype.is_16bit_float())
+      for (int64_t i = 0; i < o.elements; ++i) reinterpret_cast<uint16_t*>(o.data())[i] = 0x7fff;
+    else if (o.dtype.is_float() && o.dtype.bits == 32)
       for (int64_t i = 0; i < o.elements; ++i) reinterpret_cast<float*>(o.data())[i] = NAN;
     else if (o.dtype.is_float())
       for (int64_t i = 0; i < o.elements; ++i) reinterpret_cast<double*>(o.data())[i] = NAN;
@@ -289,6 +323,12 @@ inline check_result run_and_compare(const workload& w, const reference& ref,
               : dt == loom::ir::DType::f64()
                   ? compare_values<double>(outs[o], ref.outputs[o],
                                            static_cast<double>(w.reduction_length), msg)
+              : dt == loom::ir::DType::bf16()
+                  ? compare_values<loom::bfloat16>(outs[o], ref.outputs[o],
+                                                   static_cast<double>(w.reduction_length), msg)
+              : dt == loom::ir::DType::f16()
+                  ? compare_values<loom::float16>(outs[o], ref.outputs[o],
+                                                  static_cast<double>(w.reduction_length), msg)
               : dt == loom::ir::DType::i32()
                   ? compare_values<int32_t>(outs[o], ref.outputs[o], 0, msg)
                   : compare_values<int64_t>(outs[o], ref.outputs[o], 0, msg);

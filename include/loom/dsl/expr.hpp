@@ -64,10 +64,15 @@ concept dsl_literal =
 template <class T>
 concept dsl_operand = dsl_expr<T> || dsl_literal<T>;
 
-/// Element types a tensor may hold.
+/// Element types a tensor may hold. float16 and bfloat16 are storage-only (ir/dtype.hpp): an
+/// expression of these types may be read, stored and converted with cast<T>(), nothing else.
 template <class T>
 concept element_type = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                       std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+                       std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || is_half_v<T>;
+
+/// False for the storage-only 16-bit floats: the element types that arithmetic accepts.
+template <class T>
+inline constexpr bool computes_v = !is_half_v<T>;
 
 /// Element type of an expression.
 template <dsl_expr E>
@@ -90,7 +95,9 @@ struct Const : expr_base<Const<T>> {
 
 template <class T>
 ir::Expr to_ir(const Const<T>& c, detail::lower_ctx&) {
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (is_half_v<T>)
+    return ir::FloatImm::make(ir::dtype_v<T>, static_cast<double>(static_cast<float>(c.value)));
+  else if constexpr (std::is_floating_point_v<T>)
     return ir::FloatImm::make(ir::dtype_v<T>, static_cast<double>(c.value));
   else
     return ir::IntImm::make(ir::dtype_v<T>, static_cast<int64_t>(c.value));

@@ -52,6 +52,8 @@ auto make_binary(const A& a, const B& b) {
     LOOM_STATIC_ASSERT((!std::is_same_v<T, bool>),
                        LOOM_ARITHMETIC_ON_CONDITIONS__USE_IF_THEN_ELSE_OR_CAST);
   }
+  LOOM_STATIC_ASSERT(computes_v<T>,
+                     LOOM_NO_ARITHMETIC_OR_COMPARISON_ON_16_BIT_FLOATS__CAST_TO_FLOAT_FIRST);
   if constexpr (C == binary_class::integer_only) {
     LOOM_STATIC_ASSERT(std::is_integral_v<T>, LOOM_FLOORDIV_AND_FLOORMOD_NEED_INTEGERS);
   }
@@ -134,7 +136,9 @@ struct CallExpr : expr_base<CallExpr<Op, Args...>> {
   LOOM_STATIC_ASSERT((detail::no_reduce_operand<Args...>),
                      LOOM_REDUCTION_MUST_BE_THE_WHOLE_BODY_OF_A_COMPUTE__COMPUTE_IT_SEPARATELY);
   using value_type = value_type_t<std::tuple_element_t<0, std::tuple<Args...>>>;
-  LOOM_STATIC_ASSERT(std::is_floating_point_v<value_type> ||
+  LOOM_STATIC_ASSERT(computes_v<value_type>,
+                     LOOM_NO_MATH_FUNCTION_ON_16_BIT_FLOATS__CAST_TO_FLOAT_FIRST);
+  LOOM_STATIC_ASSERT(!computes_v<value_type> || std::is_floating_point_v<value_type> ||
                          (Op == ir::CallOp::abs && !std::is_same_v<value_type, bool>),
                      LOOM_MATH_FUNCTION_NEEDS_A_FLOAT_ARGUMENT__CAST_INTEGERS_FIRST);
   std::tuple<Args...> args;
@@ -186,6 +190,8 @@ struct SelectExpr : expr_base<SelectExpr<C, A, B>> {
   LOOM_STATIC_ASSERT((detail::no_reduce_operand<C, A, B>),
                      LOOM_REDUCTION_MUST_BE_THE_WHOLE_BODY_OF_A_COMPUTE__COMPUTE_IT_SEPARATELY);
   using value_type = value_type_t<A>;
+  LOOM_STATIC_ASSERT(computes_v<value_type>,
+                     LOOM_NO_IF_THEN_ELSE_ON_16_BIT_FLOATS__SELECT_FLOATS_THEN_CAST_THE_RESULT);
   C c;
   A a;
   B b;
@@ -210,7 +216,8 @@ ir::Expr to_ir(const SelectExpr<C, A, B>& e, detail::lower_ctx& ctx) {
   return ir::Select::make(to_ir(e.c, ctx), to_ir(e.a, ctx), to_ir(e.b, ctx));
 }
 
-/// `cast<T>(x)`: converts to another element type (float -> int truncates towards zero).
+/// `cast<T>(x)`: converts to another element type (float -> int truncates towards zero; to
+/// float16/bfloat16 rounds to nearest even, through float32).
 template <class T, class X>
 struct CastExpr : expr_base<CastExpr<T, X>> {
   LOOM_STATIC_ASSERT(element_type<T>, LOOM_CAST_TARGET_MUST_BE_FLOAT_DOUBLE_INT32_OR_INT64);
@@ -223,6 +230,15 @@ struct CastExpr : expr_base<CastExpr<T, X>> {
 template <class T, dsl_expr X>
 auto cast(const X& x) {
   return CastExpr<T, X>(x);
+}
+/// `cast<bfloat16>(1.0f)`: a constant of type T (16-bit floats round through float32).
+template <class T, dsl_literal X>
+auto cast(const X& x) {
+  LOOM_STATIC_ASSERT(element_type<T>, LOOM_CAST_TARGET_MUST_BE_FLOAT_DOUBLE_INT32_OR_INT64);
+  if constexpr (is_half_v<T>)
+    return Const<T>(T(static_cast<float>(x)));
+  else
+    return Const<T>(static_cast<T>(x));
 }
 template <class T, class X>
 ir::Expr to_ir(const CastExpr<T, X>& e, detail::lower_ctx& ctx) {

@@ -30,6 +30,7 @@ template <class T, class Body, class Cond>
 struct ReduceExpr : expr_base<ReduceExpr<T, Body, Cond>> {
   LOOM_STATIC_ASSERT((!std::is_same_v<T, bool>),
                      LOOM_REDUCTION_OVER_CONDITIONS__CAST_TO_INT32_FIRST);
+  LOOM_STATIC_ASSERT(computes_v<T>, LOOM_NO_REDUCTION_OVER_16_BIT_FLOATS__CAST_TO_FLOAT_FIRST);
   using value_type = T;
   ir::ReduceOp op;
   Body body;

@@ -143,6 +143,29 @@ LOOM_DECL double count_flops(const ir::Expr& e) {
   }
 }
 
+namespace detail {
+
+/// Throws loom.dag.E218 when compute `op` computes on a 16-bit float: arithmetic, comparisons,
+/// math calls, selects and reductions of float16/bfloat16 values. Those types are storage-only
+/// (ir/dtype.hpp): the typed DSL refuses them at compile time, and this catches IR built by
+/// other means (ir::make_compute, importers), once, before any schedule or backend sees it.
+inline void refuse_16bit_float_arithmetic(const ir::Tensor& op) {
+  auto computes_on_half = [](const ir::Expr& e) {
+    const ir::NodeKind k = e.kind();
+    if (ir::is_binary(k)) return ir::binary_operands(e).first->dtype().is_16bit_float();
+    return (k == ir::NodeKind::Select || k == ir::NodeKind::Call || k == ir::NodeKind::Reduce) &&
+           e.dtype().is_16bit_float();
+  };
+  ir::post_order_visit(op->body, [&](const ir::Expr& e) {
+    LOOM_USER_CHECK(!computes_on_half(e), "loom.dag.E218")
+        << "compute '" << op.name() << "' computes on " << ir::to_string(e.dtype()) << " values ("
+        << ir::node_kind_name(e.kind()) << "); float16 and bfloat16 are storage-only: load them, "
+        << "cast<float>() them, compute in float32 and cast the result back";
+  });
+}
+
+}  // namespace detail
+
 LOOM_DECL ComputeDAG::ComputeDAG(std::vector<ir::Tensor> inputs, std::vector<ir::Tensor> outputs)
     : inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
   LOOM_USER_CHECK(!outputs_.empty(), "loom.dag.E201") << "a ComputeDAG needs at least one output";
@@ -175,6 +198,8 @@ LOOM_DECL ComputeDAG::ComputeDAG(std::vector<ir::Tensor> inputs, std::vector<ir:
     ops_.push_back(t);
   };
   for (auto& t : outputs_) visit(t);
+  for (auto& t : ops_)
+    if (!t.is_placeholder()) detail::refuse_16bit_float_arithmetic(t);
   for (auto& t : ops_) {
     if (!t.is_placeholder()) continue;
     bool listed = std::any_of(inputs_.begin(), inputs_.end(),

@@ -37,9 +37,15 @@ struct buffer {
 inline scalar load(const buffer& b, int64_t offset) {
   scalar s;
   switch (b.dtype.code) {
+    case ir::DType::Code::BFloat:
+      s.f = bfloat16_bits_to_float(static_cast<const uint16_t*>(b.data)[offset]);
+      break;
     case ir::DType::Code::Float:
-      s.f = b.dtype.bits == 32 ? static_cast<const float*>(b.data)[offset]
-                               : static_cast<const double*>(b.data)[offset];
+      if (b.dtype.bits == 16)
+        s.f = float16_bits_to_float(static_cast<const uint16_t*>(b.data)[offset]);
+      else
+        s.f = b.dtype.bits == 32 ? static_cast<const float*>(b.data)[offset]
+                                 : static_cast<const double*>(b.data)[offset];
       break;
     default:
       s.i = b.dtype.bits == 32 ? static_cast<const int32_t*>(b.data)[offset]
@@ -49,8 +55,12 @@ inline scalar load(const buffer& b, int64_t offset) {
 }
 
 inline void store(const buffer& b, int64_t offset, scalar s) {
-  if (b.dtype.is_float()) {
-    if (b.dtype.bits == 32)
+  if (b.dtype.is_bfloat()) {
+    static_cast<uint16_t*>(b.data)[offset] = float_to_bfloat16_bits(static_cast<float>(s.f));
+  } else if (b.dtype.is_float()) {
+    if (b.dtype.bits == 16)
+      static_cast<uint16_t*>(b.data)[offset] = float_to_float16_bits(static_cast<float>(s.f));
+    else if (b.dtype.bits == 32)
       static_cast<float*>(b.data)[offset] = static_cast<float>(s.f);
     else
       static_cast<double*>(b.data)[offset] = s.f;
@@ -66,7 +76,10 @@ inline int64_t wrap(ir::DType t, int64_t v) {
   if (t.bits == 32) return static_cast<int32_t>(static_cast<uint32_t>(v));
   return v;
 }
-inline double round_to(ir::DType t, double v) { return t.bits == 32 ? static_cast<float>(v) : v; }
+inline double round_to(ir::DType t, double v) {
+  if (t.is_16bit_float()) return round_to_half(t.is_bfloat(), v);
+  return t.bits == 32 ? static_cast<float>(v) : v;
+}
 
 inline int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;

@@ -23,6 +23,7 @@ inline std::string ident(const std::string& name) {
 
 inline std::string c_type(DType t) {
   if (t.is_bool()) return "bool";
+  if (t.is_16bit_float()) return "uint16_t";  // storage only: the bits, see c_half_helpers
   if (t.is_float()) return t.bits == 32 ? "float" : "double";
   return t.bits == 32 ? "int32_t" : "int64_t";
 }
@@ -69,6 +70,13 @@ class printer {
       }
       case NodeKind::FloatImm: {
         double v = e.as<FloatImm>()->value;
+        if (t.is_16bit_float()) {
+          const float f = static_cast<float>(v);
+          return "((uint16_t)" +
+                 std::to_string(t.is_bfloat() ? ::loom::detail::float_to_bfloat16_bits(f)
+                                              : ::loom::detail::float_to_float16_bits(f)) +
+                 "u)";
+        }
         if (std::isinf(v)) return v < 0 ? "(-INFINITY)" : "INFINITY";
         char buf[64];
         auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -77,8 +85,20 @@ class printer {
         return t.bits == 32 ? s + "f" : s;
       }
       case NodeKind::Variable: return ident(e.as<Variable>()->name);
-      case NodeKind::Cast:
-        return "((" + c_type(t.element_of()) + ")" + expr(e.as<Cast>()->value, lane) + ")";
+      case NodeKind::Cast: {
+        // Conversions to and from 16-bit floats go through float32 (ir/dtype.hpp).
+        const Expr& v = e.as<Cast>()->value;
+        std::string x = expr(v, lane);
+        if (v.dtype().is_16bit_float()) {
+          x = (v.dtype().is_bfloat() ? "loom_bf16_to_f32(" : "loom_f16_to_f32(") + x + ")";
+          if (t.element_of() == DType::f32()) return x;
+        }
+        if (t.is_16bit_float())
+          return std::string(t.is_bfloat() ? "loom_f32_to_bf16((float)"
+                                           : "loom_f32_to_f16((float)") +
+                 x + ")";
+        return "((" + c_type(t.element_of()) + ")" + x + ")";
+      }
       case NodeKind::Not: return "(!" + expr(e.as<Not>()->a, lane) + ")";
       case NodeKind::Select: {
         auto* s = e.as<Select>();
@@ -199,6 +219,20 @@ class printer {
   }
 };
 
+/// The conversions of 16-bit floats, printed only into sources that use them: bfloat16 in
+/// integer arithmetic as loom/half.hpp rounds, float16 through the compiler's _Float16.
+inline const char* c_half_helpers() {
+  return "static inline float loom_bf16_to_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; "
+         "float f; memcpy(&f, &u, 4); return f; }\n"
+         "static inline uint16_t loom_f32_to_bf16(float f) { uint32_t u; memcpy(&u, &f, 4); "
+         "if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; "
+         "return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"
+         "static inline float loom_f16_to_f32(uint16_t h) { _Float16 x; memcpy(&x, &h, 2); "
+         "return (float)x; }\n"
+         "static inline uint16_t loom_f32_to_f16(float f) { _Float16 x = (_Float16)f; uint16_t h; "
+         "memcpy(&h, &x, 2); return h; }\n\n";
+}
+
 }  // namespace detail
 
 LOOM_DECL std::string to_c_source(const ir::LoweredFunc& f) {
@@ -218,7 +252,14 @@ LOOM_DECL std::string to_c_source(const ir::LoweredFunc& f) {
   p.os << ") {\n";
   p.stmt(f.body, 1);
   p.os << "}\n";
-  return p.os.str();
+  std::string source = p.os.str();
+  if (source.find("_to_f32(") != std::string::npos ||
+      source.find("loom_f32_to_") != std::string::npos) {
+    const std::string marker = "\nvoid " + detail::ident(f.name) + "(";
+    source.insert(source.find(marker) + 1,
+                  std::string("#include <string.h>\n") + detail::c_half_helpers());
+  }
+  return source;
 }
 
 }  // namespace lower

@@ -177,7 +177,9 @@ using storage_t = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
 template <class T>
 inline scalar read_elem(const std::byte* data, int64_t k) {
   const auto v = reinterpret_cast<const storage_t<T>*>(data)[k];
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (is_half_v<T>)
+    return fval(static_cast<double>(static_cast<float>(v)));
+  else if constexpr (std::is_floating_point_v<T>)
     return fval(v);
   else if constexpr (std::is_same_v<T, bool>)
     return ival(v != 0);
@@ -188,7 +190,9 @@ inline scalar read_elem(const std::byte* data, int64_t k) {
 template <class T>
 inline void write_elem(std::byte* data, int64_t k, scalar v) {
   auto* p = reinterpret_cast<storage_t<T>*>(data) + k;
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (is_half_v<T>)
+    *p = T(static_cast<float>(v.f));
+  else if constexpr (std::is_floating_point_v<T>)
     *p = static_cast<T>(v.f);
   else if constexpr (std::is_same_v<T, bool>)
     *p = v.i != 0;
@@ -198,7 +202,9 @@ inline void write_elem(std::byte* data, int64_t k, scalar v) {
 
 template <class T>
 inline void poison_fill(std::byte* data, int64_t n) {
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (is_half_v<T>)
+    std::fill_n(reinterpret_cast<T*>(data), n, T(std::numeric_limits<float>::quiet_NaN()));
+  else if constexpr (std::is_floating_point_v<T>)
     std::fill_n(reinterpret_cast<T*>(data), n, std::numeric_limits<T>::quiet_NaN());
   else
     std::memset(data, interpret_poison_byte, static_cast<size_t>(n) * sizeof(storage_t<T>));
@@ -209,7 +215,11 @@ template <class F>
 auto dispatch_elem(ir::DType t, const std::string& kernel, const std::string& buffer, F&& f) {
   using C = ir::DType::Code;
   switch (t.code) {
+    case C::BFloat:
+      if (t.bits == 16) return f(type_tag<bfloat16>{});
+      break;
     case C::Float:
+      if (t.bits == 16) return f(type_tag<float16>{});
       if (t.bits == 32) return f(type_tag<float>{});
       if (t.bits == 64) return f(type_tag<double>{});
       break;
@@ -573,6 +583,17 @@ class compiler {
     expr_fn v = compile(op->value);
     const ir::DType t = op->dtype.element_of(), from = op->value.dtype().element_of();
     const bool f32 = t.bits == 32;
+    if (t.is_16bit_float()) {
+      // Through float32, as the backends convert (ir/dtype.hpp): int64 -> float -> 16 bits.
+      const bool bf = t.is_bfloat(), from_float = from.is_float(), u64 = from.is_uint();
+      return [v = std::move(v), bf, from_float, u64](frame& f, int lane) {
+        const scalar x = v(f, lane);
+        const float g = from_float ? static_cast<float>(x.f)
+                        : u64      ? static_cast<float>(static_cast<uint64_t>(x.i))
+                                   : static_cast<float>(x.i);
+        return fval(::loom::detail::round_to_half(bf, g));
+      };
+    }
     if (t.is_float() && from.is_float())
       return
           [v = std::move(v), f32](frame& f, int lane) { return fval(round_to(f32, v(f, lane).f)); };
