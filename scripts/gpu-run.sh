@@ -16,7 +16,9 @@
 # the tuned kernels against cuBLAS, cuDNN and the DRAM's bandwidth. LOOM_GPU_WORKLOADS (comma-
 # separated name prefixes, e.g. softmax,layer_norm) restricts bench_gpu's workloads, and
 # LOOM_GPU_STEPS (default "ctest check bench") the steps, LOOM_GPU_CTEST_LABELS (default
-# "cuda|gpu"; "gpu" for the real-device tests alone) the tests.
+# "cuda|gpu"; "gpu" for the real-device tests alone) the tests. bench_gpu writes each tuned
+# workload's best-so-far curve next to the records (<records>.<workload>.curve.csv), and
+# LOOM_GPU_BENCH_FLAGS (split on spaces) adds flags to its own, e.g. --benchmark_min_time=0.1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -73,6 +75,6 @@ if [[ $steps == *bench* && -x $build/benchmarks/bench_gpu ]]; then
     --records="${LOOM_GPU_RECORDS:-$build/gpu_tuned.jsonl}" \
     ${LOOM_GPU_WORKLOADS:+--workloads="$LOOM_GPU_WORKLOADS"} \
     --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
-    --benchmark_report_aggregates_only=true || status=1
+    --benchmark_report_aggregates_only=true ${LOOM_GPU_BENCH_FLAGS:-} || status=1
 fi
 exit $status

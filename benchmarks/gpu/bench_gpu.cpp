@@ -1,24 +1,53 @@
-// bench_gpu: loom's tuned GPU kernels against cuBLAS and cuDNN, in one run (issue 7):
-//   - fp32 GEMM 4096 x 4096 x 4096: LoomTuned, LoomDefault (one thread per output), cuBLAS
-//     (cublasSgemm, default math: FP32 FMA, no TF32);
-//   - conv2d N=1 C=64 H=W=56 K=64 3x3 pad 1: LoomTuned, LoomDefault, cuDNN with FMA math (fp32
-//     kernels only) and cuDNN with its default math (which may use TF32 tensor cores), each with
-//     the fastest algorithm cudnnFindConvolutionForwardAlgorithm reports;
+// bench_gpu: loom's tuned GPU kernels against cuBLAS and cuDNN, in one run (issues 7 and 36).
+// A workload is one DAG at one precision; its name ends in the precision, and its contenders are
+// LoomTuned and LoomDefault (fp32 workloads only, until loom has 16-bit element types) and the
+// vendor library's call for that precision:
+//   - gemm4096_{fp32,tf32,bf16,fp16}: C[4096,4096] = A[4096,4096] B[4096,4096];
+//   - bert_ffn{1,2}_m{128,4096}_{fp32,bf16}: BERT-base's feed-forward products, ffn1 [M,768] x
+//     [768,3072], ffn2 [M,3072] x [3072,768];
+//   - bmm_{qk,av}_b{12,384}_{fp32,bf16}: BERT-base's attention products per head, batch 12 (one
+//     sequence) or 384 (32 sequences): qk [B,128,64] x [B,64,128], av [B,128,128] x [B,128,64]
+//     (av at batch 12 only);
+//   - conv2d_nchw_n1_64x56x56_k64_3x3_fp32: NCHW N=1 C=64 H=W=56 K=64 3x3 pad 1;
+//   - conv2d_nhwc_n{1,32}_<C>x<H>x<W>_k<K>_<R>x<S>_fp16: ResNet-50's stride-1 layers (3x3 64,
+//     128, 256, 512 channels at 56, 28, 14, 7; 1x1 64->256 and 256->64 at 56, 1024->256 at 14),
+//     NHWC, cuDNN only;
 //   - softmax and layer norm over the rows of 4096 x 4096 and of BERT-base's 128 x 768: LoomTuned
 //     and LoomDefault, measured against the DRAM's peak bandwidth (counter DRAM: bytes of the
 //     inputs and the output, each moved once, per second, as a fraction of the peak).
+// The vendor contenders (row-major products as the column-major C^T = B^T A^T, alpha 1, beta 0,
+// CUBLAS_GEMM_DEFAULT, the handle in CUBLAS_DEFAULT_MATH):
+//   - Cublas (fp32): cublasSgemm / cublasSgemmStridedBatched, FP32 FMA, no TF32;
+//   - CublasTf32: cublasGemmEx / cublasGemmStridedBatchedEx, fp32 A, B and C, compute type
+//     CUBLAS_COMPUTE_32F_FAST_TF32;
+//   - CublasBf16, CublasFp16: the same calls with bf16 (fp16) A and B, fp32 C, CUBLAS_COMPUTE_32F;
+//   - CudnnFmaMath, CudnnDefaultMath (fp32 NCHW conv): cudnnConvolutionForward in
+//     CUDNN_FMA_MATH (fp32 kernels only) and in CUDNN_DEFAULT_MATH (TF32 allowed);
+//   - CudnnFp16 (fp16 NHWC conv): fp16 x, y and KRSC filter, fp32 compute type,
+//     CUDNN_TENSOR_OP_MATH.
+// Every cuDNN contender runs the fastest algorithm cudnnFindConvolutionForwardAlgorithm reports
+// (printed with its math type when the plan is made).
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [Google Benchmark flags]
+//   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
 // --workloads keeps the workloads whose names start with one of the given prefixes (all by
-// default), for tuning and for timing.
+// default), for tuning and for timing: gemm4096 keeps the four GEMMs, gemm4096_bf16 one.
 //
-// With --trials=N (N > 0) each workload is first tuned for N more programs on this GPU
-// (cuda::tune, resuming from FILE, default gpu_tuned.jsonl); the LoomTuned contender is the best
-// program of FILE. Every contender's output is compared with LoomDefault's before timing.
-// Times come from CUDA events around 10 back-to-back calls (manual time, per call). cuBLAS and
-// cuDNN are loaded with dlopen (libcublas.so.13, libcudnn.so.9: set LD_LIBRARY_PATH when they are
-// elsewhere); a missing one only removes its contenders. Exits with 77 when there is no GPU.
+// With --trials=N (N > 0) each workload with loom contenders is first tuned for N more programs
+// on this GPU (cuda::tune, resuming from FILE, default gpu_tuned.jsonl); its tuning wall time is
+// printed, and its best-so-far curve (TuneReport::curve: trial of this run, best time so far in
+// microseconds, seconds since tuning began; a resumed run starts from the log's best) written to
+// FILE.<workload>.curve.csv. The LoomTuned contender is the best program of FILE.
+//
+// The inputs are random multiples of 1/64 in [0.5, 1.5], exact in bf16, fp16 and TF32: every
+// precision of a shape multiplies the same numbers. Before timing, every contender's output is
+// compared with LoomDefault's output for the fp32 DAG (16-bit outputs widened to fp32) as the
+// tuner's measurer compares, and a contender whose call fails is left out. Times come from CUDA
+// events around 10 back-to-back calls (manual time, per call); --benchmark_min_time=0.1 shortens
+// a run (default 0.5 s per contender). cuBLAS and cuDNN are loaded with dlopen
+// (libcublas.so.13, libcudnn.so.9: set LD_LIBRARY_PATH when they are elsewhere); a missing one
+// only removes its contenders. Exits with 77 when there is no GPU.
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
 #include <loom/backend/measure_data.hpp>
@@ -27,22 +56,341 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace loom;
 
 namespace {
 
-// --- cuBLAS and cuDNN, the few calls we need, through dlopen ----------------------------------
+// --- 16-bit floats on the host -------------------------------------------------------------------
+
+/// An element type of a device buffer.
+enum class Elem { f32, bf16, f16 };
+
+size_t elem_bytes(Elem e) { return e == Elem::f32 ? 4 : 2; }
+
+/// fp32 -> bf16, rounded to nearest even (NaN stays a quiet NaN).
+uint16_t to_bf16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+float from_bf16(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+/// fp32 -> IEEE fp16, rounded to nearest even; past 65504 (by half a step or more) infinity.
+uint16_t to_f16(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const uint32_t x = bits & 0x7fffffffu;
+  uint32_t h = 0;
+  if (x > 0x7f800000u) {
+    h = 0x7e00;  // NaN
+  } else if (x >= 0x477ff000u) {
+    h = 0x7c00;  // 65520 and up: infinity
+  } else if (x < 0x38800000u) {
+    // Below 2^-14: a subnormal or zero, in units of 2^-24 (1024 is the smallest normal's code).
+    h = static_cast<uint32_t>(std::nearbyint(std::bit_cast<float>(x) * 16777216.0f));
+  } else {
+    const uint32_t y = x - (112u << 23);  // exponent bias 127 -> 15
+    h = (y + 0xfffu + ((y >> 13) & 1)) >> 13;
+  }
+  return static_cast<uint16_t>(sign | h);
+}
+
+float from_f16(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {
+    const float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+/// `values` stored as `e` in a new device buffer.
+cuda::DeviceBuffer upload_as(const std::vector<float>& values, Elem e) {
+  cuda::DeviceBuffer b(values.size() * elem_bytes(e));
+  if (e == Elem::f32) {
+    b.upload(values.data(), b.bytes());
+  } else {
+    std::vector<uint16_t> h(values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      h[i] = e == Elem::bf16 ? to_bf16(values[i]) : to_f16(values[i]);
+    b.upload(h.data(), b.bytes());
+  }
+  return b;
+}
+
+/// The first `n` elements of `b`, stored as `e`, widened to fp32.
+std::vector<float> download_as_float(const cuda::DeviceBuffer& b, size_t n, Elem e) {
+  std::vector<float> out(n);
+  if (e == Elem::f32) {
+    b.download(out.data(), n * sizeof(float));
+  } else {
+    std::vector<uint16_t> h(n);
+    b.download(h.data(), n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; ++i) out[i] = e == Elem::bf16 ? from_bf16(h[i]) : from_f16(h[i]);
+  }
+  return out;
+}
+
+// --- workloads -----------------------------------------------------------------------------------
+
+/// The numbers a workload computes with.
+enum class Precision {
+  fp32,  ///< fp32 in and out, FP32 FMA: loom's contenders, cublasSgemm, cuDNN's fp32 kernels
+  tf32,  ///< fp32 in and out, products on TF32 tensor cores (cuBLAS only)
+  bf16,  ///< bf16 inputs, fp32 accumulation and output
+  fp16,  ///< fp16 inputs, fp32 accumulation; fp32 output from cuBLAS, fp16 from cuDNN
+};
+
+Elem input_elem(Precision p) {
+  return p == Precision::bf16 ? Elem::bf16 : p == Precision::fp16 ? Elem::f16 : Elem::f32;
+}
+
+/// C[batch][m,n] = A[batch][m,k] B[batch][k,n], row-major; batch 0: one product (no batch axis).
+struct GemmShape {
+  int batch = 0, m = 0, n = 0, k = 0;
+};
+
+/// A stride-1 convolution: N images of C x H x W, K filters of C x R x S, `pad` on each side.
+struct ConvShape {
+  int n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, pad = 0;
+};
+
+/// What make_workload builds a workload from.
+struct Spec {
+  std::string name;
+  Precision precision = Precision::fp32;
+  /// The fp32 DAG: loom's fp32 contenders, and the reference output of every precision.
+  std::vector<ir::Tensor> inputs;
+  ir::Tensor output;
+  GemmShape gemm;  ///< the cuBLAS contender's product (m == 0: none)
+  ConvShape conv;  ///< the cuDNN contenders' convolution (n == 0: none): fp32 NCHW, fp16 NHWC
+  bool memory_bound = false;  ///< timed against the DRAM's bandwidth
+};
+
+/// LoomDefault's program and output for a DAG (the default schedule: one thread per output
+/// element, checked against the interpreter in the tests), made once per workload key:
+/// workloads of one shape in several precisions share them, their inputs holding the same
+/// numbers.
+struct Reference {
+  std::shared_ptr<cuda::Program> program;
+  std::vector<float> output;
+};
+
+struct Workload {
+  std::string name;
+  Precision precision = Precision::fp32;
+  Task task;  ///< the fp32 DAG (Spec::inputs, Spec::output)
+  /// The task loom's contenders are built from and tuned for: `task` for fp32 workloads, none
+  /// for the others. A loom bf16 (fp16) contender, once loom has loom::bfloat16 (loom::float16,
+  /// ir::DType::bf16(), f16()), is a Task of the same DAG built from placeholders of that type
+  /// here (make_workload); tuning, LoomTuned and LoomDefault then follow from it. Its inputs are
+  /// `buffers` as they are (DAG layouts, input_elem(precision)); the output check decodes 16-bit
+  /// outputs already (`output_elem`).
+  std::optional<Task> loom_task;
+  /// Inputs in the DAG's layouts, stored as input_elem(precision), then the output.
+  std::vector<cuda::DeviceBuffer> buffers;
+  Elem output_elem = Elem::f32;
+  /// The conv weight in cuDNN's KRSC order (fp16 NHWC workloads; the DAG's is HWIO).
+  cuda::DeviceBuffer krsc_weight;
+  std::shared_ptr<const Reference> reference;
+  GemmShape gemm;
+  ConvShape conv;
+  bool memory_bound = false;
+};
+
+std::vector<cuda::CUdeviceptr> pointers(const Workload& w) {
+  std::vector<cuda::CUdeviceptr> p;
+  for (const cuda::DeviceBuffer& b : w.buffers) p.push_back(b.ptr());
+  return p;
+}
+
+/// Random multiples of 1/64 in [0.5, 1.5] for each input (the same for the same shapes): exact
+/// in bf16, fp16 and TF32, so every precision of a shape computes with the same numbers.
+std::vector<std::vector<float>> input_values(const std::vector<ir::Tensor>& inputs) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> d(32, 96);
+  std::vector<std::vector<float>> v;
+  for (const ir::Tensor& t : inputs) {
+    v.emplace_back(static_cast<size_t>(t.num_elements()));
+    for (float& x : v.back()) x = static_cast<float>(d(rng)) / 64.0f;
+  }
+  return v;
+}
+
+std::shared_ptr<const Reference> reference_for(
+    const Task& task, const std::vector<std::vector<float>>& inputs,
+    std::map<std::string, std::shared_ptr<const Reference>>& cache) {
+  auto& slot = cache[task.workload_key()];
+  if (slot) return slot;
+  auto ref = std::make_shared<Reference>();
+  cuda::CompiledProgram c = cuda::build(task);
+  ref->program = std::make_shared<cuda::Program>(c.image, std::move(c.plan));
+  std::vector<cuda::DeviceBuffer> fp32;
+  std::vector<cuda::CUdeviceptr> args;
+  for (const std::vector<float>& v : inputs) {
+    fp32.push_back(upload_as(v, Elem::f32));
+    args.push_back(fp32.back().ptr());
+  }
+  const auto out_elements = static_cast<size_t>(task.dag->outputs()[0].num_elements());
+  fp32.emplace_back(out_elements * sizeof(float));
+  args.push_back(fp32.back().ptr());
+  ref->program->launch(args);
+  ref->output = download_as_float(fp32.back(), out_elements, Elem::f32);
+  slot = ref;
+  return slot;
+}
+
+/// HWIO [R,S,C,K] -> KRSC [K,R,S,C].
+std::vector<float> hwio_to_krsc(const std::vector<float>& w, const ConvShape& s) {
+  std::vector<float> out(w.size());
+  for (int r = 0; r < s.r; ++r)
+    for (int q = 0; q < s.s; ++q)
+      for (int c = 0; c < s.c; ++c)
+        for (int k = 0; k < s.k; ++k)
+          out[((static_cast<size_t>(k) * s.r + r) * s.s + q) * s.c + c] =
+              w[((static_cast<size_t>(r) * s.s + q) * s.c + c) * s.k + k];
+  return out;
+}
+
+Workload make_workload(const Spec& spec, const Target& target,
+                       std::map<std::string, std::shared_ptr<const Reference>>& references) {
+  Workload w{
+      spec.name, spec.precision,
+      Task(std::make_shared<const ComputeDAG>(spec.inputs, std::vector<ir::Tensor>{spec.output}),
+           target)};
+  if (spec.precision == Precision::fp32) w.loom_task = w.task;
+  const std::vector<std::vector<float>> values = input_values(spec.inputs);
+  for (const std::vector<float>& v : values)
+    w.buffers.push_back(upload_as(v, input_elem(spec.precision)));
+  // cuDNN's fp16 convolution writes fp16; cuBLAS writes fp32 at every precision.
+  w.output_elem = spec.conv.n > 0 && spec.precision == Precision::fp16 ? Elem::f16 : Elem::f32;
+  w.buffers.emplace_back(static_cast<size_t>(spec.output.num_elements()) *
+                         elem_bytes(w.output_elem));
+  if (spec.conv.n > 0 && spec.precision == Precision::fp16)
+    w.krsc_weight = upload_as(hwio_to_krsc(values[1], spec.conv), Elem::f16);
+  w.reference = reference_for(w.task, values, references);
+  w.gemm = spec.gemm;
+  w.conv = spec.conv;
+  w.memory_bound = spec.memory_bound;
+  return w;
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::tf32: return "tf32";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+  }
+  return "?";
+}
+
+/// The workloads of the header comment, in order, those `keep` accepts (by name) only.
+std::vector<Spec> workload_specs(const std::function<bool(const std::string&)>& keep) {
+  std::vector<Spec> specs;
+  auto add = [&](Spec s) {
+    if (keep(s.name)) specs.push_back(std::move(s));
+  };
+  for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16}) {
+    auto a = placeholder<float>("A", {4096, 4096});
+    auto b = placeholder<float>("B", {4096, 4096});
+    add({.name = std::string("gemm4096_") + precision_name(p),
+         .precision = p,
+         .inputs = {a, b},
+         .output = ops::matmul(a, b),
+         .gemm = {0, 4096, 4096, 4096}});
+  }
+  for (Precision p : {Precision::fp32, Precision::bf16})
+    for (int m : {128, 4096})
+      for (const auto& [layer, k, n] : {std::tuple{1, 768, 3072}, std::tuple{2, 3072, 768}}) {
+        auto x = placeholder<float>("X", {m, k});
+        auto wt = placeholder<float>("W", {k, n});
+        add({.name = "bert_ffn" + std::to_string(layer) + "_m" + std::to_string(m) + "_" +
+                     precision_name(p),
+             .precision = p,
+             .inputs = {x, wt},
+             .output = ops::matmul(x, wt),
+             .gemm = {0, m, n, k}});
+      }
+  for (Precision p : {Precision::fp32, Precision::bf16})
+    for (const auto& [what, batch, m, k, n] :
+         {std::tuple{"qk", 12, 128, 64, 128}, std::tuple{"av", 12, 128, 128, 64},
+          std::tuple{"qk", 384, 128, 64, 128}}) {
+      auto a = placeholder<float>("A", {batch, m, k});
+      auto b = placeholder<float>("B", {batch, k, n});
+      add({.name =
+               std::string("bmm_") + what + "_b" + std::to_string(batch) + "_" + precision_name(p),
+           .precision = p,
+           .inputs = {a, b},
+           .output = ops::batch_matmul(a, b),
+           .gemm = {batch, m, n, k}});
+    }
+  {
+    auto x = placeholder<float>("X", {1, 64, 56, 56});
+    auto wt = placeholder<float>("W", {64, 64, 3, 3});
+    add({.name = "conv2d_nchw_n1_64x56x56_k64_3x3_fp32",
+         .inputs = {x, wt},
+         .output = ops::conv2d_nchw(x, wt, {.padding = {1, 1}}),
+         .conv = {1, 64, 56, 56, 64, 3, 3, 1}});
+  }
+  // ResNet-50's stride-1 convolutions: c, h (= w), k, r (= s).
+  for (int n : {1, 32})
+    for (const auto& [c, h, k, r] :
+         {std::tuple{64, 56, 64, 3}, std::tuple{128, 28, 128, 3}, std::tuple{256, 14, 256, 3},
+          std::tuple{512, 7, 512, 3}, std::tuple{64, 56, 256, 1}, std::tuple{256, 56, 64, 1},
+          std::tuple{1024, 14, 256, 1}}) {
+      const int pad = r / 2;
+      auto x = placeholder<float>("X", {n, h, h, c});
+      auto wt = placeholder<float>("W", {r, r, c, k});
+      const std::string hw = std::to_string(h);
+      add({.name = "conv2d_nhwc_n" + std::to_string(n) + "_" + std::to_string(c) + "x" + hw + "x" +
+                   hw + "_k" + std::to_string(k) + "_" + std::to_string(r) + "x" +
+                   std::to_string(r) + "_fp16",
+           .precision = Precision::fp16,
+           .inputs = {x, wt},
+           .output = ops::conv2d_nhwc(x, wt, {.padding = {pad, pad}}),
+           .conv = {n, c, h, h, k, r, r, pad}});
+    }
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {128, 768}}) {
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    auto x = placeholder<float>("X", {rows, cols});
+    auto g = placeholder<float>("gamma", {cols});
+    auto b = placeholder<float>("beta", {cols});
+    add({.name = "softmax_" + shape,
+         .inputs = {x},
+         .output = ops::softmax(x),
+         .memory_bound = true});
+    add({.name = "layer_norm_" + shape,
+         .inputs = {x, g, b},
+         .output = ops::layer_norm(x, g, b),
+         .memory_bound = true});
+  }
+  return specs;
+}
+
+// --- cuBLAS and cuDNN, the few calls we need, through dlopen ------------------------------------
 
 void* open_first(std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -55,12 +403,30 @@ F sym(void* lib, const char* name) {
   return lib ? reinterpret_cast<F>(dlsym(lib, name)) : nullptr;
 }
 
+// The enumerators we pass, with their values in library_types.h, cublas_api.h and cudnn's
+// headers (C enums: int-sized arguments).
+constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
+constexpr int CUBLAS_OP_N = 0, CUBLAS_DEFAULT_MATH = 0, CUBLAS_GEMM_DEFAULT = -1;
+constexpr int CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
+constexpr int CUDNN_TENSOR_NCHW = 0, CUDNN_TENSOR_NHWC = 1;
+constexpr int CUDNN_DATA_FLOAT = 0, CUDNN_DATA_HALF = 2;
+constexpr int CUDNN_CROSS_CORRELATION = 1;
+constexpr int CUDNN_DEFAULT_MATH = 0, CUDNN_TENSOR_OP_MATH = 1, CUDNN_FMA_MATH = 3;
+
 struct Cublas {
   using Handle = void*;
   int (*create)(Handle*) = nullptr;
   int (*set_math_mode)(Handle, int) = nullptr;
   int (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int,
                const float*, float*, int) = nullptr;
+  int (*sgemm_strided)(Handle, int, int, int, int, int, const float*, const float*, int, long long,
+                       const float*, int, long long, const float*, float*, int, long long,
+                       int) = nullptr;
+  int (*gemm_ex)(Handle, int, int, int, int, int, const void*, const void*, int, int, const void*,
+                 int, int, const void*, void*, int, int, int, int) = nullptr;
+  int (*gemm_strided_ex)(Handle, int, int, int, int, int, const void*, const void*, int, int,
+                         long long, const void*, int, int, long long, const void*, void*, int, int,
+                         long long, int, int, int) = nullptr;
   Handle handle = nullptr;
 
   bool load() {
@@ -69,17 +435,71 @@ struct Cublas {
     create = sym<decltype(create)>(lib, "cublasCreate_v2");
     set_math_mode = sym<decltype(set_math_mode)>(lib, "cublasSetMathMode");
     sgemm = sym<decltype(sgemm)>(lib, "cublasSgemm_v2");
+    sgemm_strided = sym<decltype(sgemm_strided)>(lib, "cublasSgemmStridedBatched");
+    gemm_ex = sym<decltype(gemm_ex)>(lib, "cublasGemmEx");
+    gemm_strided_ex = sym<decltype(gemm_strided_ex)>(lib, "cublasGemmStridedBatchedEx");
     if (!create || !sgemm || create(&handle) != 0) return false;
-    if (set_math_mode) set_math_mode(handle, 0);  // CUBLAS_DEFAULT_MATH: FP32, no TF32
+    // FP32 FMA for cublasSgemm, no TF32; the Ex calls' compute types choose for themselves.
+    if (set_math_mode) set_math_mode(handle, CUBLAS_DEFAULT_MATH);
     return true;
   }
-  // Row-major C[m,n] = A[m,k] B[k,n], as column-major C^T = B^T A^T.
-  void gemm(int m, int n, int k, cuda::CUdeviceptr a, cuda::CUdeviceptr b, cuda::CUdeviceptr c) {
+
+  /// The contender's name for a precision, or "" when this library lacks its call.
+  std::string contender(Precision p, bool batched) const {
+    const bool have = p == Precision::fp32 ? (!batched || sgemm_strided != nullptr)
+                      : batched            ? gemm_strided_ex != nullptr
+                                           : gemm_ex != nullptr;
+    if (!have) return "";
+    switch (p) {
+      case Precision::fp32: return "Cublas";
+      case Precision::tf32: return "CublasTf32";
+      case Precision::bf16: return "CublasBf16";
+      case Precision::fp16: return "CublasFp16";
+    }
+    return "";
+  }
+
+  /// Row-major C[m,n] = A[m,k] B[k,n] (per batch), as column-major C^T = B^T A^T.
+  void gemm(Precision p, const GemmShape& s, cuda::CUdeviceptr a, cuda::CUdeviceptr b,
+            cuda::CUdeviceptr c) const {
     const float one = 1, zero = 0;
-    const int rc =
-        sgemm(handle, 0, 0, n, m, k, &one, reinterpret_cast<const float*>(b), n,
-              reinterpret_cast<const float*>(a), k, &zero, reinterpret_cast<float*>(c), n);
-    if (rc != 0) throw std::runtime_error("cublasSgemm failed: " + std::to_string(rc));
+    auto* pa = reinterpret_cast<const void*>(a);
+    auto* pb = reinterpret_cast<const void*>(b);
+    auto* pc = reinterpret_cast<void*>(c);
+    const long long sa = static_cast<long long>(s.m) * s.k, sb = static_cast<long long>(s.k) * s.n,
+                    sc = static_cast<long long>(s.m) * s.n;
+    int rc = 0;
+    const char* what = "";
+    if (p == Precision::fp32) {
+      auto* fa = static_cast<const float*>(pa);
+      auto* fb = static_cast<const float*>(pb);
+      auto* fc = static_cast<float*>(pc);
+      if (s.batch == 0) {
+        what = "cublasSgemm";
+        rc = sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, fb, s.n, fa, s.k, &zero,
+                   fc, s.n);
+      } else {
+        what = "cublasSgemmStridedBatched";
+        rc = sgemm_strided(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, fb, s.n, sb, fa,
+                           s.k, sa, &zero, fc, s.n, sc, s.batch);
+      }
+    } else {
+      const int ab = p == Precision::bf16   ? CUDA_R_16BF
+                     : p == Precision::fp16 ? CUDA_R_16F
+                                            : CUDA_R_32F;
+      const int compute = p == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      if (s.batch == 0) {
+        what = "cublasGemmEx";
+        rc = gemm_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, pb, ab, s.n, pa, ab,
+                     s.k, &zero, pc, CUDA_R_32F, s.n, compute, CUBLAS_GEMM_DEFAULT);
+      } else {
+        what = "cublasGemmStridedBatchedEx";
+        rc = gemm_strided_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, pb, ab, s.n, sb,
+                             pa, ab, s.k, sa, &zero, pc, CUDA_R_32F, s.n, sc, s.batch, compute,
+                             CUBLAS_GEMM_DEFAULT);
+      }
+    }
+    if (rc != 0) throw std::runtime_error(std::string(what) + " failed: " + std::to_string(rc));
   }
 };
 
@@ -135,7 +555,8 @@ struct Cudnn {
   }
 };
 
-// One NCHW fp32 convolution planned with cuDNN (descriptors, fastest algorithm, workspace).
+/// One convolution planned with cuDNN (descriptors, fastest algorithm, workspace): fp32 NCHW
+/// with a KCRS filter, or fp16 NHWC with a KRSC filter and fp32 compute type.
 struct CudnnConv {
   Cudnn* dnn = nullptr;
   void *x = nullptr, *w = nullptr, *y = nullptr, *conv = nullptr;
@@ -143,18 +564,23 @@ struct CudnnConv {
   std::string algo_name;
   cuda::DeviceBuffer workspace;
 
-  CudnnConv(Cudnn& d, int n, int c, int h, int wd, int k, int r, int s, int pad, int math)
-      : dnn(&d) {
+  CudnnConv(Cudnn& d, const ConvShape& s, bool nhwc_fp16, int math) : dnn(&d) {
+    const int format = nhwc_fp16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    const int data = nhwc_fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    // cudnnSetTensor4dDescriptor(desc, format, type, n, c, h, w) and
+    // cudnnSetFilter4dDescriptor(desc, type, format, k, c, r, s): dimensions in NCHW order
+    // whatever the format.
     d.check(d.create_tensor(&x), "cudnnCreateTensorDescriptor");
-    d.check(d.set_tensor4d(x, 0, 0, n, c, h, wd), "cudnnSetTensor4dDescriptor");
+    d.check(d.set_tensor4d(x, format, data, s.n, s.c, s.h, s.w), "cudnnSetTensor4dDescriptor");
     d.check(d.create_filter(&w), "cudnnCreateFilterDescriptor");
-    d.check(d.set_filter4d(w, 0, 0, k, c, r, s), "cudnnSetFilter4dDescriptor");
+    d.check(d.set_filter4d(w, data, format, s.k, s.c, s.r, s.s), "cudnnSetFilter4dDescriptor");
     d.check(d.create_conv(&conv), "cudnnCreateConvolutionDescriptor");
-    d.check(d.set_conv2d(conv, pad, pad, 1, 1, 1, 1, 1 /*cross-correlation*/, 0),
+    d.check(d.set_conv2d(conv, s.pad, s.pad, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
             "cudnnSetConvolution2dDescriptor");
     d.check(d.set_math_type(conv, math), "cudnnSetConvolutionMathType");
     d.check(d.create_tensor(&y), "cudnnCreateTensorDescriptor");
-    d.check(d.set_tensor4d(y, 0, 0, n, k, h + 2 * pad - r + 1, wd + 2 * pad - s + 1),
+    d.check(d.set_tensor4d(y, format, data, s.n, s.k, s.h + 2 * s.pad - s.r + 1,
+                           s.w + 2 * s.pad - s.s + 1),
             "cudnnSetTensor4dDescriptor");
     Cudnn::AlgoPerf perf[16];
     int found = 0;
@@ -169,7 +595,7 @@ struct CudnnConv {
         "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
         "WINOGRAD",      "WINOGRAD_NONFUSED"};
     algo_name = algo >= 0 && algo < 8 ? names[algo] : "algo " + std::to_string(algo);
-    std::printf("cuDNN (math type %d requested): %s, math type %d, %.1f us by cudnnFind\n", math,
+    std::printf("  cuDNN (math type %d requested): %s, math type %d, %.1f us by cudnnFind\n", math,
                 algo_name.c_str(), perf[best].math_type, perf[best].time * 1e3);
     size_t bytes = 0;
     d.check(d.workspace_size(d.handle, x, w, conv, y, algo, &bytes),
@@ -177,6 +603,7 @@ struct CudnnConv {
     if (bytes) workspace = cuda::DeviceBuffer(bytes);
   }
   void run(cuda::CUdeviceptr in, cuda::CUdeviceptr wt, cuda::CUdeviceptr out) {
+    // Float scaling factors for fp32 and fp16 data alike (cuDNN's rule).
     const float one = 1, zero = 0;
     dnn->check(dnn->forward(dnn->handle, &one, x, reinterpret_cast<void*>(in), w,
                             reinterpret_cast<void*>(wt), conv, algo,
@@ -186,52 +613,45 @@ struct CudnnConv {
   }
 };
 
-// --- workloads and contenders -------------------------------------------------------------------
+// --- contenders ----------------------------------------------------------------------------------
 
-struct Workload {
-  std::string name;
-  Task task;
-  std::vector<cuda::DeviceBuffer> buffers;  // inputs, then the output
-  std::vector<float> reference;             // LoomDefault's output
-  bool memory_bound = false;                // timed against the DRAM's bandwidth
-};
-
-std::vector<cuda::CUdeviceptr> pointers(const Workload& w) {
-  std::vector<cuda::CUdeviceptr> p;
-  for (const cuda::DeviceBuffer& b : w.buffers) p.push_back(b.ptr());
-  return p;
-}
-
-// Empty when the output matches LoomDefault's as the tuner's measurer checks programs
-// (backend/measure_data.hpp, MeasureOptions' tolerances), else what differs. A plain relative
-// error flags sound programs: a row of 4,096 terms summed in another order moves a layer norm's
-// outputs near zero by more than 1e-3 of themselves.
-std::string compare_with_default(Workload& w) {
-  std::vector<float> got(w.reference.size());
-  w.buffers.back().download(got.data(), got.size() * sizeof(float));
+/// Empty when the output matches LoomDefault's as the tuner's measurer checks programs
+/// (backend/measure_data.hpp, MeasureOptions' tolerances), else what differs. A plain relative
+/// error flags sound programs: a row of 4,096 terms summed in another order moves a layer norm's
+/// outputs near zero by more than 1e-3 of themselves.
+std::string compare_with_default(const Workload& w) {
+  const std::vector<float> got =
+      download_as_float(w.buffers.back(), w.reference->output.size(), w.output_elem);
   const ir::Tensor& out = w.task.dag->outputs()[0];
   const backend::measure_data::OutputSpec spec{out.name(), out.dtype(), out.shape(),
                                                out.num_elements()};
   const search::MeasureOptions tolerances;
-  return backend::measure_data::compare_output(spec, got.data(), w.reference.data(),
+  return backend::measure_data::compare_output(spec, got.data(), w.reference->output.data(),
                                                tolerances.rtol, tolerances.atol);
 }
 
 void add_contender(Workload& w, const std::string& name, std::function<void()> call,
                    double dram_bytes_per_second) {
-  // Check first: the output is compared with the default schedule's (itself one thread per
-  // output element, checked against the interpreter in the tests).
-  w.buffers.back().zero();
-  call();
-  cuda::Context::get().synchronize();
-  const std::string diff = compare_with_default(w);
-  std::printf("%-40s %s\n", (w.name + "/" + name).c_str(),
+  const std::string full = w.name + "/" + name;
+  // Check first: the output is compared with the default schedule's for the fp32 DAG.
+  std::string diff;
+  try {
+    w.buffers.back().zero();
+    call();
+    cuda::Context::get().synchronize();
+    diff = compare_with_default(w);
+  } catch (const std::exception& e) {
+    std::printf("%-52s FAILED, left out: %s\n", full.c_str(), e.what());
+    return;
+  }
+  std::printf("%-52s %s\n", full.c_str(),
               diff.empty() ? "matches LoomDefault" : ("WRONG: " + diff).c_str());
   const double flops = w.task.dag->flop_count();
   double bytes = 0;
   if (w.memory_bound)
     for (const cuda::DeviceBuffer& b : w.buffers) bytes += static_cast<double>(b.bytes());
-  benchmark::RegisterBenchmark((w.name + "/" + name).c_str(),
+  // No MinTime: --benchmark_min_time applies (0.5 s by default).
+  benchmark::RegisterBenchmark(full.c_str(),
                                [call, flops, bytes, dram_bytes_per_second](benchmark::State& st) {
                                  double total = 0;
                                  for (auto _ : st) {
@@ -251,27 +671,20 @@ void add_contender(Workload& w, const std::string& name, std::function<void()> c
                                  }
                                })
       ->UseManualTime()
-      ->Unit(benchmark::kMicrosecond)
-      ->MinTime(0.5);
+      ->Unit(benchmark::kMicrosecond);
 }
 
-Workload make_workload(const std::string& name, std::vector<ir::Tensor> in, ir::Tensor out,
-                       const Target& target) {
-  Workload w{name,
-             Task(std::make_shared<const ComputeDAG>(in, std::vector<ir::Tensor>{out}), target),
-             {},
-             {}};
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(0.5f, 1.5f);
-  for (const ir::Tensor& t : in) {
-    std::vector<float> host(static_cast<size_t>(t.num_elements()));
-    for (float& x : host) x = d(rng);
-    w.buffers.emplace_back(host.size() * sizeof(float));
-    w.buffers.back().upload(host.data(), host.size() * sizeof(float));
+/// The best-so-far curve of a tuning run as CSV: trial, best time so far in microseconds (empty
+/// before the first success), seconds since tuning began.
+void write_curve(const std::string& path, const search::TuneReport& rep) {
+  std::ofstream csv(path);
+  csv << "trial,best_us,elapsed_s\n";
+  for (const search::CurvePoint& p : rep.curve) {
+    csv << p.trial << ",";
+    if (p.best_gflops > 0) csv << rep.flops / p.best_gflops * 1e-3;
+    csv << "," << p.elapsed_seconds << "\n";
   }
-  w.buffers.emplace_back(static_cast<size_t>(out.num_elements()) * sizeof(float));
-  w.reference.resize(static_cast<size_t>(out.num_elements()));
-  return w;
+  if (!csv) std::printf("could not write %s\n", path.c_str());
 }
 
 }  // namespace
@@ -282,12 +695,15 @@ int main(int argc, char** argv) {
   int trials = 0;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
+  bool list_only = false;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--trials=", 9) == 0) {
       trials = std::atoi(argv[i] + 9);
     } else if (std::strncmp(argv[i], "--records=", 10) == 0) {
       records = argv[i] + 10;
+    } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
+      list_only = true;
     } else if (std::strncmp(argv[i], "--workloads=", 12) == 0) {
       std::string list = argv[i] + 12;
       for (size_t at = 0; at <= list.size();) {
@@ -301,6 +717,16 @@ int main(int argc, char** argv) {
   }
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());
+  const auto selected = [&](const std::string& name) {
+    return only.empty() || std::any_of(only.begin(), only.end(),
+                                       [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+  };
+  if (list_only) {  // no GPU needed
+    for (const Spec& s : workload_specs(selected))
+      std::printf("%-44s %9.3f GFLOP\n", s.name.c_str(),
+                  ComputeDAG(s.inputs, {s.output}).flop_count() * 1e-9);
+    return 0;
+  }
 
   std::string why;
   if (!cuda::device_available(&why)) {
@@ -313,96 +739,94 @@ int main(int argc, char** argv) {
   std::printf("bench_gpu on %s (%s, %d SMs, DRAM %.0f GB/s peak), records %s\n", info.name.c_str(),
               info.arch().c_str(), info.sm_count, dram * 1e-9, records.c_str());
 
-  auto ga = placeholder<float>("A", {4096, 4096});
-  auto gb = placeholder<float>("B", {4096, 4096});
-  auto cx = placeholder<float>("X", {1, 64, 56, 56});
-  auto cw = placeholder<float>("W", {64, 64, 3, 3});
+  // Workloads (buffers and the reference outputs; no tuning).
+  std::map<std::string, std::shared_ptr<const Reference>> references;
   std::vector<std::unique_ptr<Workload>> workloads;
-  workloads.push_back(std::make_unique<Workload>(
-      make_workload("gemm_4096", {ga, gb}, ops::matmul(ga, gb), target)));
-  workloads.push_back(std::make_unique<Workload>(make_workload(
-      "conv2d_64x56x56_k64_3x3", {cx, cw}, ops::conv2d_nchw(cx, cw, {.padding = {1, 1}}), target)));
-  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {128, 768}}) {
-    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-    auto x = placeholder<float>("X", {rows, cols});
-    auto g = placeholder<float>("gamma", {cols});
-    auto b = placeholder<float>("beta", {cols});
-    workloads.push_back(std::make_unique<Workload>(
-        make_workload("softmax_" + shape, {x}, ops::softmax(x), target)));
-    workloads.push_back(std::make_unique<Workload>(
-        make_workload("layer_norm_" + shape, {x, g, b}, ops::layer_norm(x, g, b), target)));
-  }
-  for (auto& w : workloads)
-    w->memory_bound = w->name.rfind("softmax", 0) == 0 || w->name.rfind("layer_norm", 0) == 0;
-  if (!only.empty())
-    std::erase_if(workloads, [&](const std::unique_ptr<Workload>& w) {
-      return std::none_of(only.begin(), only.end(),
-                          [&](const std::string& p) { return w->name.rfind(p, 0) == 0; });
-    });
+  for (const Spec& s : workload_specs(selected))
+    workloads.push_back(std::make_unique<Workload>(make_workload(s, target, references)));
 
   if (trials > 0) {
+    std::vector<std::pair<std::string, double>> tuning_seconds;
     for (auto& w : workloads) {
+      if (!w->loom_task) continue;
       search::TuneOptions o;
       o.trials = trials;
       o.records = records;
       o.name = w->name;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;
-      const cuda::TuneResult r = cuda::tune(w->task, o);
+      const cuda::TuneResult r = cuda::tune(*w->loom_task, o);
       const auto& rep = r.report();
       std::printf(
           "%s: tuned %d programs (%d failed) in %.1f s (search %.1f, model %.1f, build %.1f, run "
           "%.1f): best %.1f GFLOP/s\n",
           w->name.c_str(), rep.trials, rep.failures, rep.wall_seconds, rep.search_seconds,
           rep.train_seconds, rep.compile_seconds, rep.run_seconds, r.best_gflops());
+      write_curve(records + "." + w->name + ".curve.csv", rep);
+      tuning_seconds.emplace_back(w->name, rep.wall_seconds);
     }
+    std::printf(
+        "tuning wall time per workload (%d trials each; curves in %s.<workload>.curve.csv):\n",
+        trials, records.c_str());
+    for (const auto& [name, s] : tuning_seconds) std::printf("  %-44s %8.1f s\n", name.c_str(), s);
   }
 
   Cublas blas;
   const bool have_cublas = blas.load();
   Cudnn dnn;
   const bool have_cudnn = dnn.load();
-  if (!have_cublas) std::printf("cuBLAS not found: its contender is skipped\n");
+  if (!have_cublas) std::printf("cuBLAS not found: its contenders are skipped\n");
   if (!have_cudnn) std::printf("cuDNN not found: its contenders are skipped\n");
 
   std::vector<std::shared_ptr<cuda::Program>> keep;
-  std::vector<std::shared_ptr<CudnnConv>> convs;
   for (auto& wp : workloads) {
     Workload& w = *wp;
     const std::vector<cuda::CUdeviceptr> args = pointers(w);
-    auto naive = std::make_shared<cuda::Program>([&] {
-      cuda::CompiledProgram c = cuda::build(w.task);
-      return cuda::Program(c.image, std::move(c.plan));
-    }());
-    keep.push_back(naive);
-    naive->launch(args);
-    cuda::Context::get().synchronize();
-    w.buffers.back().download(w.reference.data(), w.reference.size() * sizeof(float));
-    add_contender(w, "LoomDefault", [naive, args] { naive->launch(args); }, dram);
-
-    if (auto best = cuda::best_recorded_schedule(w.task, records)) {
-      cuda::CompiledProgram c = cuda::build(w.task, *best);
-      auto tuned = std::make_shared<cuda::Program>(c.image, std::move(c.plan));
-      keep.push_back(tuned);
-      add_contender(w, "LoomTuned", [tuned, args] { tuned->launch(args); }, dram);
-      if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
-    } else {
-      std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n", w.name.c_str(),
-                  records.c_str());
+    if (w.loom_task) {
+      // LoomDefault's program is the reference's: the loom task is the fp32 DAG.
+      std::shared_ptr<cuda::Program> naive = w.reference->program;
+      add_contender(w, "LoomDefault", [naive, args] { naive->launch(args); }, dram);
+      if (auto best = cuda::best_recorded_schedule(*w.loom_task, records)) {
+        cuda::CompiledProgram c = cuda::build(*w.loom_task, *best);
+        auto tuned = std::make_shared<cuda::Program>(c.image, std::move(c.plan));
+        keep.push_back(tuned);
+        add_contender(w, "LoomTuned", [tuned, args] { tuned->launch(args); }, dram);
+        if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
+      } else {
+        std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",
+                    w.name.c_str(), records.c_str());
+      }
     }
-    if (w.name.rfind("gemm", 0) == 0 && have_cublas)
-      add_contender(
-          w, "cuBLAS", [&blas, args] { blas.gemm(4096, 4096, 4096, args[0], args[1], args[2]); },
-          dram);
-    if (w.name.rfind("conv", 0) == 0 && have_cudnn) {
-      for (int math : {3 /*FMA*/, 0 /*default: TF32 allowed*/}) {
-        auto conv = std::make_shared<CudnnConv>(dnn, 1, 64, 56, 56, 64, 3, 3, 1, math);
-        convs.push_back(conv);
+    if (w.gemm.m > 0 && have_cublas) {
+      const std::string name = blas.contender(w.precision, w.gemm.batch > 0);
+      if (name.empty())
+        std::printf("%s: this cuBLAS lacks the call, skipped\n", w.name.c_str());
+      else
         add_contender(
-            w,
-            std::string(math == 3 ? "cuDNN_fma_math" : "cuDNN_default_math") + "(" +
-                conv->algo_name + ")",
-            [conv, args] { conv->run(args[0], args[1], args[2]); }, dram);
+            w, name,
+            [&blas, p = w.precision, s = w.gemm, args] {
+              blas.gemm(p, s, args[0], args[1], args[2]);
+            },
+            dram);
+    }
+    if (w.conv.n > 0 && have_cudnn) {
+      const bool fp16 = w.precision == Precision::fp16;
+      std::vector<std::pair<std::string, int>> maths;
+      if (fp16)
+        maths = {{"CudnnFp16", CUDNN_TENSOR_OP_MATH}};
+      else
+        maths = {{"CudnnFmaMath", CUDNN_FMA_MATH}, {"CudnnDefaultMath", CUDNN_DEFAULT_MATH}};
+      const cuda::CUdeviceptr weight = fp16 ? w.krsc_weight.ptr() : args[1];
+      for (const auto& [name, math] : maths) {
+        std::shared_ptr<CudnnConv> conv;
+        try {
+          std::printf("%s/%s:\n", w.name.c_str(), name.c_str());
+          conv = std::make_shared<CudnnConv>(dnn, w.conv, fp16, math);
+        } catch (const std::exception& e) {
+          std::printf("%-52s FAILED, left out: %s\n", (w.name + "/" + name).c_str(), e.what());
+          continue;
+        }
+        add_contender(w, name, [conv, args, weight] { conv->run(args[0], weight, args[2]); }, dram);
       }
     }
   }
