@@ -118,6 +118,8 @@ constexpr const char* stmt_kind_name(StmtKind k) {
 /// How a loop runs. Serial loops run in order; Parallel loops split their iterations over threads;
 /// Vectorized loops become vector code (the vectorizer falls back to Serial where it cannot);
 /// Unrolled loops are replicated by the unroller. GPU bindings map a loop to a hardware index.
+/// A Tensorized loop and the loops inside it are one tensor-core instruction on a GPU
+/// (lower/mma.hpp); everywhere else, the interpreter included, it is a serial loop.
 enum class ForKind : uint8_t {
   Serial,
   Parallel,
@@ -129,7 +131,8 @@ enum class ForKind : uint8_t {
   VThread,
   ThreadIdxX,
   ThreadIdxY,
-  ThreadIdxZ
+  ThreadIdxZ,
+  Tensorized
 };
 
 constexpr const char* for_kind_name(ForKind k) {
@@ -145,6 +148,7 @@ constexpr const char* for_kind_name(ForKind k) {
     case ForKind::ThreadIdxX: return "threadIdx.x";
     case ForKind::ThreadIdxY: return "threadIdx.y";
     case ForKind::ThreadIdxZ: return "threadIdx.z";
+    case ForKind::Tensorized: return "tensorized";
   }
   return "?";
 }

@@ -121,7 +121,9 @@ class extractor final : public ir::StmtVisitor {
       case ir::ForKind::Vectorized: vec_loops_.push_back(depth); break;
       case ir::ForKind::Unrolled: unroll_loops_.push_back(depth); break;
       case ir::ForKind::Parallel: parallel_loops_.push_back(depth); break;
-      case ir::ForKind::Serial: break;
+      // A tensor-core tile: its loops as the serial loops they stand for.
+      case ir::ForKind::Serial:
+      case ir::ForKind::Tensorized: break;
       default:
         // A GPU binding: its extent is the thread/block count (the innermost binding of an
         // index wins); virtual threads multiply.

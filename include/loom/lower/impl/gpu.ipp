@@ -4,6 +4,7 @@
 #include "loom/ir/equal_hash.hpp"
 #include "loom/ir/printer.hpp"
 #include "loom/lower/interpret.hpp"
+#include "loom/lower/mma.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -249,6 +250,12 @@ class binder : public StmtMutator {
       if (auto c = find_combine(op)) return reduce_across(op, *c);
       return bind(op, op->body);
     }
+    if (op->for_kind == ForKind::Tensorized)
+      LOOM_USER_CHECK(divergent_ == 0, "loom.lower.E427")
+          << "GPU kernel '" << kernel_ << "': loop '" << op->variable()->name << "' is a "
+          << "tensor-core tile, run by all 32 lanes of a warp together, but it sits in code that "
+          << "only some threads run (a thread loop shorter than the block, or a thread-dependent "
+          << "condition)";
     ForKind k = op->for_kind;
     if (k == ForKind::VThread) k = ForKind::Serial;
     if (k == ForKind::Vectorized) k = ForKind::Unrolled;
@@ -517,6 +524,24 @@ class sync_planner {
   std::array<Expr, 3> tidx_;
 };
 
+// Calls f on every tensorized loop of `s`.
+template <class F>
+void for_each_tensorized(const Stmt& s, F&& f) {
+  struct finder : StmtVisitor {
+    F* f;
+    using StmtVisitor::visit;
+    void visit(const Expr&) override {}
+    void visit_For(const For* op) override {
+      if (op->for_kind == ForKind::Tensorized)
+        (*f)(*op);
+      else
+        StmtVisitor::visit_For(op);
+    }
+  } v;
+  v.f = &f;
+  v.visit(s);
+}
+
 // Every thread-bound loop's extent, as the largest per dimension.
 inline std::array<int64_t, 3> block_shape(const std::string& kernel, const Stmt& s) {
   std::array<int64_t, 3> block{1, 1, 1};
@@ -582,6 +607,8 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
   Stmt body = b.mutate(s);
   k.shared = std::move(b.shared);
   k.body = sync_planner(name, k.thread_index).run(body);
+  for_each_tensorized(k.body,
+                      [&](const For& f) { match_mma(f, k.thread_index[0], k.block[0], name); });
 
   LOOM_USER_CHECK(k.threads_per_block() <= target.max_threads_per_block && k.block[0] <= 1024 &&
                       k.block[1] <= 1024 && k.block[2] <= 64,
@@ -614,7 +641,7 @@ class emulation_builder {
   explicit emulation_builder(const GpuKernel& k) : k_(k) {}
 
   Stmt build() {
-    Stmt body = rewrite(expand_all_reduce(k_.body));
+    Stmt body = rewrite(expand_mma(expand_all_reduce(k_.body)));
     for (auto it = k_.shared.rbegin(); it != k_.shared.rend(); ++it)
       body = Allocate::make(*it, body);
     for (auto it = staging_.rbegin(); it != staging_.rend(); ++it) body = Allocate::make(*it, body);
@@ -690,6 +717,74 @@ class emulation_builder {
     } e;
     e.self = this;
     return e.mutate(s);
+  }
+
+  // The reference meaning of a tensor-core tile, the hardware's exchange of fragments in shared
+  // memory: each lane stores the A and B elements its registers hold (MmaTile's indices, which
+  // is what the CUDA code loads), and after a barrier adds to each of its accumulators the
+  // products of the elements the other lanes hold, in the order of the tile's loop. A wrong
+  // register index shows up here as a wrong result, as it would on the device.
+  Stmt expand_mma(const Stmt& s) {
+    struct expander : StmtMutator {
+      emulation_builder* self;
+      Stmt visit_For(const For* op, const Stmt& st) override {
+        if (op->for_kind != ForKind::Tensorized) return StmtMutator::visit_For(op, st);
+        return self->mma_exchange(
+            match_mma(*op, self->k_.thread_index[0], self->k_.block[0], self->k_.name));
+      }
+    } e;
+    e.self = this;
+    return e.mutate(s);
+  }
+
+  Stmt mma_exchange(const MmaTile& t) {
+    const GpuKernel& k = k_;
+    auto staging = [&](const char* what, int per_lane) {
+      Buffer b = make_buffer(t.c->name + what, DType::f32(), {k.threads_per_block() * per_lane},
+                             MemoryScope::Shared);
+      staging_.push_back(b);
+      return b;
+    };
+    Buffer sa = staging(".mma_a", 8), sb = staging(".mma_b", 4);
+    const std::array<Expr, 3>& th = k.thread_index;
+    const Expr c32(int64_t{32});
+    // The linear index of the thread at lane `lane` of this thread's warp.
+    auto thread_at = [&](const Expr& lane) {
+      Expr x = th[0] - FloorMod::make(th[0], c32) + lane;
+      return x + Expr(k.block[0]) * (th[1] + Expr(k.block[1]) * th[2]);
+    };
+    const Expr own = thread_at(FloorMod::make(th[0], c32));
+    std::vector<Stmt> seq;
+    for (int r = 0; r < 4; ++r)
+      for (int h = 0; h < 2; ++h)
+        seq.push_back(Store::make(sa, own * Expr(int64_t{8}) + Expr(int64_t{r * 2 + h}),
+                                  Cast::make(DType::f32(), Load::make(t.a, t.a_index[r][h]))));
+    for (int r = 0; r < 2; ++r)
+      for (int h = 0; h < 2; ++h)
+        seq.push_back(Store::make(sb, own * Expr(int64_t{4}) + Expr(int64_t{r * 2 + h}),
+                                  Cast::make(DType::f32(), Load::make(t.b, t.b_index[r][h]))));
+    seq.push_back(Barrier::make());
+    // Accumulator reg of lane (g, t) holds C's (g + 8 (reg / 2), 2t + reg % 2) (MmaTile::
+    // c_element). A's (row, kk) is in lane (row % 8, kk % 8 / 2), register row / 8 + 2 (kk / 8),
+    // half kk % 2; B's (kk, col) in lane (col, kk % 8 / 2), register kk / 8, half kk % 2 (the
+    // inverses of a_element and b_element).
+    const Expr lane = FloorMod::make(th[0], c32);
+    const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
+    const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
+    for (int kk = 0; kk < 16; ++kk)
+      for (int reg = 0; reg < 4; ++reg) {
+        const Expr col = t2 + Expr(int64_t{reg & 1});
+        const int a_reg = (reg >> 1) + 2 * (kk / 8), b_reg = kk / 8;
+        const Expr a_lane = g * Expr(int64_t{4}) + Expr(int64_t{kk % 8 / 2});
+        const Expr b_lane = col * Expr(int64_t{4}) + Expr(int64_t{kk % 8 / 2});
+        const Expr a = Load::make(
+            sa, thread_at(a_lane) * Expr(int64_t{8}) + Expr(int64_t{a_reg * 2 + kk % 2}));
+        const Expr b = Load::make(
+            sb, thread_at(b_lane) * Expr(int64_t{4}) + Expr(int64_t{b_reg * 2 + kk % 2}));
+        seq.push_back(Store::make(t.c, t.c_index[reg], Load::make(t.c, t.c_index[reg]) + a * b));
+      }
+    seq.push_back(Barrier::make());
+    return Block::make(std::move(seq));
   }
 
   // A thread's array that lives across a barrier: one copy per thread, side by side.

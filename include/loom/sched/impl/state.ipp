@@ -28,12 +28,13 @@ LOOM_DECL const char* annotation_name(Annotation a) {
     case Annotation::ThreadIdxX: return "threadIdx.x";
     case Annotation::ThreadIdxY: return "threadIdx.y";
     case Annotation::ThreadIdxZ: return "threadIdx.z";
+    case Annotation::Tensorized: return "tensorize";
   }
   return "?";
 }
 
 LOOM_DECL std::optional<Annotation> find_annotation(const std::string& s) {
-  for (int a = 0; a <= static_cast<int>(Annotation::ThreadIdxZ); ++a)
+  for (int a = 0; a <= static_cast<int>(Annotation::Tensorized); ++a)
     if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 #include "loom/error.hpp"
 #include "loom/ir/printer.hpp"
 #include "loom/ir/simplify.hpp"
+#include "loom/lower/mma.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -220,6 +221,10 @@ class printer {
         return;
       case StmtKind::For: {
         auto* f = s.as<For>();
+        if (f->for_kind == ForKind::Tensorized) {
+          mma(lower::match_mma(*f, k_.thread_index[0], k_.block[0], k_.name), pad);
+          return;
+        }
         const std::string v = name(f->variable(), f->variable()->name);
         const std::string mn = expr(f->min), ext = expr(f->extent);
         if (f->for_kind == ForKind::Unrolled) os_ << pad << "#pragma unroll\n";
@@ -261,6 +266,33 @@ class printer {
       case StmtKind::Barrier: os_ << pad << "__syncthreads();\n"; return;
       case StmtKind::AllReduce: all_reduce(s.as<AllReduce>(), pad); return;
     }
+  }
+
+  // One tensor-core instruction: the lane loads the A and B elements its registers hold (two
+  // 16-bit values per 32-bit register, the first in the low half) and accumulates into the four
+  // elements of its C array (lower/mma.hpp).
+  void mma(const lower::MmaTile& t, const std::string& pad) {
+    const std::string in = pad + "  ";
+    auto element = [&](const Buffer& b, const Expr& i) {
+      return "(unsigned)" + name(b.get(), b->name) + "[" + expr(i) + "]";
+    };
+    os_ << pad << "{  // " << t.instruction() << "\n";
+    for (int r = 0; r < 4; ++r)
+      os_ << in << "const unsigned loom_a" << r << " = " << element(t.a, t.a_index[r][0]) << " | ("
+          << element(t.a, t.a_index[r][1]) << " << 16);\n";
+    for (int r = 0; r < 2; ++r)
+      os_ << in << "const unsigned loom_b" << r << " = " << element(t.b, t.b_index[r][0]) << " | ("
+          << element(t.b, t.b_index[r][1]) << " << 16);\n";
+    const std::string c = name(t.c.get(), t.c->name);
+    os_ << in << "asm volatile(\"" << t.instruction()
+        << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+        << in << "    : ";
+    for (int r = 0; r < 4; ++r)
+      os_ << (r ? ", " : "") << "\"+f\"(" << c << "[" << expr(t.c_index[r]) << "])";
+    os_ << "\n"
+        << in << "    : \"r\"(loom_a0), \"r\"(loom_a1), \"r\"(loom_a2), \"r\"(loom_a3), "
+        << "\"r\"(loom_b0), \"r\"(loom_b1));\n";
+    os_ << pad << "}\n";
   }
 
   // Warp shuffles where each row of threadIdx.x is a power of two up to a warp, or whole warps

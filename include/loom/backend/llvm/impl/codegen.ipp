@@ -565,7 +565,10 @@ class codegen {
   void loop(const For* f) {
     if (f->for_kind >= ForKind::BlockIdxX)
       LOOM_USER_FAIL("loom.llvm.E510")
-          << "loop '" << f->variable()->name << "' is bound to " << for_kind_name(f->for_kind)
+          << "loop '" << f->variable()->name << "' is "
+          << (f->for_kind == ForKind::Tensorized
+                  ? "a tensor-core tile (tensorized)"
+                  : std::string("bound to ") + for_kind_name(f->for_kind))
           << ", which the CPU cannot run; build for a CUDA target";
     if (f->for_kind == ForKind::Parallel && !in_parallel_) return parallel_loop(f);
     llvm::Value* mn = expr(f->min);

@@ -1,0 +1,246 @@
+// Body of loom/lower/mma.hpp: recognising a tensor-core tile and the registers of its lanes.
+#include "loom/lower/mma.hpp"
+
+#include "loom/error.hpp"
+#include "loom/ir/equal_hash.hpp"
+#include "loom/ir/printer.hpp"
+#include "loom/ir/simplify.hpp"
+#include "loom/ir/visitor.hpp"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+LOOM_BEGIN_NAMESPACE
+namespace lower {
+
+namespace detail {
+
+using namespace ir;
+
+// `Cast(float32, Load(buf, i))` of a 16-bit float: the load; otherwise null.
+inline const Load* widened_operand(const Expr& e) {
+  auto* c = e.as<Cast>();
+  if (!c || c->dtype != DType::f32()) return nullptr;
+  auto* l = c->value.as<Load>();
+  if (!l) return nullptr;
+  return l->buffer->dtype.is_16bit_float() ? l : nullptr;
+}
+
+using Bindings = std::unordered_map<const Variable*, Expr>;
+
+class mma_matcher {
+ public:
+  mma_matcher(const For& loop, const Expr& tx, int64_t block_x, const std::string& kernel)
+      : loop_(loop), tx_(tx), block_x_(block_x), kernel_(kernel) {}
+
+  MmaTile run() {
+    check(block_x_ % 32 == 0, [&](std::ostream& os) {
+      os << "the block is " << block_x_ << " threads wide in x, not a whole number of warps";
+    });
+    check(is_const_int(loop_.min, 0) && is_const_int(loop_.extent, 16), [&](std::ostream& os) {
+      os << "the tensorized loop runs " << loop_.extent << " iterations from " << loop_.min
+         << "; an m16n8k16 tile's reduction runs 16 from 0";
+    });
+    k_ = loop_.variable();
+    // Two loops of 2 inside it, then one store.
+    const For* outer = loop_.body.as<For>();
+    const For* inner = outer ? outer->body.as<For>() : nullptr;
+    const Store* st = inner ? inner->body.as<Store>() : nullptr;
+    check(outer && inner && st && is_two(*outer) && is_two(*inner), [&](std::ostream& os) {
+      os << "its body is not two loops of 2 iterations around one store:\n" << loop_.body;
+    });
+    store_ = st;
+    c_ = st->buffer;
+    check(c_->scope == MemoryScope::Local && c_->dtype == DType::f32(), [&](std::ostream& os) {
+      os << "it accumulates into '" << c_->name << "' (" << sched_scope(c_->scope) << ' '
+         << c_->dtype << "); the accumulator is a thread's own float32 array";
+    });
+    // C = C + float(A) * float(B), in either order.
+    const Expr cur = Load::make(c_, st->index);
+    Expr product;
+    if (auto* add = st->value.as<Add>()) {
+      if (structural_equal(add->a, cur)) product = add->b;
+      if (structural_equal(add->b, cur)) product = add->a;
+    }
+    auto* mul = product.defined() ? product.as<Mul>() : nullptr;
+    const Load* x = mul ? widened_operand(mul->a) : nullptr;
+    const Load* y = mul ? widened_operand(mul->b) : nullptr;
+    check(x && y && x->buffer->dtype == y->buffer->dtype, [&](std::ostream& os) {
+      os << "its store is not C = C + float(A) * float(B) with A and B of one 16-bit float "
+         << "type: " << Stmt(st);
+    });
+    // h is the loop A's index uses, q the one B's uses.
+    const Variable* u = outer->variable();
+    const Variable* v = inner->variable();
+    if (uses_var(x->index, v) && !uses_var(x->index, u)) std::swap(x, y);
+    check(uses_var(x->index, u) != uses_var(x->index, v) &&
+              uses_var(y->index, v) != uses_var(y->index, u) && uses_var(x->index, u) &&
+              uses_var(y->index, v),
+          [&](std::ostream& os) {
+            os << "each operand must use exactly one of the loops '" << u->name << "' and '"
+               << v->name << "' (the rows of A, the columns of B): " << Stmt(st);
+          });
+    h_ = u;
+    q_ = v;
+    a_ = x;
+    b_ = y;
+    check_lanes();
+
+    MmaTile t;
+    t.operand = a_->buffer->dtype;
+    t.a = a_->buffer;
+    t.b = b_->buffer;
+    t.c = c_;
+    const Expr lane_t = FloorMod::make(tx_, Expr(int64_t{4}));
+    const Expr lane_g = FloorMod::make(FloorDiv::make(tx_, Expr(int64_t{4})), Expr(int64_t{8}));
+    for (int r = 0; r < 4; ++r)
+      for (int half = 0; half < 2; ++half)
+        t.a_index[r][half] = simplify(substitute(
+            a_->index, {{k_, lane_t * Expr(int64_t{2}) + Expr(int64_t{half + 8 * (r >> 1)})},
+                        {h_, Expr(int64_t{r & 1})}}));
+    // B's column g is the one lane (*, g / 2) reads for its q = g % 2.
+    const Expr b_lane = tx_ - lane_t + FloorDiv::make(lane_g, Expr(int64_t{2}));
+    for (int r = 0; r < 2; ++r)
+      for (int half = 0; half < 2; ++half)
+        t.b_index[r][half] = simplify(
+            substitute(b_->index, {{k_, lane_t * Expr(int64_t{2}) + Expr(int64_t{half + 8 * r})},
+                                   {q_, FloorMod::make(lane_g, Expr(int64_t{2}))},
+                                   {tx_.as<Variable>(), b_lane}}));
+    for (int r = 0; r < 4; ++r)
+      t.c_index[r] = simplify(
+          substitute(st->index, {{h_, Expr(int64_t{r >> 1})}, {q_, Expr(int64_t{r & 1})}}));
+    return t;
+  }
+
+ private:
+  static bool is_two(const For& f) { return is_const_int(f.min, 0) && is_const_int(f.extent, 2); }
+  static const char* sched_scope(MemoryScope s) {
+    switch (s) {
+      case MemoryScope::Global: return "global";
+      case MemoryScope::Shared: return "shared";
+      case MemoryScope::Local: return "local";
+    }
+    return "?";
+  }
+
+  template <class Say>
+  void check(bool ok, Say&& say) const {
+    if (ok) return;
+    std::ostringstream os;
+    say(os);
+    LOOM_USER_FAIL("loom.lower.E427")
+        << "GPU kernel '" << kernel_ << "': loop '" << loop_.variable()->name
+        << "' is tensorized but is not an m16n8k16 tensor-core tile: " << os.str();
+  }
+
+  int64_t at(const Expr& e, const Bindings& values) const {
+    const Expr v = simplify(substitute(e, values));
+    const int64_t* c = as_const_int(v);
+    LOOM_INTERNAL_CHECK(c) << "index " << e << " did not evaluate to a constant: " << v;
+    return *c;
+  }
+
+  // The lane conditions of mma.hpp, at sampled values of every variable.
+  void check_lanes() {
+    std::vector<const Variable*> others;
+    auto collect = [&](const Expr& e) {
+      for (const Variable* x : free_vars(e))
+        if (x != k_ && x != h_ && x != q_ && x != tx_.as<Variable>() &&
+            std::find(others.begin(), others.end(), x) == others.end())
+          others.push_back(x);
+    };
+    const Expr& c_index = store_->index;
+    collect(a_->index);
+    collect(b_->index);
+    collect(c_index);
+    std::mt19937 rng(20261128);
+    auto pick = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
+    const Variable* tx = tx_.as<Variable>();
+    for (int sample = 0; sample < 24; ++sample) {
+      Bindings base;
+      for (const Variable* x : others) base[x] = Expr(pick(4));
+      const int64_t thread = pick(block_x_), k = pick(16), h = pick(2), q = pick(2);
+      auto with = [&](int64_t th, int64_t kk, int64_t hh, int64_t qq) {
+        Bindings b = base;
+        b[tx] = Expr(th);
+        b[k_] = Expr(kk);
+        b[h_] = Expr(hh);
+        b[q_] = Expr(qq);
+        return b;
+      };
+      const Bindings here = with(thread, k, h, q);
+      const int64_t a0 = at(a_->index, here), b0 = at(b_->index, here), c0 = at(c_index, here);
+      for (int64_t bit : {1, 2}) {
+        check(at(a_->index, with(thread ^ bit, k, h, q)) == a0, [&](std::ostream& os) {
+          os << "A's index " << a_->index << " changes with bits 0-1 of the lane (thread " << thread
+             << " and " << (thread ^ bit) << "), which select B's columns";
+        });
+      }
+      check(at(a_->index, with(thread, k, h, q ^ 1)) == a0, [&](std::ostream& os) {
+        os << "A's index " << a_->index << " changes with loop '" << q_->name << "'";
+      });
+      for (int64_t bit : {4, 8, 16}) {
+        check(at(b_->index, with(thread ^ bit, k, h, q)) == b0, [&](std::ostream& os) {
+          os << "B's index " << b_->index << " changes with bits 2-4 of the lane (thread " << thread
+             << " and " << (thread ^ bit) << "), which select A's rows";
+        });
+      }
+      check(at(b_->index, with(thread, k, h ^ 1, q)) == b0, [&](std::ostream& os) {
+        os << "B's index " << b_->index << " changes with loop '" << h_->name << "'";
+      });
+      const int64_t other_lane = thread ^ (1 + pick(31));
+      check(at(c_index, with(thread, (k + 1 + pick(15)) % 16, h, q)) == c0 &&
+                at(c_index, with(other_lane, k, h, q)) == c0,
+            [&](std::ostream& os) {
+              os << "the accumulator's index " << c_index << " changes with the reduction loop "
+                 << "or the thread";
+            });
+      std::vector<int64_t> cells;
+      for (int r = 0; r < 4; ++r) cells.push_back(at(c_index, with(thread, k, r >> 1, r & 1)));
+      std::sort(cells.begin(), cells.end());
+      check(std::adjacent_find(cells.begin(), cells.end()) == cells.end(), [&](std::ostream& os) {
+        os << "the accumulator's index " << c_index << " is the same for two (h, q) pairs";
+      });
+    }
+  }
+
+  const For& loop_;
+  Expr tx_;
+  int64_t block_x_;
+  const std::string& kernel_;
+  const Variable* k_ = nullptr;
+  const Variable* h_ = nullptr;
+  const Variable* q_ = nullptr;
+  const Load* a_ = nullptr;
+  const Load* b_ = nullptr;
+  const Store* store_ = nullptr;
+  Buffer c_;
+};
+
+}  // namespace detail
+
+LOOM_DECL std::string MmaTile::instruction() const {
+  const char* t = operand.is_bfloat() ? "bf16" : "f16";
+  return std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + t + '.' + t + ".f32";
+}
+
+LOOM_DECL std::array<int, 2> MmaTile::a_element(int lane, int reg, int half) {
+  return {lane / 4 + 8 * (reg & 1), 2 * (lane % 4) + half + 8 * (reg >> 1)};
+}
+LOOM_DECL std::array<int, 2> MmaTile::b_element(int lane, int reg, int half) {
+  return {2 * (lane % 4) + half + 8 * reg, lane / 4};
+}
+LOOM_DECL std::array<int, 2> MmaTile::c_element(int lane, int reg) {
+  return {lane / 4 + 8 * (reg >> 1), 2 * (lane % 4) + (reg & 1)};
+}
+
+LOOM_DECL MmaTile match_mma(const ir::For& loop, const ir::Expr& thread_x, int64_t block_x,
+                            const std::string& kernel) {
+  return detail::mma_matcher(loop, thread_x, block_x, kernel).run();
+}
+
+}  // namespace lower
+LOOM_END_NAMESPACE

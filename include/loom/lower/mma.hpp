@@ -1,0 +1,74 @@
+/// \file
+/// Tensor-core tiles (layer lower/): a loop of a GPU kernel marked `ForKind::Tensorized`, with the
+/// loops inside it, is one warp-wide `mma.sync` matrix multiply-accumulate (PTX m16n8k16, fp16
+/// or bf16 operands, fp32 accumulation).
+///
+/// loom keeps its per-thread meaning of a schedule: the tile is the loop nest each thread runs,
+///
+///     for k in 0..16 (tensorized):  for h in 0..2:  for q in 0..2:
+///       C[c(h, q)] = C[c(h, q)] + float(A[a(h, k)]) * float(B[b(q, k)])
+///
+/// (the h and q loops in either order), where C is the thread's own fp32 array (C's index uses
+/// neither k nor the thread index) and, within each warp of 32 consecutive threadIdx.x, A's index
+/// depends on the lane only through its bits 2-4 (g, 8 values) and not on q, B's only through
+/// bits 0-1 (t, 4 values) and not on h. These are exactly the conditions under which the 32
+/// lanes' loop nests are one m16n8k16 product: logical row g + 8h is the row of A lane (g, *)
+/// reads for its h, logical column 2t + q the column of B lane (*, t) reads for its q, and the
+/// product element (g + 8h, 2t + q) is where the hardware leaves it: in lane (g, t), register
+/// 2h + q. Which physical rows and columns these are is the schedule's choice; a thread's rows
+/// and columns are usually contiguous (its register tile), so its accumulators stay a compact
+/// array. The conditions are checked on the index expressions at sampled values of every variable,
+/// so any schedule that meets them is accepted, however it got there.
+///
+/// The warp's 32 lanes must all run the tile: the block's x extent is a multiple of 32 and no
+/// condition or loop bound around it depends on the thread index.
+///
+/// Errors: `[loom.lower.E427]` a tensorized loop that is not such a tile (the message names the
+/// condition that fails).
+#ifndef LOOM_LOWER_MMA_HPP
+#define LOOM_LOWER_MMA_HPP
+
+#include "loom/ir/stmt.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+LOOM_BEGIN_NAMESPACE
+namespace lower {
+
+/// One tensorized loop, as the registers of the lane that runs it: every index below is an
+/// expression in the kernel's thread index (and the loops around the tile).
+struct MmaTile {
+  /// The element type of A and B (float16 or bfloat16).
+  ir::DType operand;
+  ir::Buffer a, b, c;
+  /// The A elements lane holds: register r (0..3) packs two, index 0 in the low half.
+  std::array<std::array<ir::Expr, 2>, 4> a_index;
+  /// The B elements: register r (0..1), two each.
+  std::array<std::array<ir::Expr, 2>, 2> b_index;
+  /// The C elements of accumulator registers 0..3.
+  std::array<ir::Expr, 4> c_index;
+
+  /// The PTX instruction, e.g. "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32".
+  std::string instruction() const;
+  /// The element (row, column) of A (16 x 16), of B (16 x 8) or of C (16 x 8) that register
+  /// `reg`, half `half` of lane `lane` holds (PTX ISA, "Matrix Fragments for mma.m16n8k16").
+  static std::array<int, 2> a_element(int lane, int reg, int half);
+  static std::array<int, 2> b_element(int lane, int reg, int half);
+  static std::array<int, 2> c_element(int lane, int reg);
+};
+
+/// The tile of `loop` (a Tensorized loop of a kernel body whose threadIdx.x is `thread_x`,
+/// `block_x` threads wide). Throws loom::user_error `[loom.lower.E427]` when it is not one.
+MmaTile match_mma(const ir::For& loop, const ir::Expr& thread_x, int64_t block_x,
+                  const std::string& kernel);
+
+}  // namespace lower
+LOOM_END_NAMESPACE
+
+#ifndef LOOM_SEPARATE_COMPILATION
+#include "loom/lower/impl/mma.ipp"
+#endif
+
+#endif  // LOOM_LOWER_MMA_HPP

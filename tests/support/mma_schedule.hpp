@@ -1,0 +1,103 @@
+// A hand-written tensor-core schedule of a matmul C[M, N] = sum_k float(A[M, K]) float(B[K, N])
+// (A, B float16 or bfloat16), the form lower/mma.hpp recognises: per warp, lane (g, t) owns a
+// register tile of 2*mt rows (from row g of the warp's rows) and 2*nt columns, accumulated in a
+// local array, one m16n8k16 instruction per (mt, nt, 16-step of k).
+#pragma once
+
+#include <loom/loom.hpp>
+
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace loom_test {
+
+/// C = sum_k float(A) float(B) in float32, A and B of a 16-bit float type T.
+template <class T>
+std::shared_ptr<const loom::ComputeDAG> half_matmul(int64_t m, int64_t n, int64_t k) {
+  using namespace loom;
+  auto a = placeholder<T>("A", {m, k});
+  auto b = placeholder<T>("B", {k, n});
+  auto r = reduce_axis(k, "k");
+  auto c = compute("C", {m, n}, [&](Var i, Var j) {
+    return sum(cast<float>(a(i, r)) * cast<float>(b(r, j)), r);
+  });
+  return std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                            std::vector<ir::Tensor>{c});
+}
+
+struct mma_tiling {
+  int64_t warps_m = 1, warps_n = 2;  ///< warps of a block along M and N
+  int64_t mt = 2, nt = 2;            ///< m16n8k16 tiles per warp along M and N
+  bool shared = true;                ///< A and B through shared memory, one k-step of 16
+  bool unroll = true;                ///< the mt / nt loops unrolled (accumulators in registers)
+};
+
+/// The schedule of the matmul computed by `dag`'s only output. M must be a multiple of warps_m * 16
+/// * mt, N of warps_n * 8 * nt, K of 16.
+inline loom::sched::State tensor_core_matmul(std::shared_ptr<const loom::ComputeDAG> dag,
+                                             const mma_tiling& t = {}) {
+  using loom::sched::Annotation;
+  const std::string c = dag->outputs()[0].name();
+  loom::sched::State s(std::move(dag));
+  const std::string local = s.cache_write(c, loom::ir::MemoryScope::Local);
+  // C's rows: block, warp, g (8 lanes), the lane's 2*mt rows; columns: block, warp, t (4 lanes),
+  // the lane's 2*nt columns.
+  s.split(c, 0, {t.warps_m, 8, 2 * t.mt});  // i0 i1 i2 i3 j
+  s.split(c, 4, {t.warps_n, 4, 2 * t.nt});  // i0 i1 i2 i3 j0 j1 j2 j3
+  s.reorder(c, {0, 4, 1, 5, 2, 6, 3, 7});   // i0 j0 i1 j1 i2 j2 i3 j3
+  s.fuse(c, {0, 1});                        // b i1 j1 i2 j2 i3 j3
+  s.fuse(c, {1, 2, 3, 4});                  // b tx i3 j3: lane = i2 * 4 + j2
+  s.annotate(c, 0, Annotation::BlockIdxX);
+  s.annotate(c, 1, Annotation::ThreadIdxX);
+  s.compute_at(local, c, 1);
+  // The lane's tile: i = mt * 2 + h, j = nt * 2 + q, k = ko * 16 + kk.
+  s.split(local, 0, {2});                // mt h j k
+  s.split(local, 2, {2});                // mt h nt q k
+  s.split(local, 4, {16});               // mt h nt q ko kk
+  s.reorder(local, {4, 0, 2, 5, 1, 3});  // ko mt nt kk h q
+  s.annotate(local, 3, Annotation::Tensorized);
+  if (t.unroll) {
+    s.annotate(local, 1, Annotation::Unrolled);
+    s.annotate(local, 2, Annotation::Unrolled);
+  }
+  if (t.shared) {
+    const int64_t threads = t.warps_m * t.warps_n * 32;
+    for (const char* operand : {"A", "B"}) {
+      const std::string sh = s.cache_read(operand, loom::ir::MemoryScope::Shared, {local});
+      s.compute_at(sh, local, 0);  // the block's rows (columns) for one 16-step of k
+      s.fuse(sh, {0, 1});
+      s.split(sh, 0, {threads});
+      s.annotate(sh, 1, Annotation::ThreadIdxX);
+    }
+  }
+  return s;
+}
+
+/// Runs `program` (of a half_matmul<T>(m, n, k) DAG) with `run(args)` on random operands and
+/// compares with the DAG interpreter; returns the first mismatch, empty when all agree.
+/// Products of 16-bit values are exact in float32, so only the order of the sums may differ.
+template <class T, class Run>
+std::string check_half_matmul(const loom::ComputeDAG& dag, int64_t m, int64_t n, int64_t k,
+                              Run&& run, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<T> a, b;
+  for (int64_t i = 0; i < m * k; ++i) a.push_back(T(dist(rng)));
+  for (int64_t i = 0; i < k * n; ++i) b.push_back(T(dist(rng)));
+  std::vector<float> want(m * n, NAN), got(m * n, NAN);
+  loom::evaluate(dag, {a.data(), b.data(), want.data()});
+  run(std::vector<void*>{a.data(), b.data(), got.data()});
+  for (int64_t i = 0; i < m * n; ++i)
+    if (!(std::abs(got[i] - want[i]) <= 1e-5f * k * (1 + std::abs(want[i])))) {
+      std::ostringstream os;
+      os << "element " << i << " (row " << i / n << ", column " << i % n << "): got " << got[i]
+         << ", expected " << want[i];
+      return os.str();
+    }
+  return "";
+}
+
+}  // namespace loom_test

@@ -1,0 +1,243 @@
+// Tensor-core tiles (loom/lower/mma.hpp): hand-written m16n8k16 schedules of fp16 and bf16
+// matmuls, emulated with the hardware's exchange of fragments between the lanes of a warp and
+// compared with the DAG interpreter, and the tiles the GPU lowering refuses.
+#include <doctest/doctest.h>
+#include <loom/loom.hpp>
+#include <loom/lower/gpu.hpp>
+#include <loom/lower/interpret.hpp>
+#include <loom/lower/mma.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "support/mma_schedule.hpp"
+
+using namespace loom;
+using loom::sched::Annotation;
+using loom::sched::State;
+
+namespace {
+
+template <class T>
+std::vector<T> random_halves(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<T> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(T(dist(rng)));
+  return v;
+}
+
+/// Emulates the GPU program of `s` (M x N x K matmul of T) and compares with the interpreter.
+template <class T>
+std::string emulate_matmul(const State& s, int64_t M, int64_t N, int64_t K) {
+  const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+  return loom_test::check_half_matmul<T>(s.dag(), M, N, K,
+                                         [&](std::vector<void*> args) { lower::emulate(p, args); });
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+std::string lowering_error(const State& s) {
+  try {
+    lower::lower_gpu(s, Target::cuda());
+  } catch (const user_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("lower.mma") {
+  TEST_CASE("the fragment layouts are those of PTX's m16n8k16: every element held once") {
+    std::vector<int> a(16 * 16), b(16 * 8), c(16 * 8);
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int r = 0; r < 4; ++r) {
+        for (int h = 0; h < 2; ++h) {
+          const auto ea = lower::MmaTile::a_element(lane, r, h);
+          ++a[ea[0] * 16 + ea[1]];
+          if (r < 2) {
+            const auto eb = lower::MmaTile::b_element(lane, r, h);
+            ++b[eb[0] * 8 + eb[1]];
+          }
+        }
+        const auto ec = lower::MmaTile::c_element(lane, r);
+        ++c[ec[0] * 8 + ec[1]];
+      }
+    }
+    for (int x : a) CHECK(x == 1);
+    for (int x : b) CHECK(x == 1);
+    for (int x : c) CHECK(x == 1);
+    // The PTX ISA's examples: lane 5 (group 1, thread 1) holds a0 = A[1][2], c3 = C[9][3].
+    CHECK(lower::MmaTile::a_element(5, 0, 0) == std::array<int, 2>{1, 2});
+    CHECK(lower::MmaTile::c_element(5, 3) == std::array<int, 2>{9, 3});
+    CHECK(lower::MmaTile::b_element(5, 1, 1) == std::array<int, 2>{11, 1});
+  }
+
+  TEST_CASE(
+      "bf16 and fp16 matmuls as tensor-core tiles: the lanes' fragments agree with the "
+      "interpreter") {
+    struct config {
+      loom_test::mma_tiling t;
+      int64_t M, N, K;
+    };
+    const std::vector<config> configs = {
+        {{1, 2, 2, 2, true, true}, 64, 64, 32},   // 2 warps side by side, shared A and B
+        {{2, 1, 1, 2, true, false}, 64, 32, 48},  // warps stacked, loops left rolled
+        {{1, 1, 1, 1, false, true}, 32, 16, 32},  // one warp, operands straight from global
+        {{2, 2, 2, 1, true, true}, 128, 64, 16},  // four warps, one k-step
+    };
+    for (const config& c : configs) {
+      CAPTURE(c.M);
+      CAPTURE(c.N);
+      CAPTURE(c.K);
+      CAPTURE(c.t.warps_m);
+      CAPTURE(c.t.shared);
+      const State bf =
+          loom_test::tensor_core_matmul(loom_test::half_matmul<bfloat16>(c.M, c.N, c.K), c.t);
+      const lower::GpuProgram p = lower::lower_gpu(bf, Target::cuda());
+      REQUIRE(p.kernels.size() == 1);
+      CHECK(p.kernels[0].block[0] == c.t.warps_m * c.t.warps_n * 32);
+      CHECK(emulate_matmul<bfloat16>(bf, c.M, c.N, c.K) == "");
+      const State h =
+          loom_test::tensor_core_matmul(loom_test::half_matmul<float16>(c.M, c.N, c.K), c.t);
+      CHECK(emulate_matmul<float16>(h, c.M, c.N, c.K) == "");
+    }
+  }
+
+  TEST_CASE("a tile's registers: A's rows are the lane's own, B's columns another lane's") {
+    const State s = loom_test::tensor_core_matmul(loom_test::half_matmul<bfloat16>(32, 16, 16),
+                                                  {1, 1, 1, 1, false, true});
+    const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+    const lower::GpuKernel& k = p.kernels[0];
+    int tiles = 0;
+    std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& st) {
+      if (auto* f = st.as<ir::For>(); f && f->for_kind == ir::ForKind::Tensorized) {
+        const lower::MmaTile t = lower::match_mma(*f, k.thread_index[0], k.block[0], k.name);
+        CHECK(t.instruction() == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+        CHECK(t.a->name == "A");
+        CHECK(t.b->name == "B");
+        // Lane 9 (g = 2, t = 1): A register 3 holds rows 2 + 8 of the warp's logical tile; its
+        // physical row is the lane's second row, 2 * g + 1 = 5 (a thread owns rows 2g, 2g + 1),
+        // at column 2t + 8 = 10 (half 0).
+        // (Block 0, every other variable 0.)
+        const ir::Variable* tx = k.thread_index[0].as<ir::Variable>();
+        auto at = [&](const ir::Expr& e, int64_t thread) {
+          std::unordered_map<const ir::Variable*, ir::Expr> values;
+          for (const ir::Variable* v : ir::free_vars(e)) values[v] = ir::Expr(int64_t{0});
+          values[tx] = ir::Expr(thread);
+          const ir::Expr v = ir::simplify(ir::substitute(e, values));
+          const int64_t* c = ir::as_const_int(v);
+          REQUIRE(c != nullptr);
+          return *c;
+        };
+        CHECK(at(t.a_index[3][0], 9) == 5 * 16 + 10);
+        // B register 0 half 1 of lane 9: B[2t + 1][g] -> column g = 2 is lane (*, 1)'s q = 0,
+        // physical column 2 * 1 + 0 = 2, row 3.
+        CHECK(at(t.b_index[0][1], 9) == 3 * 16 + 2);
+        ++tiles;
+        return;
+      }
+      if (auto* b = st.as<ir::Block>())
+        for (const ir::Stmt& x : b->stmts) walk(x);
+      else if (auto* f = st.as<ir::For>())
+        walk(f->body);
+      else if (auto* a = st.as<ir::Allocate>())
+        walk(a->body);
+      else if (auto* i = st.as<ir::IfThenElse>())
+        walk(i->then_case);
+    };
+    walk(k.body);
+    CHECK(tiles == 1);
+  }
+
+  TEST_CASE("tiles that are not m16n8k16 tiles are refused with what is wrong") {
+    const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 32);
+    const std::string c = dag->outputs()[0].name();
+    // B's columns spread over lane bits 0-2: B would change with the rows' lane bits.
+    {
+      State s(dag);
+      const std::string local = s.cache_write(c, ir::MemoryScope::Local);
+      s.split(c, 0, {4, 2});             // i0 i1 i2 j
+      s.split(c, 3, {8, 2});             // i0 i1 i2 j0 j1 j2
+      s.reorder(c, {0, 3, 1, 4, 2, 5});  // i0 j0 i1 j1 i2 j2
+      s.fuse(c, {0, 1});
+      s.fuse(c, {1, 2});  // b tx i2 j2
+      s.annotate(c, 0, Annotation::BlockIdxX);
+      s.annotate(c, 1, Annotation::ThreadIdxX);
+      s.compute_at(local, c, 1);
+      s.split(local, 2, {16});         // h q ko kk
+      s.reorder(local, {2, 3, 0, 1});  // ko kk h q
+      s.annotate(local, 1, Annotation::Tensorized);
+      const std::string e = lowering_error(s);
+      CHECK(e.find("[loom.lower.E427]") != std::string::npos);
+      CHECK(e.find("B's index") != std::string::npos);
+    }
+    // A reduction step of 8: not m16n8k16.
+    {
+      State t(dag);
+      const std::string local = t.cache_write(c, ir::MemoryScope::Local);
+      t.split(c, 0, {1, 8, 2});
+      t.split(c, 4, {2, 4, 2});
+      t.reorder(c, {0, 4, 1, 5, 2, 6, 3, 7});
+      t.fuse(c, {0, 1});
+      t.fuse(c, {1, 2, 3, 4});
+      t.annotate(c, 0, Annotation::BlockIdxX);
+      t.annotate(c, 1, Annotation::ThreadIdxX);
+      t.compute_at(local, c, 1);
+      t.split(local, 2, {8});  // h q ko kk(8)
+      t.reorder(local, {2, 3, 0, 1});
+      t.annotate(local, 1, Annotation::Tensorized);
+      const std::string e = lowering_error(t);
+      CHECK(e.find("[loom.lower.E427]") != std::string::npos);
+      CHECK(e.find("runs 16 from 0") != std::string::npos);
+    }
+    // Half a warp: 16 threads.
+    {
+      State s(dag);
+      const std::string local = s.cache_write(c, ir::MemoryScope::Local);
+      s.split(c, 0, {4, 2});  // i0 i1(4) i2(2) j
+      s.split(c, 3, {4, 2});  // i0 i1 i2 j0 j1(4) j2(2)
+      s.reorder(c, {0, 3, 1, 4, 2, 5});
+      s.fuse(c, {0, 1});
+      s.fuse(c, {1, 2});
+      s.annotate(c, 0, Annotation::BlockIdxX);
+      s.annotate(c, 1, Annotation::ThreadIdxX);
+      s.compute_at(local, c, 1);
+      s.split(local, 2, {16});
+      s.reorder(local, {2, 3, 0, 1});
+      s.annotate(local, 1, Annotation::Tensorized);
+      const std::string e = lowering_error(s);
+      CHECK(e.find("[loom.lower.E427]") != std::string::npos);
+      CHECK(e.find("not a whole number of warps") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("on the CPU a tensorized loop is the serial loop it stands for") {
+    const State s = loom_test::tensor_core_matmul(loom_test::half_matmul<bfloat16>(32, 16, 32),
+                                                  {1, 1, 1, 1, true, true});
+    std::vector<bfloat16> a = random_halves<bfloat16>(32 * 32, 3),
+                          b = random_halves<bfloat16>(32 * 16, 4);
+    std::vector<float> want(32 * 16), got(32 * 16, NAN);
+    evaluate(s.dag(), {a.data(), b.data(), want.data()});
+    lower::interpret(lower::lower(s, "mm", lower::gpu_lower_options()),
+                     {a.data(), b.data(), got.data()});
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+    const std::string text = [&] {
+      std::ostringstream os;
+      os << lower::lower_gpu(s, Target::cuda());
+      return os.str();
+    }();
+    CHECK(count(text, "tensorized") == 1);
+  }
+}
