@@ -30,6 +30,9 @@ struct SearchOptions {
   /// the first three spatial levels become blockIdx.x, vthread and threadIdx.x, so it must start
   /// with "SSS"; the spatial and reduction level counts must differ.
   std::string gpu_tiling_structure = "SSSRRSRS";
+  /// GPU: also tile sums of products of fp16 / bf16 tensors for tensor cores (sketch rule
+  /// TensorCoreTilingGpu, search/sketch.hpp), on sm_80 and later.
+  bool gpu_tensor_cores = true;
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
   bool enable_cache_write = true;

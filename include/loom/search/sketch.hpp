@@ -69,6 +69,8 @@
 /// | UntiledRowConsumerGpu       | element-wise, needs multi-level tiling,    | Apply (stage      |
 /// |                             | walks the rows of such a reduction         | stays untiled)    |
 /// | AddCacheWriteGpu            | as AddCacheWrite                           | ApplyAndSkipRest  |
+/// | TensorCoreTilingGpu         | sum of float(P) float(Q), P and Q 16-bit   | Apply             |
+/// |                             | floats, sm_80+, tile-divisible (see below) |                   |
 /// | MultiLevelTilingWithFusionGpu| as the CPU rule, consumer follows level 3 | ApplyAndSkipRest  |
 /// |                             | (the thread level)                         |                   |
 /// | MultiLevelTilingGpu         | needs multi-level tiling                   | ApplyAndSkipRest  |
@@ -91,6 +93,18 @@
 /// consumer untiled in one more sketch when multi-level tiling would take it (a layer norm's
 /// result, which reuses gamma and beta). ThreadBind draws the thread count
 /// (gpu_thread_candidates up to the row's length) and binds the rows to blockIdx.x.
+///
+/// TensorCoreTilingGpu (SearchOptions::gpu_tensor_cores; Apply, so the SIMT sketches stay) tiles
+/// a float32 sum of products of two fp16 or bf16 tensors for m16n8k16 tensor-core instructions
+/// (lower/mma.hpp) with `tensor_core_tiling_structure`: block, vthread, warp, lane, register and
+/// fragment levels for the spatial loops, three for the reduction. Of the spatial axes, the last
+/// one read by one operand only (M, extent a multiple of 16) takes lanes 8 and a fragment level
+/// 2, the last one after it read by the other operand only (N, a multiple of 8) lanes 4 and 2,
+/// every other axis 1 and 1; the innermost reduction axis read by both (K, a multiple of 16) has
+/// an innermost level of 16 (tensorized), the others 1; the vthread level is 1. These lengths are
+/// set in the sketch and stay. The consumer (the cache_write copy) follows the block, vthread,
+/// warp and lane levels; its warp and lane levels fuse into threadIdx.x, lane fastest, so lane
+/// bits 2-4 select M and bits 0-1 select N as the instruction wants.
 ///
 /// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops).
 ///
@@ -261,6 +275,13 @@ bool has_reduce(const sched::Stage& stage);
 /// for a malformed structure.
 std::vector<int> multi_level_tile(sched::State& state, int stage, const std::string& structure,
                                   int innermost_axis = -1);
+/// TensorCoreTilingGpu's tiling structure: spatial levels block, vthread, warp, lane, register,
+/// fragment; reduction levels outer, middle, 16.
+inline constexpr const char* tensor_core_tiling_structure = "SSSSRRSRS";
+/// The positions, in the lengths of a tensor-core tiling's spatial split (the block level has
+/// none), of its warp and lane levels: cooperative fetches take threads from both.
+inline constexpr int tensor_core_warp_length = 1, tensor_core_lane_length = 2;
+
 /// The spatial root loop of stage `stage` to put last in its innermost tile level, or -1: an
 /// axis other than the last spatial one, at least one vector of the stage's type long, that
 /// some constant input is read with (and not with the last spatial axis) and that no other

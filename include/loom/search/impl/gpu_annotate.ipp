@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -155,16 +156,29 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
     } else if (s.location == sched::ComputeLocation::At && s.scope == ir::MemoryScope::Shared) {
       // Cooperative fetching: the copy's elements spread over the threads of the block.
-      const std::vector<int> steps =
+      std::vector<int> steps =
           detail::gpu_spatial_split_steps(state, s.attach_stage, spatial_levels);
+      // A tensor-core tiling (sketch.hpp): the threads are its warp and lane levels together.
+      const int tensor_core_levels =
+          static_cast<int>(std::count(std::string_view(tensor_core_tiling_structure).begin(),
+                                      std::string_view(tensor_core_tiling_structure).end(), 'S'));
+      const bool tensor_core = steps.empty();
+      if (tensor_core)
+        steps = detail::gpu_spatial_split_steps(state, s.attach_stage, tensor_core_levels);
       if (steps.empty()) continue;
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
         std::iota(all.begin(), all.end(), 0);
         state.fuse(name, all);
       }
-      // Level 1 of the lengths (the outermost part has none) is the thread level.
-      state.follow_fused_split(name, 0, steps, 1, true);
+      if (tensor_core) {
+        state.follow_fused_split(name, 0, steps, tensor_core_lane_length, true);
+        state.follow_fused_split(name, 0, steps, tensor_core_warp_length, true);
+        state.fuse(name, {1, 2});
+      } else {
+        // Level 1 of the lengths (the outermost part has none) is the thread level.
+        state.follow_fused_split(name, 0, steps, 1, true);
+      }
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
     }
   }

@@ -2,6 +2,9 @@
 #include "loom/search/sketch.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <optional>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -183,6 +186,130 @@ inline SketchRule rule_add_cache_write_gpu() {
   return r;
 }
 
+// The compute capability of a CUDA target's architecture ("sm_90a" -> 90), 0 when unknown.
+inline int sm_version(const Target& t) {
+  if (t.arch.rfind("sm_", 0) != 0) return 0;
+  int v = 0;
+  for (size_t c = 3; c < t.arch.size() && std::isdigit(static_cast<unsigned char>(t.arch[c])); ++c)
+    v = v * 10 + (t.arch[c] - '0');
+  return v;
+}
+
+// The axes TensorCoreTilingGpu gives an m16n8k16 tile (sketch.hpp): spatial axes m and n, the
+// innermost reduction axis k read by both operands.
+struct tensor_core_axes {
+  int m = -1, n = -1, k = -1;
+};
+
+inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext& ctx,
+                                                             const sched::State& st, int i) {
+  const Target& target = ctx.task().target;
+  if (!target.is_cuda() || !ctx.options().gpu_tensor_cores || sm_version(target) < 80)
+    return std::nullopt;
+  const sched::Stage& s = st.stages()[i];
+  if (s.is_placeholder || !is_untouched(s) || s.op.dtype() != ir::DType::f32()) return std::nullopt;
+  auto* red = s.op->body.as<ir::Reduce>();
+  if (!red || red->op != ir::ReduceOp::Sum || red->condition.defined()) return std::nullopt;
+  auto operand = [](const ir::Expr& e) -> const ir::TensorRead* {
+    auto* c = e.as<ir::Cast>();
+    auto* r = c && c->dtype == ir::DType::f32() ? c->value.as<ir::TensorRead>() : nullptr;
+    return r && r->dtype.is_16bit_float() ? r : nullptr;
+  };
+  auto* mul = red->source.as<ir::Mul>();
+  const ir::TensorRead* p = mul ? operand(mul->a) : nullptr;
+  const ir::TensorRead* q = mul ? operand(mul->b) : nullptr;
+  if (!p || !q || p->dtype != q->dtype) return std::nullopt;
+  auto reads = [](const ir::TensorRead* r, const ir::IterVar& axis) {
+    for (const ir::Expr& e : r->indices)
+      if (ir::uses_var(e, axis.variable())) return true;
+    return false;
+  };
+  const auto& axes = s.op->axes;
+  tensor_core_axes a;
+  // n: the last axis only one operand reads; m: the last before it only the other reads.
+  for (int d = static_cast<int>(axes.size()) - 1; d >= 0 && a.m < 0; --d) {
+    const bool by_p = reads(p, axes[d]), by_q = reads(q, axes[d]);
+    if (by_p == by_q) continue;
+    if (a.n < 0)
+      a.n = d;
+    else if (by_p != reads(p, axes[a.n]))
+      a.m = d;
+  }
+  for (int d = static_cast<int>(red->axes.size()) - 1; d >= 0 && a.k < 0; --d)
+    if (reads(p, red->axes[d]) && reads(q, red->axes[d])) a.k = d;
+  if (a.m < 0 || a.n < 0 || a.k < 0 || axes[a.m].extent % 16 != 0 || axes[a.n].extent % 8 != 0 ||
+      red->axes[a.k].extent % 16 != 0)
+    return std::nullopt;
+  return a;
+}
+
+inline SketchRule rule_tensor_core_tiling_gpu() {
+  return {
+      "TensorCoreTilingGpu",
+      [](const SketchContext& ctx, const sched::State& st, int i) {
+        return needs_multi_level_tiling(ctx, st, i) &&
+                       single_elementwise_matched_consumer(ctx, st, i) >= 0 &&
+                       tensor_core_tile_axes(ctx, st, i)
+                   ? RuleCondition::Apply
+                   : RuleCondition::Skip;
+      },
+      [](const SketchContext& ctx, const sched::State& st, int i) {
+        const tensor_core_axes axes = *tensor_core_tile_axes(ctx, st, i);
+        const sched::Stage& stage = st.stages()[i];
+        const std::string producer = stage.name;
+        const int n_spatial = stage.num_spatial_axes;
+        const int n_reduce = static_cast<int>(stage.leaves.size()) - n_spatial;
+        sched::State s = st;
+        const size_t first = s.steps().size();
+        multi_level_tile(s, i, tensor_core_tiling_structure);
+        // The lengths the tile fixes; the split of root loop r is the r-th step made above.
+        std::vector<sched::Step> steps = s.steps();
+        for (size_t k = first, r = 0; k < steps.size(); ++k) {
+          auto* sp = std::get_if<sched::SplitStep>(&steps[k]);
+          if (!sp || sp->stage != producer) continue;
+          const int axis = static_cast<int>(r++);
+          if (axis < n_spatial) {  // vthread, warp, lane, register, fragment
+            const int64_t lanes = axis == axes.m ? 8 : axis == axes.n ? 4 : 1;
+            const int64_t fragment = axis == axes.m || axis == axes.n ? 2 : 1;
+            sp->lengths[0] = 1;
+            sp->lengths[tensor_core_lane_length] = lanes;
+            sp->lengths[4] = fragment;
+          } else {  // middle, innermost
+            sp->lengths[1] = axis - n_spatial == axes.k ? 16 : 1;
+          }
+        }
+        s = sched::replay(s.dag_ptr(), steps);
+        std::vector<int> spatial_steps;
+        for (size_t k = first; k < s.steps().size() && spatial_steps.size() < size_t(n_spatial);
+             ++k)
+          if (auto* sp = std::get_if<sched::SplitStep>(&s.steps()[k]); sp && sp->stage == producer)
+            spatial_steps.push_back(static_cast<int>(k));
+        const int c = single_elementwise_matched_consumer(ctx, s, i);
+        if (c < 0) return Successors{};
+        const std::string consumer = s.stages()[c].name;
+        const int at = follow_tiling(s, consumer, spatial_steps, 4);
+        s.compute_at(producer, consumer, at);
+        // Block, vthread, then warp and lane levels together as the threads.
+        if (n_spatial > 1) {
+          std::vector<int> group(static_cast<size_t>(n_spatial));
+          for (int level = 0; level < 2; ++level) {
+            std::iota(group.begin(), group.end(), level);
+            s.fuse(consumer, group);
+          }
+        }
+        std::vector<int> threads(static_cast<size_t>(2 * n_spatial));
+        std::iota(threads.begin(), threads.end(), 2);
+        s.fuse(consumer, threads);
+        s.annotate(consumer, 0, sched::Annotation::BlockIdxX);
+        s.annotate(consumer, 1, sched::Annotation::VThread);
+        s.annotate(consumer, 2, sched::Annotation::ThreadIdxX);
+        // The innermost reduction level of K: its loop sits after the spatial levels before it
+        // and the reduction's outer two levels (structure "SSSSRRSRS").
+        s.annotate(producer, 5 * n_spatial + 2 * n_reduce + axes.k, sched::Annotation::Tensorized);
+        return Successors{{std::move(s), i - 1}};
+      }};
+}
+
 inline SketchRule rule_multi_level_tiling_with_fusion_gpu() {
   return {"MultiLevelTilingWithFusionGpu",
           [](const SketchContext& ctx, const sched::State& st, int i) {
@@ -222,11 +349,15 @@ inline SketchRule rule_multi_level_tiling_gpu() {
 }  // namespace detail
 
 LOOM_DECL const std::vector<SketchRule>& gpu_sketch_rules() {
-  static const std::vector<SketchRule> rules = {
-      rule_add_cache_read_shared(),          rule_always_inline_gpu(),
-      detail::rule_cross_thread_reduction(), detail::rule_untiled_row_consumer_gpu(),
-      detail::rule_add_cache_write_gpu(),    detail::rule_multi_level_tiling_with_fusion_gpu(),
-      detail::rule_multi_level_tiling_gpu(), rule_skip_stage()};
+  static const std::vector<SketchRule> rules = {rule_add_cache_read_shared(),
+                                                rule_always_inline_gpu(),
+                                                detail::rule_cross_thread_reduction(),
+                                                detail::rule_untiled_row_consumer_gpu(),
+                                                detail::rule_add_cache_write_gpu(),
+                                                detail::rule_tensor_core_tiling_gpu(),
+                                                detail::rule_multi_level_tiling_with_fusion_gpu(),
+                                                detail::rule_multi_level_tiling_gpu(),
+                                                rule_skip_stage()};
   return rules;
 }
 

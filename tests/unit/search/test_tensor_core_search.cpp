@@ -1,0 +1,132 @@
+// Tensor cores in the GPU search space (sketch rule TensorCoreTilingGpu, search/sketch.hpp, and
+// ThreadBind's cooperative fetch for its tiles): which workloads get a tensor-core sketch, and
+// every program sampled from one computes the DAG's result in the CPU emulation of the GPU,
+// where each m16n8k16 instruction exchanges its fragments between the lanes as the hardware
+// does (lower/mma.hpp).
+#include <doctest/doctest.h>
+
+#include <loom/lower/gpu.hpp>
+#include <loom/ops.hpp>
+#include <loom/search/annotate.hpp>
+#include <loom/search/sketch.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/mma_schedule.hpp"
+
+using namespace loom;
+
+namespace {
+
+bool has_tensorized_loop(const sched::State& s) {
+  for (const sched::Stage& st : s.stages())
+    for (int leaf : st.leaves)
+      if (st.iters[leaf].annotation == sched::Annotation::Tensorized) return true;
+  return false;
+}
+
+std::vector<sched::State> tensor_core_sketches(const std::vector<sched::State>& sketches) {
+  std::vector<sched::State> out;
+  for (const sched::State& s : sketches)
+    if (has_tensorized_loop(s)) out.push_back(s);
+  return out;
+}
+
+std::shared_ptr<const ComputeDAG> batch_matmul_bf16(int64_t b, int64_t m, int64_t n, int64_t k) {
+  auto x = placeholder<bfloat16>("A", {b, m, k});
+  auto y = placeholder<bfloat16>("B", {b, k, n});
+  auto r = reduce_axis(k, "k");
+  auto c = compute("C", {b, m, n}, [&](Var p, Var i, Var j) {
+    return sum(cast<float>(x(p, i, r)) * cast<float>(y(p, r, j)), r);
+  });
+  return std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{x, y},
+                                            std::vector<ir::Tensor>{c});
+}
+
+}  // namespace
+
+TEST_SUITE("search.tensor_cores") {
+  TEST_CASE("a bf16 or fp16 matmul on sm_80+ gets one tensor-core sketch beside its SIMT ones") {
+    const auto bf16 = loom_test::half_matmul<bfloat16>(64, 64, 64);
+    const auto sketches = search::generate_sketches(Task(bf16, Target::cuda("sm_90")));
+    CHECK(tensor_core_sketches(sketches).size() == 1);
+    search::SearchOptions off;
+    off.gpu_tensor_cores = false;
+    const auto simt = search::generate_sketches(Task(bf16, Target::cuda("sm_90")), off);
+    CHECK(tensor_core_sketches(simt).empty());
+    CHECK(simt.size() + 1 == sketches.size());
+    CHECK(tensor_core_sketches(
+              search::generate_sketches(
+                  Task(loom_test::half_matmul<float16>(32, 16, 16), Target::cuda("sm_80"))))
+              .size() == 1);
+    // Not before Ampere, not for float32 operands, not when M is no multiple of 16.
+    CHECK(
+        tensor_core_sketches(search::generate_sketches(Task(bf16, Target::cuda("sm_75")))).empty());
+    auto a = placeholder<float>("A", {64, 64});
+    auto b = placeholder<float>("B", {64, 64});
+    const auto f32 = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                        std::vector<ir::Tensor>{ops::matmul(a, b)});
+    CHECK(tensor_core_sketches(search::generate_sketches(Task(f32, Target::cuda()))).empty());
+    CHECK(tensor_core_sketches(search::generate_sketches(Task(
+                                   loom_test::half_matmul<bfloat16>(40, 64, 64), Target::cuda())))
+              .empty());
+  }
+
+  TEST_CASE("every program sampled from a tensor-core sketch computes the matmul's result") {
+    struct shape {
+      int64_t m, n, k;
+    };
+    for (const shape sh : {shape{64, 64, 64}, shape{128, 32, 48}, shape{32, 96, 32}}) {
+      CAPTURE(sh.m);
+      CAPTURE(sh.n);
+      CAPTURE(sh.k);
+      for (const bool bf : {true, false}) {
+        const auto dag = bf ? loom_test::half_matmul<bfloat16>(sh.m, sh.n, sh.k)
+                            : loom_test::half_matmul<float16>(sh.m, sh.n, sh.k);
+        const Task task(dag, Target::cuda("sm_90"));
+        const auto tc = tensor_core_sketches(search::generate_sketches(task));
+        REQUIRE(tc.size() == 1);
+        std::mt19937_64 rng(29);
+        const auto programs = search::sample_programs(tc, task, {}, rng, 12);
+        CHECK(programs.size() >= 4);
+        for (const sched::State& p : programs) {
+          const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+          const std::string r = bf ? loom_test::check_half_matmul<bfloat16>(
+                                         *dag, sh.m, sh.n, sh.k,
+                                         [&](std::vector<void*> args) { lower::emulate(g, args); })
+                                   : loom_test::check_half_matmul<float16>(
+                                         *dag, sh.m, sh.n, sh.k,
+                                         [&](std::vector<void*> args) { lower::emulate(g, args); });
+          CHECK_MESSAGE(r == "", p.to_string());
+        }
+      }
+    }
+  }
+
+  TEST_CASE("a bf16 batch matmul: the batch axis takes no lanes, every sample is right") {
+    const auto dag = batch_matmul_bf16(3, 32, 16, 32);
+    const Task task(dag, Target::cuda());
+    const auto tc = tensor_core_sketches(search::generate_sketches(task));
+    REQUIRE(tc.size() == 1);
+    std::mt19937_64 rng(5);
+    const auto programs = search::sample_programs(tc, task, {}, rng, 8);
+    CHECK(programs.size() >= 4);
+    std::mt19937 data(3);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<bfloat16> a, b;
+    for (int i = 0; i < 3 * 32 * 32; ++i) a.push_back(bfloat16(dist(data)));
+    for (int i = 0; i < 3 * 32 * 16; ++i) b.push_back(bfloat16(dist(data)));
+    std::vector<float> want(3 * 32 * 16);
+    evaluate(*dag, {a.data(), b.data(), want.data()});
+    for (const sched::State& p : programs) {
+      std::vector<float> got(want.size(), NAN);
+      lower::emulate(lower::lower_gpu(p, task.target), {a.data(), b.data(), got.data()});
+      int wrong = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        wrong += !(std::abs(got[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])));
+      CHECK_MESSAGE(wrong == 0, p.to_string());
+    }
+  }
+}
