@@ -282,6 +282,11 @@ inline constexpr const char* tensor_core_tiling_structure = "SSSSRRSRS";
 /// none), of its warp and lane levels: cooperative fetches take threads from both.
 inline constexpr int tensor_core_warp_length = 1, tensor_core_lane_length = 2;
 
+/// Which lengths of split step `split` of `state` a sketch rule fixed, by position: a
+/// tensor-core tiling's vthread, lane and fragment levels and its 16-step of k. Mutations leave
+/// them as they are (the tile would no longer be one).
+std::vector<bool> fixed_split_lengths(const sched::State& state, const sched::SplitStep& split);
+
 /// The spatial root loop of stage `stage` to put last in its innermost tile level, or -1: an
 /// axis other than the last spatial one, at least one vector of the stage's type long, that
 /// some constant input is read with (and not with the last spatial axis) and that no other

@@ -8,6 +8,7 @@
 #include <loom/lower/gpu.hpp>
 #include <loom/ops.hpp>
 #include <loom/search/annotate.hpp>
+#include <loom/search/mutate.hpp>
 #include <loom/search/sketch.hpp>
 
 #include <random>
@@ -128,5 +129,36 @@ TEST_SUITE("search.tensor_cores") {
         wrong += !(std::abs(got[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])));
       CHECK_MESSAGE(wrong == 0, p.to_string());
     }
+  }
+
+  TEST_CASE("tile-size mutations keep a tensor-core tile's fixed levels: every child lowers") {
+    const auto dag = loom_test::half_matmul<bfloat16>(128, 128, 64);
+    const Task task(dag, Target::cuda());
+    const search::SearchOptions options;
+    const search::SketchContext ctx(task, options);
+    const auto tc = tensor_core_sketches(search::generate_sketches(task));
+    REQUIRE(tc.size() == 1);
+    std::mt19937_64 rng(11);
+    int children = 0;
+    for (const sched::State& p : search::sample_programs(tc, task, options, rng, 6)) {
+      for (int m = 0; m < 40; ++m) {
+        const auto child = (m % 4 == 3) ? search::mutate_register_tile(ctx, p, rng)
+                                        : search::mutate_tile_size(ctx, p, rng);
+        if (!child) continue;
+        ++children;
+        // Step for step, the fixed lengths are the parent's.
+        REQUIRE(child->steps().size() == p.steps().size());
+        for (size_t k = 0; k < p.steps().size(); ++k) {
+          auto* before = std::get_if<sched::SplitStep>(&p.steps()[k]);
+          auto* after = std::get_if<sched::SplitStep>(&child->steps()[k]);
+          if (!before || !after) continue;
+          const std::vector<bool> fixed = search::fixed_split_lengths(p, *before);
+          for (size_t j = 0; j < fixed.size(); ++j)
+            if (fixed[j]) CHECK(after->lengths[j] == before->lengths[j]);
+        }
+        CHECK_NOTHROW(lower::lower_gpu(*child, task.target));
+      }
+    }
+    CHECK(children > 50);
   }
 }

@@ -348,6 +348,25 @@ inline SketchRule rule_multi_level_tiling_gpu() {
 
 }  // namespace detail
 
+LOOM_DECL std::vector<bool> fixed_split_lengths(const sched::State& state,
+                                                const sched::SplitStep& split) {
+  std::vector<bool> fixed(split.lengths.size(), false);
+  const sched::Stage* s = nullptr;
+  for (const sched::Stage& st : state.stages())
+    if (st.name == split.stage) s = &st;
+  if (!s) return fixed;
+  const bool tensor_core = std::any_of(s->leaves.begin(), s->leaves.end(), [&](int id) {
+    return s->iters[id].annotation == sched::Annotation::Tensorized;
+  });
+  if (!tensor_core) return fixed;
+  if (split.lengths.size() == 5) {  // vthread, warp, lane, register, fragment
+    fixed[0] = fixed[tensor_core_lane_length] = fixed[4] = true;
+  } else if (split.lengths.size() == 2) {  // middle, innermost
+    fixed[1] = true;
+  }
+  return fixed;
+}
+
 LOOM_DECL const std::vector<SketchRule>& gpu_sketch_rules() {
   static const std::vector<SketchRule> rules = {rule_add_cache_read_shared(),
                                                 rule_always_inline_gpu(),

@@ -394,16 +394,18 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
       return false;
     };
     std::vector<int64_t> level = detail::split_levels(sp);  // 0: the outermost loop
+    const std::vector<bool> fixed = fixed_split_lengths(state, sp);
+    auto is_fixed = [&](int lvl) { return lvl > 0 && fixed[static_cast<size_t>(lvl - 1)]; };
     const std::vector<int> perm = detail::permutation(rng, n + 1);
     bool moved = false;
     for (int i = 0; i <= n && !moved; ++i) {
       const int src = perm[i];
-      if (level[src] <= 1) continue;
+      if (level[src] <= 1 || is_fixed(src)) continue;
       const std::vector<int64_t> factors = detail::divisors(level[src]);
       // TVM tries only the next level in the order; the ones after it are tried too.
       for (int d = 1; d <= n && !moved; ++d) {
         const int dst = perm[(i + d) % (n + 1)];
-        if (fused_together(src, dst)) continue;
+        if (fused_together(src, dst) || is_fixed(dst)) continue;
         size_t max_index = factors.size() - 1;  // factors[1 .. max_index] may move
         if (dst == n) {
           while (max_index >= 1 && factors[max_index] * level[dst] > max_innermost) --max_index;
@@ -424,7 +426,9 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
     bool redrawn = false;
     std::vector<int64_t> drawn(n);
     for (int k = 0; k < n; ++k) drawn[k] = *sp.lengths[k];
+    const std::vector<bool> fixed = fixed_split_lengths(state, sp);
     for (int j : detail::permutation(rng, n)) {
+      if (fixed[static_cast<size_t>(j)]) continue;
       const int64_t cap = free_length_cap(sp.extent, drawn, j, max_innermost);
       const int64_t current = drawn[j];
       const bool inside = current >= 1 && current <= cap;
@@ -457,6 +461,9 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
   for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
     const sched::SplitStep* sp = detail::mutable_split(steps[i], max_innermost);
     if (!sp || sp->extent % detail::split_product(*sp) != 0) continue;
+    // A tensor-core tile's innermost (fragment) level is fixed.
+    const std::vector<bool> fixed = fixed_split_lengths(state, *sp);
+    if (std::find(fixed.begin(), fixed.end(), true) != fixed.end()) continue;
     const std::vector<int> loops = detail::split_loops(state, i);
     if (loops.empty() ||
         state.stage(sp->stage).iters[loops.back()].kind != sched::IterKind::Spatial)
