@@ -47,7 +47,12 @@ inline benchmark::internal::Benchmark* register_benchmark(const std::string& nam
     bytes += static_cast<double>(n * a.dtype.bytes());
     void* p = storage->back().data();
     for (int64_t i = 0; i < n; ++i) {
-      if (a.dtype.is_float() && a.dtype.bits == 32)
+      if (a.dtype.is_16bit_float()) {
+        const float f = std::uniform_real_distribution<float>(-1, 1)(gen);
+        static_cast<uint16_t*>(p)[i] = a.dtype.is_bfloat()
+                                           ? ::loom::detail::float_to_bfloat16_bits(f)
+                                           : ::loom::detail::float_to_float16_bits(f);
+      } else if (a.dtype.is_float() && a.dtype.bits == 32)
         static_cast<float*>(p)[i] = std::uniform_real_distribution<float>(-1, 1)(gen);
       else if (a.dtype.is_float())
         static_cast<double*>(p)[i] = std::uniform_real_distribution<double>(-1, 1)(gen);

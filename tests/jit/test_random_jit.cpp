@@ -50,4 +50,12 @@ TEST_SUITE("jit") {
     check_jit(row_sum(4, 33), 107, 20);
     check_jit(elementwise_chain(6, 10), 108, 20);
   }
+
+  TEST_CASE("random schedules of 16-bit matmuls (float32 sums) agree with the interpreter") {
+    // Tolerance as random_schedule.hpp states, one more ulp for 16-bit outputs.
+    check_jit(matmul_half<loom::bfloat16>(13, 17, 19), 109, 30);
+    check_jit(matmul_half<loom::float16>(11, 16, 9), 110, 30);
+    check_jit(matmul_half<loom::bfloat16>(9, 12, 7, true), 111, 20);
+    check_jit(matmul_half<loom::float16>(8, 13, 7, true), 112, 20);
+  }
 }

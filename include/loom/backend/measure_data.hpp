@@ -31,7 +31,8 @@ struct OutputSpec {
 };
 
 /// Fills `n` elements of type `t` at `p`: floats uniform in [0.5, 1.5), integers in [1, 8],
-/// bools 0 or 1.
+/// bools 0 or 1. float16 and bfloat16 get the same draws rounded to nearest even: random values
+/// the type represents.
 inline void fill_random(void* p, ir::DType t, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   auto unit = [&] { return ::loom::detail::unit_draw(rng); };
@@ -42,6 +43,13 @@ inline void fill_random(void* p, ir::DType t, int64_t n, uint64_t seed) {
   } else if (t.is_float() && t.bits == 64) {
     auto* x = static_cast<double*>(p);
     for (int64_t i = 0; i < n; ++i) x[i] = 0.5 + unit();
+  } else if (t.is_16bit_float()) {
+    auto* x = static_cast<uint16_t*>(p);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto f = static_cast<float>(0.5 + unit());
+      x[i] = t.is_bfloat() ? ::loom::detail::float_to_bfloat16_bits(f)
+                           : ::loom::detail::float_to_float16_bits(f);
+    }
   } else if (t.is_bool()) {
     auto* x = static_cast<unsigned char*>(p);
     for (int64_t i = 0; i < n; ++i) x[i] = static_cast<unsigned char>(rng() >> 63);
@@ -53,8 +61,7 @@ inline void fill_random(void* p, ir::DType t, int64_t n, uint64_t seed) {
       std::memcpy(x + i * bytes, &v, static_cast<size_t>(bytes));  // little-endian low bytes
     }
   } else {
-    // Other float widths (loom has none yet): zeros rather than random bits, which would
-    // make NaNs.
+    // Nothing else is a tensor type: zeros rather than random bits, which could make NaNs.
     std::memset(p, 0, static_cast<size_t>(n * t.bytes()));
   }
 }
@@ -65,6 +72,9 @@ inline void poison(void* p, ir::DType t, int64_t n) {
     std::fill_n(static_cast<float*>(p), n, std::numeric_limits<float>::quiet_NaN());
   } else if (t.is_float() && t.bits == 64) {
     std::fill_n(static_cast<double*>(p), n, std::numeric_limits<double>::quiet_NaN());
+  } else if (t.is_16bit_float()) {
+    const uint16_t nan = t.is_bfloat() ? 0x7fc0 : 0x7e00;
+    std::fill_n(static_cast<uint16_t*>(p), n, nan);
   } else {
     std::memset(p, 0x5A, static_cast<size_t>(n * t.bytes()));
   }
@@ -96,14 +106,32 @@ inline int64_t integer_at(const unsigned char* p, ir::DType t, int64_t i) {
 inline double value_at(const void* p, ir::DType t, int64_t i) {
   if (t.is_float() && t.bits == 32) return static_cast<const float*>(p)[i];
   if (t.is_float() && t.bits == 64) return static_cast<const double*>(p)[i];
+  if (t.is_16bit_float()) {
+    const uint16_t h = static_cast<const uint16_t*>(p)[i];
+    return t.is_bfloat() ? ::loom::detail::bfloat16_bits_to_float(h)
+                         : ::loom::detail::float16_bits_to_float(h);
+  }
   return static_cast<double>(integer_at(static_cast<const unsigned char*>(p), t, i));
 }
 
+/// The relative tolerance for outputs of type `t`, given the one for float32/float64 outputs.
+/// A 16-bit output is a float32 result rounded once: when the kernel and the reference sum in
+/// different orders, their float32 values differ by about `rtol` and may round to neighbouring
+/// 16-bit values, one unit in the last place apart. An ulp is at most 2^-7 of the value for
+/// bfloat16 (8 significant bits) and 2^-10 for float16 (11 significant bits), so those are
+/// added. float32 outputs (of 16-bit inputs too) keep `rtol`.
+inline double rtol_for(ir::DType t, double rtol) {
+  if (t.is_bfloat()) return rtol + 0x1p-7;
+  if (t.is_16bit_float()) return rtol + 0x1p-10;
+  return rtol;
+}
+
 /// Whether `got` is `want` as the comparison of outputs judges an element of type `t`: integers
-/// exactly, floats within atol + rtol × |want| (equal infinities agree, a NaN never does).
+/// exactly, floats within atol + rtol_for(t, rtol) × |want| (equal infinities agree, a NaN
+/// never does).
 inline bool agrees(double got, double want, ir::DType t, double rtol, double atol) {
   if (got == want) return true;
-  return t.is_float() && std::abs(got - want) <= atol + rtol * std::abs(want);
+  return t.is_float() && std::abs(got - want) <= atol + rtol_for(t, rtol) * std::abs(want);
 }
 
 /// Compares one output with its reference; empty when they agree, else what differs (how many
@@ -121,14 +149,14 @@ inline std::string compare_output(const OutputSpec& a, const void* got_p, const 
     }
   };
   const ir::DType t = a.dtype;
-  if (t.is_float() && (t.bits == 32 || t.bits == 64)) {
+  if (t.is_float()) {
     auto at = [&](const void* p, int64_t i) { return value_at(p, t, i); };
     for (int64_t i = 0; i < a.elements; ++i) {
       const double g = at(got_p, i), w = at(want_p, i);
       if (agrees(g, w, t, rtol, atol)) continue;
       const double d = std::abs(g - w);
       note(i, std::isnan(d) ? std::numeric_limits<double>::infinity()
-                            : d / (atol + rtol * std::abs(w)));
+                            : d / (atol + rtol_for(t, rtol) * std::abs(w)));
     }
     if (worst >= 0) {
       std::ostringstream g, w;
@@ -162,8 +190,8 @@ inline std::string compare_output(const OutputSpec& a, const void* got_p, const 
   if (bad == 0) return {};
   std::ostringstream os;
   os << "output '" << a.name << "' differs from the reference in " << bad << " of " << a.elements
-     << " elements (rtol " << rtol << ", atol " << atol << "); worst: element " << worst << " "
-     << coordinates(worst, a.shape) << ": got " << got_s << ", expected " << want_s;
+     << " elements (rtol " << rtol_for(t, rtol) << ", atol " << atol << "); worst: element "
+     << worst << " " << coordinates(worst, a.shape) << ": got " << got_s << ", expected " << want_s;
   return os.str();
 }
 

@@ -2,9 +2,10 @@
 /// Matrix products of the operator library (layer ops/): `matmul`, `batch_matmul` and `dense`.
 ///
 /// All three are one reduction over k, `C[..., i, j] = sum_k A[..., i, k] * B[..., k, j]`, and
-/// differ only in operand layout and tag. Each operand misses one output axis (A does not depend
-/// on j, B not on i), which is the data reuse that makes the DAG analysis ask for multi-level
-/// tiling; the FLOP count is 2 M N K per batch.
+/// differ only in operand layout and tag. float16/bfloat16 operands give a float32 product
+/// summed in float32: `sum(cast<float>(A) * cast<float>(B))` (mixed precision). Each operand misses
+/// one output axis (A does not depend on j, B not on i), which is the data reuse that makes the DAG
+/// analysis ask for multi-level tiling; the FLOP count is 2 M N K per batch.
 #ifndef LOOM_OPS_MATMUL_HPP
 #define LOOM_OPS_MATMUL_HPP
 
@@ -18,13 +19,18 @@ namespace ops {
 
 namespace detail {
 
+/// The element type of a product of T operands: float16 and bfloat16 operands (storage-only)
+/// are converted and summed in float32, so their products are float32; other types keep theirs.
+template <class T>
+using product_t = std::conditional_t<is_half_v<T>, float, T>;
+
 /// The product compute for rank-R operands whose leading R-2 dimensions are batch dimensions.
 /// The transposes are template parameters because they change the order of the index
 /// expressions in the reads, which the DSL records in the expression's type.
 template <bool TransA, bool TransB, class T, std::size_t R>
-Tensor<T, R> matmul_compute(const Tensor<T, R>& a, const Tensor<T, R>& b,
-                            const std::array<int64_t, R>& shape, int64_t k_extent, std::string name,
-                            std::string tag) {
+Tensor<product_t<T>, R> matmul_compute(const Tensor<T, R>& a, const Tensor<T, R>& b,
+                                       const std::array<int64_t, R>& shape, int64_t k_extent,
+                                       std::string name, std::string tag) {
   const RVar k = reduce_axis(k_extent, "k");
   return compute(
       std::move(name), shape,
@@ -45,7 +51,10 @@ Tensor<T, R> matmul_compute(const Tensor<T, R>& a, const Tensor<T, R>& b,
             else
               return b(ax[B]..., k, j);
           }();
-          return sum(lhs * rhs, k);
+          if constexpr (is_half_v<T>)
+            return sum(cast<float>(lhs) * cast<float>(rhs), k);
+          else
+            return sum(lhs * rhs, k);
         }(std::make_index_sequence<R - 2>{});
       },
       std::move(tag));
@@ -62,8 +71,8 @@ inline std::string matmul_layout(bool batched, bool trans, const char* rows, con
 
 /// Validates the operands and builds the product (shared by matmul and batch_matmul).
 template <class T, std::size_t R>
-Tensor<T, R> matmul_nd(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_a, bool trans_b,
-                       const char* op, std::string name) {
+Tensor<product_t<T>, R> matmul_nd(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_a,
+                                  bool trans_b, const char* op, std::string name) {
   static_assert(R >= 2);
   const auto as = a.shape();
   const auto bs = b.shape();
@@ -106,8 +115,9 @@ Tensor<T, R> matmul_nd(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_
 /// The transposes are folded into the reads (no transpose stage), so a transposed operand
 /// costs nothing until a schedule decides how to lay it out.
 template <class T>
-Tensor<T, 2> matmul(const Tensor<T, 2>& a, const Tensor<T, 2>& b, bool trans_a = false,
-                    bool trans_b = false, std::string name = "matmul") {
+Tensor<detail::product_t<T>, 2> matmul(const Tensor<T, 2>& a, const Tensor<T, 2>& b,
+                                       bool trans_a = false, bool trans_b = false,
+                                       std::string name = "matmul") {
   return detail::matmul_nd(a, b, trans_a, trans_b, "matmul", std::move(name));
 }
 
@@ -118,8 +128,9 @@ Tensor<T, 2> matmul(const Tensor<T, 2>& a, const Tensor<T, 2>& b, bool trans_a =
 /// broadcasting). Tagged "batch_matmul". Throws loom::user_error for different batch dimensions
 /// (E302) or reduction lengths (E301).
 template <class T, std::size_t R>
-Tensor<T, R> batch_matmul(const Tensor<T, R>& a, const Tensor<T, R>& b, bool trans_a = false,
-                          bool trans_b = false, std::string name = "batch_matmul") {
+Tensor<detail::product_t<T>, R> batch_matmul(const Tensor<T, R>& a, const Tensor<T, R>& b,
+                                             bool trans_a = false, bool trans_b = false,
+                                             std::string name = "batch_matmul") {
   static_assert(R >= 3, "batch_matmul needs operands of rank 3 or more; use matmul for rank 2");
   return detail::matmul_nd(a, b, trans_a, trans_b, "batch_matmul", std::move(name));
 }
@@ -129,7 +140,8 @@ Tensor<T, R> batch_matmul(const Tensor<T, R>& a, const Tensor<T, R>& b, bool tra
 /// `matmul(x, w, false, true)`, kept apart so that tuning records and printed DAGs say which
 /// layer they belong to. Throws loom::user_error (E301) when X and W disagree on K.
 template <class T>
-Tensor<T, 2> dense(const Tensor<T, 2>& x, const Tensor<T, 2>& w, std::string name = "dense") {
+Tensor<detail::product_t<T>, 2> dense(const Tensor<T, 2>& x, const Tensor<T, 2>& w,
+                                      std::string name = "dense") {
   LOOM_USER_CHECK(x.shape(1) == w.shape(1), "loom.ops.E301")
       << "dense: " << detail::describe(x) << " and weight " << detail::describe(w)
       << " disagree on the reduction length K (" << x.shape(1) << " vs " << w.shape(1)
@@ -144,8 +156,9 @@ Tensor<T, 2> dense(const Tensor<T, 2>& x, const Tensor<T, 2>& w, std::string nam
 /// Throws loom::user_error when X and W disagree on K (E301) or bias does not have N elements
 /// (E303).
 template <class T>
-Tensor<T, 2> dense(const Tensor<T, 2>& x, const Tensor<T, 2>& w, const Tensor<T, 1>& bias,
-                   std::string name = "dense") {
+Tensor<detail::product_t<T>, 2> dense(const Tensor<T, 2>& x, const Tensor<T, 2>& w,
+                                      const Tensor<detail::product_t<T>, 1>& bias,
+                                      std::string name = "dense") {
   LOOM_USER_CHECK(bias.shape(0) == w.shape(0), "loom.ops.E303")
       << "dense: bias " << detail::describe(bias) << " needs N = " << w.shape(0)
       << " elements, one per row of the weight " << detail::describe(w);

@@ -79,9 +79,10 @@ struct BufferView {
 template <class T, class Enable = void>
 struct buffer_view_traits;
 
-/// Raw typed pointers: type-checked, shape unknown.
+/// Raw typed pointers (numbers, float16, bfloat16): type-checked, shape unknown.
 template <class T>
-struct buffer_view_traits<T*, std::enable_if_t<std::is_arithmetic_v<std::remove_const_t<T>>>> {
+struct buffer_view_traits<T*, std::enable_if_t<std::is_arithmetic_v<std::remove_const_t<T>> ||
+                                               is_half_v<std::remove_const_t<T>>>> {
   static BufferView view(T* p) {
     BufferView v;
     v.data = const_cast<std::remove_const_t<T>*>(p);

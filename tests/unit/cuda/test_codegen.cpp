@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "support/random_schedule.hpp"
+
 using namespace loom;
 
 namespace {
@@ -230,6 +232,38 @@ TEST_SUITE("cuda") {
       }
     CHECK(shuffles == 5);
     CHECK(cuda::compile_to_ptx(src).find(".entry row_max_kernel0(") != std::string::npos);
+  }
+
+  TEST_CASE("16-bit matmuls print as unsigned short with conversion helpers and compile to PTX") {
+    // bfloat16 and float16 operands, float32 sums, and a bfloat16 output stored through the
+    // integer round-to-nearest-even helper; programs sampled from the GPU space (shared-memory
+    // caches of A and B included) compile for sm_90, some with the full optimizer.
+    for (bool bf : {true, false}) {
+      const loom_test::workload w = bf ? loom_test::matmul_half<bfloat16>(64, 64, 64, true)
+                                       : loom_test::matmul_half<float16>(64, 64, 64, true);
+      INFO(w.name);
+      const Task task(w.dag, Target::cuda("sm_90"));
+      std::mt19937_64 rng(bf ? 36 : 37);
+      const auto programs =
+          search::sample_programs(search::generate_sketches(task), task, {}, rng, 12);
+      REQUIRE(programs.size() >= 4);
+      int shared = 0;
+      for (size_t i = 0; i < programs.size(); ++i) {
+        const std::string src = cuda::to_cuda_source(
+            lower::lower_gpu(programs[i], task.target, "h" + std::to_string(i)));
+        INFO(src);
+        CHECK(src.find("const unsigned short* __restrict__ A") != std::string::npos);
+        CHECK(src.find("unsigned short* __restrict__ D") != std::string::npos);
+        CHECK(src.find(bf ? "loom_bf16_to_f32(" : "loom_f16_to_f32(") != std::string::npos);
+        CHECK(src.find("loom_f32_to_bf16(") != std::string::npos);
+        shared += src.find("__shared__ __align__(16) unsigned short") != std::string::npos;
+        const std::string ptx = cuda::compile_to_ptx(
+            src, "sm_90", i < 2 ? std::vector<std::string>{} : std::vector<std::string>{"-G"});
+        CHECK(ptx.find(".target sm_90") != std::string::npos);
+        if (!bf) CHECK(ptx.find("cvt.f32.f16") != std::string::npos);
+      }
+      CHECK(shared > 0);
+    }
   }
 
   TEST_CASE("a generated kernel names its buffers, launch bounds, shared memory and barriers") {

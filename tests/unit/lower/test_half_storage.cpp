@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <loom/loom.hpp>
 #include <loom/lower/c_source.hpp>
+#include <loom/ops.hpp>
 #include <loom/lower/interpret.hpp>
 #include <loom/sched/record.hpp>
 
@@ -155,6 +156,50 @@ TEST_SUITE("lower") {
     check_random_schedules(loom_test::matmul_half<float16>(9, 16, 12), 362, 30);
     check_random_schedules(loom_test::matmul_half<bfloat16>(8, 12, 10, true), 363, 30);
     check_random_schedules(loom_test::matmul_half<float16>(7, 9, 11, true), 364, 30);
+  }
+
+  TEST_CASE("ops::matmul, batch_matmul and dense of 16-bit operands sum in float32") {
+    const int64_t M = 3, N = 5, K = 7;
+    auto a = placeholder<bfloat16>("A", {2, M, K});
+    auto b = placeholder<bfloat16>("B", {2, K, N});
+    auto w = placeholder<float16>("W", {N, K});
+    auto x = placeholder<float16>("X", {M, K});
+    Tensor<float, 3> c = ops::batch_matmul(a, b);
+    Tensor<float, 2> d = ops::dense(x, w);
+    auto a2 = placeholder<bfloat16>("A2", {M, K});
+    auto b2 = placeholder<bfloat16>("B2", {K, N});
+    Tensor<float, 2> e = ops::matmul(a2, b2, false, false);
+    ComputeDAG dag({a, b, w, x, a2, b2}, {c, d, e});
+    auto fill = [](auto& v, size_t n, uint32_t seed) {
+      using T = typename std::remove_reference_t<decltype(v)>::value_type;
+      for (float f : loom_test::random_vector<float>(n, seed)) v.push_back(T(f));
+    };
+    std::vector<bfloat16> av, bv, a2v, b2v;
+    std::vector<float16> wv, xv;
+    fill(av, 2 * M * K, 1);
+    fill(bv, 2 * K * N, 2);
+    fill(wv, N * K, 3);
+    fill(xv, M * K, 4);
+    fill(a2v, M * K, 5);
+    fill(b2v, K * N, 6);
+    std::vector<float> cv(2 * M * N), dv(M * N), ev(M * N);
+    evaluate(dag, {av.data(), bv.data(), wv.data(), xv.data(), a2v.data(), b2v.data(), cv.data(),
+                   dv.data(), ev.data()});
+    auto f = [](auto h) { return static_cast<float>(h); };
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float sc[2] = {0, 0}, sd = 0, se = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          for (int64_t n = 0; n < 2; ++n)
+            sc[n] += f(av[(n * M + i) * K + k]) * f(bv[(n * K + k) * N + j]);
+          sd += f(xv[i * K + k]) * f(wv[j * K + k]);
+          se += f(a2v[i * K + k]) * f(b2v[k * N + j]);
+        }
+        CHECK(cv[i * N + j] == sc[0]);
+        CHECK(cv[(M + i) * N + j] == sc[1]);
+        CHECK(dv[i * N + j] == sd);
+        CHECK(ev[i * N + j] == se);
+      }
   }
 
   TEST_CASE("the C printer holds 16-bit floats as uint16_t and converts them with helpers") {

@@ -98,6 +98,16 @@ gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, 
 }  // namespace
 
 TEST_SUITE("search") {
+  TEST_CASE("sampled GPU programs of 16-bit matmuls emulate to the interpreter's result") {
+    // bfloat16 and float16 operands summed in float32, with a bfloat16/float16 output too
+    // (random_schedule.hpp's tolerance: one ulp more for 16-bit outputs). Zero wrong.
+    int wrong = 0;
+    wrong += check_gpu_samples(loom_test::matmul_half<bfloat16>(32, 48, 40), 3601, 40).wrong;
+    wrong += check_gpu_samples(loom_test::matmul_half<bfloat16>(24, 32, 20, true), 3602, 30).wrong;
+    wrong += check_gpu_samples(loom_test::matmul_half<float16>(16, 40, 24, true), 3603, 30).wrong;
+    CHECK(wrong == 0);
+  }
+
   TEST_CASE("a GPU matmul sketch: shared copies of A and B, a local accumulator, SSSRRSRS") {
     const loom_test::workload w = gpu_matmul();
     const auto sketches = search::generate_sketches(Task(w.dag, Target::cuda()));

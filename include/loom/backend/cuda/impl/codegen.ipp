@@ -75,6 +75,8 @@ class printer {
     if (t.lanes != 1)
       LOOM_BACKEND_FAIL("loom.cuda.E950") << "vector type " << to_string(t) << " in a GPU kernel";
     if (t.is_bool()) return "bool";
+    // 16-bit floats are storage only: their bits, converted by the prelude's loom_* helpers.
+    if (t.is_16bit_float()) return "unsigned short";
     if (t.is_float()) return t.bits == 32 ? "float" : "double";
     return t.bits == 32 ? "int" : "long long";
   }
@@ -148,6 +150,12 @@ class printer {
       }
       case NodeKind::FloatImm: {
         const double v = e.as<FloatImm>()->value;
+        if (t.is_16bit_float()) {  // the bits, rounded on the host as the device helpers round
+          const float f = static_cast<float>(v);
+          const unsigned bits = t.is_bfloat() ? ::loom::detail::float_to_bfloat16_bits(f)
+                                              : ::loom::detail::float_to_float16_bits(f);
+          return "((unsigned short)" + std::to_string(bits) + "u)";
+        }
         const bool f32 = t.bits == 32;
         if (std::isnan(v))
           return f32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)";
@@ -168,7 +176,7 @@ class printer {
         auto it = special_.find(v);
         return it != special_.end() ? it->second : name(v, v->name);
       }
-      case NodeKind::Cast: return "((" + int_type(t) + ")" + expr(e.as<Cast>()->value) + ")";
+      case NodeKind::Cast: return cast(t, e.as<Cast>()->value);
       case NodeKind::Not: return "(!" + expr(e.as<Not>()->a) + ")";
       case NodeKind::Select: {
         auto* s = e.as<Select>();
@@ -210,6 +218,21 @@ class printer {
             << " has no CUDA form (lowering should have removed it)";
     }
     return "";
+  }
+
+  // Conversions to and from 16-bit floats go through float32 (ir/dtype.hpp).
+  std::string cast(DType t, const Expr& value) {
+    std::string x = expr(value);
+    const DType from = value.dtype();
+    if (from.is_16bit_float()) {
+      x = std::string(from.is_bfloat() ? "loom_bf16_to_f32(" : "loom_f16_to_f32(") + x + ")";
+      if (t.element_of() == DType::f32()) return x;
+    }
+    if (t.is_16bit_float()) {
+      if (from != DType::f32() && !from.is_16bit_float()) x = "((float)" + x + ")";
+      return std::string(t.is_bfloat() ? "loom_f32_to_bf16(" : "loom_f32_to_f16(") + x + ")";
+    }
+    return "((" + int_type(t) + ")" + x + ")";
   }
 
   void stmt(const Stmt& s, int indent) {
@@ -409,6 +432,19 @@ LOOM_DECL std::string to_cuda_source(const lower::GpuProgram& program) {
        << "__device__ __forceinline__ " << ty << " loom_abs(" << ty
        << " a) { return a < 0 ? -a : a; }\n";
   }
+  // 16-bit floats (storage only, held as unsigned short: NVRTC gets no cuda_fp16.h here). The
+  // conversions round as loom/half.hpp does: bfloat16 to nearest even in integer arithmetic
+  // with every NaN to 0x7fc0, float16 by the hardware's cvt.rn.
+  os << "__device__ __forceinline__ float loom_bf16_to_f32(unsigned short x) { "
+        "return __uint_as_float(((unsigned)x) << 16); }\n"
+     << "__device__ __forceinline__ unsigned short loom_f32_to_bf16(float f) { "
+        "unsigned u = __float_as_uint(f); if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; "
+        "return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"
+     << "__device__ __forceinline__ float loom_f16_to_f32(unsigned short x) { "
+        "float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x)); return f; }\n"
+     << "__device__ __forceinline__ unsigned short loom_f32_to_f16(float f) { "
+        "unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); "
+        "return h; }\n";
   os << "#endif  // LOOM_CUDA_PRELUDE\n\n";
   for (const lower::GpuKernel& k : program.kernels) os << detail::printer(k, wide).kernel() << '\n';
   return os.str();

@@ -199,10 +199,9 @@ inline double serve_setup(Decoder& r, WorkerTask& t, int device) {
     t.buffers[i].download(t.reference[i].data(), t.reference[i].size());
     // Outputs start as NaN: one left there means the reference program did not write it.
     const ir::DType d = t.args[i].spec.dtype;
-    if (d.is_float() && d.bits == 32) {
-      const auto* x = reinterpret_cast<const float*>(t.reference[i].data());
+    if (d.is_float()) {
       for (int64_t e = 0; e < t.args[i].spec.elements; ++e)
-        if (std::isnan(x[e]))
+        if (std::isnan(backend::measure_data::value_at(t.reference[i].data(), d, e)))
           throw std::runtime_error("the reference program left element " + std::to_string(e) +
                                    " of output '" + t.args[i].spec.name + "' unwritten (NaN)");
     }

@@ -137,6 +137,8 @@ class codegen {
     llvm::Type* s;
     if (t.is_bool())
       s = b_.getInt1Ty();
+    else if (t.is_16bit_float())
+      s = b_.getInt16Ty();  // storage only: the bits, converted by half_to_f32 / f32_to_half
     else if (t.is_float())
       s = t.bits == 32 ? b_.getFloatTy() : b_.getDoubleTy();
     else
@@ -151,7 +153,16 @@ class codegen {
     const DType t = e.dtype();
     switch (e.kind()) {
       case NodeKind::IntImm: return llvm::ConstantInt::get(ty(t), e.as<IntImm>()->value, true);
-      case NodeKind::FloatImm: return llvm::ConstantFP::get(ty(t), e.as<FloatImm>()->value);
+      case NodeKind::FloatImm: {
+        const double v = e.as<FloatImm>()->value;
+        if (t.is_16bit_float()) {
+          const float f = static_cast<float>(v);
+          return llvm::ConstantInt::get(ty(t), t.is_bfloat()
+                                                   ? ::loom::detail::float_to_bfloat16_bits(f)
+                                                   : ::loom::detail::float_to_float16_bits(f));
+        }
+        return llvm::ConstantFP::get(ty(t), v);
+      }
       case NodeKind::Variable: {
         auto it = vars_.find(e.as<Variable>());
         LOOM_INTERNAL_CHECK(it != vars_.end()) << "unbound variable " << e.as<Variable>()->name;
@@ -258,9 +269,52 @@ class codegen {
     return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
   }
 
+  // Conversions to and from 16-bit floats go through float32 (ir/dtype.hpp).
   llvm::Value* cast(const Cast* c) {
     llvm::Value* v = expr(c->value);
-    const DType from = c->value.dtype(), to = c->dtype;
+    DType from = c->value.dtype();
+    const DType to = c->dtype, f32 = DType::f32().with_lanes(to.lanes);
+    if (from.is_16bit_float()) {
+      v = half_to_f32(v, from);
+      from = f32;
+      if (to == f32) return v;
+    }
+    if (to.is_16bit_float()) return f32_to_half(convert(v, from, f32), to);
+    return convert(v, from, to);
+  }
+
+  // bfloat16 -> float32 is a shift of the bits; float16 -> float32 is LLVM's fpext from half
+  // (F16C's vcvtph2ps on x86). Both exact.
+  llvm::Value* half_to_f32(llvm::Value* v, DType from) {
+    llvm::Type* vt = v->getType();
+    if (from.is_bfloat()) {
+      llvm::Type* i32 = vt->getWithNewType(b_.getInt32Ty());
+      llvm::Value* w = b_.CreateShl(b_.CreateZExt(v, i32), llvm::ConstantInt::get(i32, 16));
+      return b_.CreateBitCast(w, vt->getWithNewType(b_.getFloatTy()));
+    }
+    return b_.CreateFPExt(b_.CreateBitCast(v, vt->getWithNewType(b_.getHalfTy())),
+                          vt->getWithNewType(b_.getFloatTy()));
+  }
+
+  // float32 -> bfloat16 rounds to nearest even in integer arithmetic, every NaN to 0x7fc0
+  // (half.hpp's float_to_bfloat16_bits; no __truncsfbf2 libcall for the JIT to resolve);
+  // float32 -> float16 is LLVM's fptrunc to half, which rounds to nearest even.
+  llvm::Value* f32_to_half(llvm::Value* v, DType to) {
+    llvm::Type* vt = v->getType();
+    llvm::Type* i16 = vt->getWithNewType(b_.getInt16Ty());
+    if (!to.is_bfloat())
+      return b_.CreateBitCast(b_.CreateFPTrunc(v, vt->getWithNewType(b_.getHalfTy())), i16);
+    llvm::Type* i32 = vt->getWithNewType(b_.getInt32Ty());
+    auto c = [&](uint32_t x) { return llvm::ConstantInt::get(i32, x); };
+    llvm::Value* u = b_.CreateBitCast(v, i32);
+    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(u, c(16)), c(1));
+    llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(u, c(0x7fff)), lsb), c(16));
+    llvm::Value* nan = b_.CreateICmpUGT(b_.CreateAnd(u, c(0x7fffffff)), c(0x7f800000));
+    return b_.CreateTrunc(b_.CreateSelect(nan, c(0x7fc0), rounded), i16);
+  }
+
+  llvm::Value* convert(llvm::Value* v, DType from, DType to) {
+    if (from == to) return v;
     llvm::Type* t = ty(to);
     if (to.is_bool()) {
       if (from.is_float()) return b_.CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));

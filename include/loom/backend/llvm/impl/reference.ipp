@@ -134,10 +134,9 @@ inline std::string first_difference(const LocalMeasurer::TaskData& td,
 inline std::string reference_nan(const LocalMeasurer::TaskData& td) {
   for (size_t i = 0; i < td.args.size(); ++i) {
     const auto& a = td.args[i];
-    if (!a.is_output || !a.dtype.is_float() || (a.dtype.bits != 32 && a.dtype.bits != 64)) continue;
+    if (!a.is_output || !a.dtype.is_float()) continue;
     for (int64_t e = 0; e < a.elements; ++e) {
-      const double v = a.dtype.bits == 32 ? static_cast<const float*>(td.data(i))[e]
-                                          : static_cast<const double*>(td.data(i))[e];
+      const double v = backend::measure_data::value_at(td.data(i), a.dtype, e);
       if (std::isnan(v))
         return "its output '" + a.name + "' has NaN at element " + std::to_string(e) + " " +
                coordinates(e, a.shape) +
