@@ -15,6 +15,8 @@
 #include <loom/ops.hpp>
 #include <loom/search/annotate.hpp>
 
+#include "support/mma_schedule.hpp"
+
 #include <memory>
 #include <random>
 #include <sstream>
@@ -287,5 +289,26 @@ TEST_SUITE("cuda") {
     CHECK(src.find("__syncthreads();") != std::string::npos);
     CHECK(src.find("32-bit indices") != std::string::npos);
     CHECK(cuda::compile_to_ptx(src).find(".entry gemm_kernel0(") != std::string::npos);
+  }
+
+  TEST_CASE("a tensor-core tile prints one mma.sync per tile and compiles for sm_90") {
+    for (const bool bf16 : {true, false}) {
+      const auto dag = bf16 ? loom_test::half_matmul<bfloat16>(64, 64, 64)
+                            : loom_test::half_matmul<float16>(64, 64, 64);
+      const lower::GpuProgram g = lower::lower_gpu(
+          loom_test::tensor_core_matmul(dag, {1, 2, 2, 2, true, true}), Target::cuda(), "mma");
+      const std::string src = cuda::to_cuda_source(g);
+      INFO(src);
+      const std::string instruction = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") +
+                                      (bf16 ? "bf16.bf16" : "f16.f16") + ".f32";
+      // Unrolled over the 2 x 2 tiles of a warp, inside the loop over k.
+      CHECK(src.find("asm volatile(\"" + instruction) != std::string::npos);
+      const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
+      size_t found = 0;
+      for (size_t at = ptx.find(instruction); at != std::string::npos;
+           at = ptx.find(instruction, at + 1))
+        ++found;
+      CHECK(found == 4);
+    }
   }
 }

@@ -6,6 +6,8 @@
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
 
+#include "support/mma_schedule.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -303,6 +305,58 @@ TEST_SUITE("cuda.device") {
     for (size_t i = 0; i < got.size(); ++i)
       if (std::abs(got[i] - want[i]) > 1e-3f + 1e-3f * std::abs(want[i])) ++wrong;
     CHECK(wrong == 0);
+  }
+
+  TEST_CASE(
+      "tensor-core tiles of bf16 and fp16 matmuls run on the device as the interpreter says") {
+    const cuda::DeviceInfo info = cuda::device_info(0);
+    if (info.compute_major < 8) {
+      MESSAGE("mma.sync m16n8k16 needs sm_80; this device is " << info.name);
+      return;
+    }
+    const Target target = cuda::device_target(0);
+    struct config {
+      loom_test::mma_tiling t;
+      int64_t M, N, K;
+    };
+    const std::vector<config> configs = {{{1, 2, 2, 2, true, true}, 256, 256, 256},
+                                         {{2, 2, 4, 2, true, true}, 512, 256, 128},
+                                         {{1, 1, 1, 1, false, true}, 64, 32, 64}};
+    for (const bool bf16 : {true, false})
+      for (const config& c : configs) {
+        CAPTURE(bf16);
+        CAPTURE(c.M);
+        const auto dag = bf16 ? loom_test::half_matmul<bfloat16>(c.M, c.N, c.K)
+                              : loom_test::half_matmul<float16>(c.M, c.N, c.K);
+        const lower::GpuProgram g =
+            lower::lower_gpu(loom_test::tensor_core_matmul(dag, c.t), target, "mma");
+        const cuda::CompiledProgram compiled =
+            cuda::compile_program(g, target.arch, {}, cuda::ImageKind::ptx);
+        cuda::Program program(compiled.image, compiled.plan);
+        // Operands: random floats rounded to the 16-bit type, as bit patterns.
+        auto halves = [&](int64_t n, uint32_t seed) {
+          const std::vector<float> f = random_floats(static_cast<size_t>(n), seed);
+          std::vector<uint16_t> bits;
+          for (float x : f) bits.push_back(bf16 ? bfloat16(x).bits : float16(x).bits);
+          return bits;
+        };
+        const std::vector<uint16_t> x = halves(c.M * c.K, 11), y = halves(c.K * c.N, 12);
+        cuda::DeviceBuffer da(x.size() * 2), db(y.size() * 2), dc(c.M * c.N * 4);
+        da.upload(x.data(), x.size() * 2);
+        db.upload(y.data(), y.size() * 2);
+        program.launch({da.ptr(), db.ptr(), dc.ptr()});
+        cuda::Context::get().synchronize();
+        if (contains(cuda::Context::get().info().name, "fake")) return;  // it runs no kernel
+        std::vector<float> got(c.M * c.N), want(c.M * c.N);
+        dc.download(got.data(), got.size() * 4);
+        evaluate(*dag,
+                 {const_cast<uint16_t*>(x.data()), const_cast<uint16_t*>(y.data()), want.data()});
+        // Products of 16-bit values are exact in fp32; only the order of the fp32 sums differs.
+        int wrong = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          if (!(std::abs(got[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])))) ++wrong;
+        CHECK(wrong == 0);
+      }
   }
 
   TEST_CASE(
