@@ -1,7 +1,8 @@
 // bench_gpu: loom's tuned GPU kernels against cuBLAS and cuDNN, in one run (issues 7 and 36).
 // A workload is one DAG at one precision; its name ends in the precision, and its contenders are
-// LoomTuned and LoomDefault (fp32 workloads only, until loom has 16-bit element types) and the
-// vendor library's call for that precision:
+// LoomTuned and LoomDefault (fp32 workloads, and the bf16 and fp16 GEMMs and batched GEMMs:
+// 16-bit placeholders, float32 products summed in float32, tuned with tensor-core and SIMT
+// sketches; not TF32, not the fp16 convs) and the vendor library's call for that precision:
 //   - gemm4096_{fp32,tf32,bf16,fp16}: C[4096,4096] = A[4096,4096] B[4096,4096];
 //   - bert_ffn{1,2}_m{128,4096}_{fp32,bf16}: BERT-base's feed-forward products, ffn1 [M,768] x
 //     [768,3072], ffn2 [M,3072] x [3072,768];
@@ -187,7 +188,29 @@ struct Spec {
   GemmShape gemm;  ///< the cuBLAS contender's product (m == 0: none)
   ConvShape conv;  ///< the cuDNN contenders' convolution (n == 0: none): fp32 NCHW, fp16 NHWC
   bool memory_bound = false;  ///< timed against the DRAM's bandwidth
+  /// A bf16 / fp16 workload's loom DAG (loom_16bit_gemm): the same product of 16-bit
+  /// placeholders, float32 products summed in float32 as the vendor's; none otherwise.
+  std::vector<ir::Tensor> loom_inputs;
+  ir::Tensor loom_output;
 };
+
+/// Sets the loom DAG of a 16-bit GEMM or batched GEMM spec: placeholders of T shaped as the fp32
+/// DAG's inputs (their buffers hold T already, input_elem(precision)).
+template <class T>
+void loom_16bit_gemm(Spec& s) {
+  const std::vector<int64_t> sa = s.inputs[0].shape(), sb = s.inputs[1].shape();
+  if (sa.size() == 2) {
+    auto a = placeholder<T>(s.inputs[0].name(), {sa[0], sa[1]});
+    auto b = placeholder<T>(s.inputs[1].name(), {sb[0], sb[1]});
+    s.loom_inputs = {a, b};
+    s.loom_output = ops::matmul(a, b);
+  } else {
+    auto a = placeholder<T>(s.inputs[0].name(), {sa[0], sa[1], sa[2]});
+    auto b = placeholder<T>(s.inputs[1].name(), {sb[0], sb[1], sb[2]});
+    s.loom_inputs = {a, b};
+    s.loom_output = ops::batch_matmul(a, b);
+  }
+}
 
 /// LoomDefault's program and output for a DAG (the default schedule: one thread per output
 /// element, checked against the interpreter in the tests), made once per workload key:
@@ -202,12 +225,9 @@ struct Workload {
   std::string name;
   Precision precision = Precision::fp32;
   Task task;  ///< the fp32 DAG (Spec::inputs, Spec::output)
-  /// The task loom's contenders are built from and tuned for: `task` for fp32 workloads, none
-  /// for the others. A loom bf16 (fp16) contender, once loom has loom::bfloat16 (loom::float16,
-  /// ir::DType::bf16(), f16()), is a Task of the same DAG built from placeholders of that type
-  /// here (make_workload); tuning, LoomTuned and LoomDefault then follow from it. Its inputs are
-  /// `buffers` as they are (DAG layouts, input_elem(precision)); the output check decodes 16-bit
-  /// outputs already (`output_elem`).
+  /// The task loom's contenders are built from and tuned for: `task` for fp32 workloads, the
+  /// 16-bit DAG of Spec::loom_inputs for bf16 and fp16 GEMMs, none for the others. Its inputs are
+  /// `buffers` as they are (DAG layouts, input_elem(precision)).
   std::optional<Task> loom_task;
   /// Inputs in the DAG's layouts, stored as input_elem(precision), then the output.
   std::vector<cuda::DeviceBuffer> buffers;
@@ -281,6 +301,10 @@ Workload make_workload(const Spec& spec, const Target& target,
       Task(std::make_shared<const ComputeDAG>(spec.inputs, std::vector<ir::Tensor>{spec.output}),
            target)};
   if (spec.precision == Precision::fp32) w.loom_task = w.task;
+  if (!spec.loom_inputs.empty())
+    w.loom_task = Task(std::make_shared<const ComputeDAG>(
+                           spec.loom_inputs, std::vector<ir::Tensor>{spec.loom_output}),
+                       target);
   const std::vector<std::vector<float>> values = input_values(spec.inputs);
   for (const std::vector<float>& v : values)
     w.buffers.push_back(upload_as(v, input_elem(spec.precision)));
@@ -311,7 +335,10 @@ const char* precision_name(Precision p) {
 std::vector<Spec> workload_specs(const std::function<bool(const std::string&)>& keep) {
   std::vector<Spec> specs;
   auto add = [&](Spec s) {
-    if (keep(s.name)) specs.push_back(std::move(s));
+    if (!keep(s.name)) return;
+    if (s.gemm.m > 0 && s.precision == Precision::bf16) loom_16bit_gemm<bfloat16>(s);
+    if (s.gemm.m > 0 && s.precision == Precision::fp16) loom_16bit_gemm<float16>(s);
+    specs.push_back(std::move(s));
   };
   for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16}) {
     auto a = placeholder<float>("A", {4096, 4096});
@@ -783,8 +810,13 @@ int main(int argc, char** argv) {
     Workload& w = *wp;
     const std::vector<cuda::CUdeviceptr> args = pointers(w);
     if (w.loom_task) {
-      // LoomDefault's program is the reference's: the loom task is the fp32 DAG.
+      // LoomDefault's program is the reference's when the loom task is the fp32 DAG.
       std::shared_ptr<cuda::Program> naive = w.reference->program;
+      if (w.precision != Precision::fp32) {
+        cuda::CompiledProgram c = cuda::build(*w.loom_task);
+        naive = std::make_shared<cuda::Program>(c.image, std::move(c.plan));
+        keep.push_back(naive);
+      }
       add_contender(w, "LoomDefault", [naive, args] { naive->launch(args); }, dram);
       if (auto best = cuda::best_recorded_schedule(*w.loom_task, records)) {
         cuda::CompiledProgram c = cuda::build(*w.loom_task, *best);

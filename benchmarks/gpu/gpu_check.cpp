@@ -5,8 +5,11 @@
 //
 //   gpu_check [programs per op = 50] [seed = 1]     (GPU_CHECK_ONLY=softmax: those workloads only)
 //
-// Prints, per workload, the programs run, the wrong ones and those that failed (compile, load,
-// launch), and exits with 1 when any program is wrong or failed, 77 when there is no GPU.
+// The workloads include bf16 and fp16 matmuls (float32 products summed in float32), whose
+// programs come from the tensor-core sketch (m16n8k16 mma.sync, lower/mma.hpp) and the SIMT ones.
+// Prints, per workload, the programs run (those reducing across threads and those on tensor
+// cores), the wrong ones and those that failed (compile, load, launch), and exits with 1 when
+// any program is wrong or failed, 77 when there is no GPU.
 //
 // Run on an H100 on 2026-11-22: seeds 1 and 2 at 50 per op, 750 programs, 0 wrong, 0 failed.
 #include <loom/cuda.hpp>
@@ -16,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -100,19 +104,49 @@ std::vector<workload> workloads() {
     auto b = placeholder<float>("B", {2000, 3});
     w.push_back(make("matmul 4x3x2000", {a, b}, {ops::matmul(a, b)}));
   }
+  // 16-bit operands, float32 products summed in float32: tensor-core and SIMT programs.
+  {
+    auto a = placeholder<bfloat16>("A", {128, 96});
+    auto b = placeholder<bfloat16>("B", {96, 160});
+    w.push_back(make("bf16 matmul 128x160x96", {a, b}, {ops::matmul(a, b)}));
+  }
+  {
+    auto a = placeholder<float16>("A", {64, 64});
+    auto b = placeholder<float16>("B", {64, 96});
+    w.push_back(make("fp16 matmul 64x96x64", {a, b}, {ops::matmul(a, b)}));
+  }
+  {
+    auto a = placeholder<bfloat16>("A", {4, 32, 48});
+    auto b = placeholder<bfloat16>("B", {4, 48, 64});
+    w.push_back(make("bf16 batch_matmul 4x32x64x48", {a, b}, {ops::batch_matmul(a, b)}));
+  }
   return w;
 }
 
-std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
+// Random values in [-1, 1] as the bytes of a tensor of `t`'s element type (float32, or a 16-bit
+// float rounded from them).
+std::vector<unsigned char> random_input(const ir::Tensor& t, std::mt19937& rng) {
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
+  const auto n = static_cast<size_t>(t.num_elements());
+  std::vector<unsigned char> bytes(n * static_cast<size_t>(t.dtype().bytes()));
+  for (size_t i = 0; i < n; ++i) {
+    const float x = d(rng);
+    if (t.dtype() == ir::DType::bf16()) {
+      const uint16_t h = bfloat16(x).bits;
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    } else if (t.dtype() == ir::DType::f16()) {
+      const uint16_t h = float16(x).bits;
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    } else {
+      std::memcpy(bytes.data() + 4 * i, &x, 4);
+    }
+  }
+  return bytes;
 }
 
 // Runs compiled program `c` on the device; returns the outputs.
 std::vector<std::vector<float>> run_on_device(const cuda::CompiledProgram& c,
-                                              const std::vector<std::vector<float>>& inputs,
+                                              const std::vector<std::vector<unsigned char>>& inputs,
                                               const std::vector<int64_t>& output_sizes) {
   cuda::Program program(c.image, c.plan);
   std::vector<cuda::DeviceBuffer> args;
@@ -153,17 +187,19 @@ int main(int argc, char** argv) {
   std::cout << "gpu_check on " << info.name << " (" << info.arch() << ", NVRTC target "
             << target.arch << "), " << per_op << " programs per workload\n";
   const char* only = std::getenv("GPU_CHECK_ONLY");  // a substring of the workloads to run
-  int total = 0, total_wrong = 0, total_failed = 0, total_across = 0;
+  int total = 0, total_wrong = 0, total_failed = 0, total_across = 0, total_mma = 0;
   for (const workload& w : workloads()) {
     if (only && w.name.find(only) == std::string::npos) continue;
     std::mt19937 data_rng(static_cast<uint32_t>(seed));
-    std::vector<std::vector<float>> inputs, expected;
+    std::vector<std::vector<unsigned char>> inputs;
+    std::vector<std::vector<float>> expected;
     std::vector<void*> ptrs;
-    for (const ir::Tensor& t : w.dag->inputs())
-      inputs.push_back(random_floats(t.num_elements(), data_rng));
+    for (const ir::Tensor& t : w.dag->inputs()) inputs.push_back(random_input(t, data_rng));
     for (auto& v : inputs) ptrs.push_back(v.data());
     std::vector<int64_t> output_sizes;
     for (const ir::Tensor& t : w.dag->outputs()) {
+      if (t.dtype() != ir::DType::f32())
+        throw std::logic_error(w.name + ": gpu_check compares float32 outputs only");
       output_sizes.push_back(t.num_elements());
       expected.emplace_back(static_cast<size_t>(t.num_elements()));
       ptrs.push_back(expected.back().data());
@@ -194,11 +230,12 @@ int main(int argc, char** argv) {
         }
       });
     for (std::thread& t : builders) t.join();
-    int wrong = 0, failed = 0, across = 0;
+    int wrong = 0, failed = 0, across = 0, mma = 0;
     for (size_t i = 0; i < programs.size(); ++i) {
       try {
         if (!build_error[i].empty()) throw std::runtime_error(build_error[i]);
         across += compiled[i]->source.find("across threadIdx.x") != std::string::npos;
+        mma += compiled[i]->source.find("mma.sync") != std::string::npos;
         const auto got = run_on_device(*compiled[i], inputs, output_sizes);
         bool ok = true;
         for (size_t o = 0; o < got.size() && ok; ++o)
@@ -216,14 +253,16 @@ int main(int argc, char** argv) {
       }
     }
     std::cout << w.name << ": " << programs.size() << " programs (" << across
-              << " reducing across threads), " << wrong << " wrong, " << failed << " failed\n";
+              << " reducing across threads, " << mma << " on tensor cores), " << wrong << " wrong, "
+              << failed << " failed\n";
     total += static_cast<int>(programs.size());
     total_across += across;
+    total_mma += mma;
     total_wrong += wrong;
     total_failed += failed;
   }
   std::cout << "gpu_check: " << total << " programs (" << total_across
-            << " reducing across threads), " << total_wrong << " wrong, " << total_failed
-            << " failed\n";
+            << " reducing across threads, " << total_mma << " on tensor cores), " << total_wrong
+            << " wrong, " << total_failed << " failed\n";
   return total_wrong + total_failed > 0 ? 1 : 0;
 }
