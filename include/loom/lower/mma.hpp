@@ -20,6 +20,9 @@
 /// array. The conditions are checked on the index expressions at sampled values of every variable,
 /// so any schedule that meets them is accepted, however it got there.
 ///
+/// The accumulator array may hold at most `max_mma_accumulators` elements: a thread has 255
+/// registers, and a tile whose accumulators spill to local memory runs slower than SIMT code.
+///
 /// The warp's 32 lanes must all run the tile: the block's x extent is a multiple of 32 and no
 /// condition or loop bound around it depends on the thread index.
 ///
@@ -36,6 +39,8 @@
 
 LOOM_BEGIN_NAMESPACE
 namespace lower {
+
+inline constexpr int64_t max_mma_accumulators = 128;
 
 /// One tensorized loop, as the registers of the lane that runs it: every index below is an
 /// expression in the kernel's thread index (and the loops around the tile).

@@ -202,6 +202,13 @@ TEST_SUITE("lower.mma") {
       CHECK(e.find("[loom.lower.E427]") != std::string::npos);
       CHECK(e.find("runs 16 from 0") != std::string::npos);
     }
+    // 8 x 8 tiles per warp: 256 accumulators per thread.
+    {
+      const std::string e = lowering_error(loom_test::tensor_core_matmul(
+          loom_test::half_matmul<bfloat16>(128, 64, 16), {1, 1, 8, 8, false, true}));
+      CHECK(e.find("[loom.lower.E427]") != std::string::npos);
+      CHECK(e.find("256 elements per thread") != std::string::npos);
+    }
     // Half a warp: 16 threads.
     {
       State s(dag);

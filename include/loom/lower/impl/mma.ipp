@@ -58,6 +58,11 @@ class mma_matcher {
       os << "it accumulates into '" << c_->name << "' (" << sched_scope(c_->scope) << ' '
          << c_->dtype << "); the accumulator is a thread's own float32 array";
     });
+    check(c_->num_elements() <= max_mma_accumulators, [&](std::ostream& os) {
+      os << "its accumulator '" << c_->name << "' holds " << c_->num_elements()
+         << " elements per thread; at most " << max_mma_accumulators
+         << " stay in registers (255 per thread) beside the fragments";
+    });
     // C = C + float(A) * float(B), in either order.
     const Expr cur = Load::make(c_, st->index);
     Expr product;
