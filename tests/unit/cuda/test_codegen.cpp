@@ -303,6 +303,8 @@ TEST_SUITE("cuda") {
                                       (bf16 ? "bf16.bf16" : "f16.f16") + ".f32";
       // Unrolled over the 2 x 2 tiles of a warp, inside the loop over k.
       CHECK(src.find("asm volatile(\"" + instruction) != std::string::npos);
+      // A's pairs lie side by side along k in shared memory: one 32-bit load each.
+      CHECK(src.find("*reinterpret_cast<const unsigned*>(&A_shared[") != std::string::npos);
       const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
       size_t found = 0;
       for (size_t at = ptx.find(instruction); at != std::string::npos;

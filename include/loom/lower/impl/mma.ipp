@@ -107,7 +107,8 @@ class mma_matcher {
             a_->index, {{k_, lane_t * Expr(int64_t{2}) + Expr(int64_t{half + 8 * (r >> 1)})},
                         {h_, Expr(int64_t{r & 1})}}));
     // B's column g is the one lane (*, g / 2) reads for its q = g % 2.
-    const Expr b_lane = tx_ - lane_t + FloorDiv::make(lane_g, Expr(int64_t{2}));
+    const Expr b_lane = FloorDiv::make(tx_, Expr(int64_t{4})) * Expr(int64_t{4}) +
+                        FloorDiv::make(lane_g, Expr(int64_t{2}));
     for (int r = 0; r < 2; ++r)
       for (int half = 0; half < 2; ++half)
         t.b_index[r][half] = simplify(

@@ -296,16 +296,21 @@ class printer {
   // elements of its C array (lower/mma.hpp).
   void mma(const lower::MmaTile& t, const std::string& pad) {
     const std::string in = pad + "  ";
-    auto element = [&](const Buffer& b, const Expr& i) {
-      return "(unsigned)" + name(b.get(), b->name) + "[" + expr(i) + "]";
+    // Two elements side by side at an even index are one 32-bit load.
+    auto pair = [&](const Buffer& b, const std::array<Expr, 2>& i) {
+      const std::string n = name(b.get(), b->name);
+      const bool adjacent = is_const_int(simplify(i[1] - i[0], ranges_), 1);
+      const bool even = is_const_int(simplify(FloorMod::make(i[0], Expr(int64_t{2})), ranges_), 0);
+      if (adjacent && even)
+        return "*reinterpret_cast<const unsigned*>(&" + n + "[" + expr(i[0]) + "])";
+      return "(unsigned)" + n + "[" + expr(i[0]) + "] | ((unsigned)" + n + "[" + expr(i[1]) +
+             "] << 16)";
     };
     os_ << pad << "{  // " << t.instruction() << "\n";
     for (int r = 0; r < 4; ++r)
-      os_ << in << "const unsigned loom_a" << r << " = " << element(t.a, t.a_index[r][0]) << " | ("
-          << element(t.a, t.a_index[r][1]) << " << 16);\n";
+      os_ << in << "const unsigned loom_a" << r << " = " << pair(t.a, t.a_index[r]) << ";\n";
     for (int r = 0; r < 2; ++r)
-      os_ << in << "const unsigned loom_b" << r << " = " << element(t.b, t.b_index[r][0]) << " | ("
-          << element(t.b, t.b_index[r][1]) << " << 16);\n";
+      os_ << in << "const unsigned loom_b" << r << " = " << pair(t.b, t.b_index[r]) << ";\n";
     const std::string c = name(t.c.get(), t.c->name);
     os_ << in << "asm volatile(\"" << t.instruction()
         << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
