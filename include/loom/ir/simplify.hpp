@@ -37,6 +37,11 @@ using RangeMap = std::unordered_map<const Variable*, Interval>;
 /// (integer expressions only; unknown or float expressions give an unbounded interval).
 Interval bounds_of(const Expr& e, const RangeMap& ranges = {});
 
+/// The largest d known to divide every value of integer expression `e` (0 when `e` is 0): from
+/// constants through +, -, *, floordiv and floormod by constants, select, min and max; a
+/// variable counts as 1. Alignment proofs use it (a vector access at `e` with d % lanes == 0).
+int64_t known_divisor(const Expr& e);
+
 /// Simplified equivalent of `e` under `ranges`.
 Expr simplify(const Expr& e, const RangeMap& ranges = {});
 

@@ -313,4 +313,60 @@ TEST_SUITE("cuda") {
       CHECK(found == 4);
     }
   }
+
+  TEST_CASE("a vectorized copy of aligned consecutive elements is one vector access, else a loop") {
+    // C[16, 32] = A[16, k] B[k, 32]; A's rows of a block go to shared memory, each of the 32
+    // threads copying 4 consecutive floats. With k = 8 a thread's 4 stay in one row at a multiple
+    // of 4; with k = 6 they would cross a row (and the last thread's run past it): a loop.
+    for (const int64_t k : {8, 6}) {
+      auto a = placeholder<float>("A", {16, k});
+      auto b = placeholder<float>("B", {k, 32});
+      auto c = ops::matmul(a, b);
+      const auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                          std::vector<ir::Tensor>{c});
+      sched::State s(dag);
+      s.split(c.name(), 1, {32});  // i j.0 j.1 k
+      s.annotate(c.name(), 0, sched::Annotation::BlockIdxX);
+      s.annotate(c.name(), 2, sched::Annotation::ThreadIdxX);
+      const std::string as = s.cache_read("A", ir::MemoryScope::Shared, {c.name()});
+      s.compute_at(as, c.name(), 0);  // one row of A per block
+      s.split(as, 1, {4});
+      s.annotate(as, 0, sched::Annotation::ThreadIdxX);
+      s.annotate(as, 2, sched::Annotation::Vectorized);
+      const std::string src = cuda::to_cuda_source(lower::lower_gpu(s, Target::cuda(), "copy"));
+      INFO(src);
+      if (k == 8)
+        CHECK(src.find("*reinterpret_cast<uint4*>(&A_shared[") != std::string::npos);
+      else
+        CHECK(src.find("reinterpret_cast<uint") == std::string::npos);
+      CHECK(cuda::compile_to_ptx(src).find(".entry copy_kernel0(") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("sampled programs copy 16-bit and 32-bit operands into shared memory as vectors") {
+    int vector_copies = 0;
+    for (const bool bf16 : {true, false}) {
+      auto make = [&]() -> std::shared_ptr<const ComputeDAG> {
+        if (bf16) return loom_test::half_matmul<bfloat16>(128, 128, 64);
+        auto a = placeholder<float>("A", {128, 64});
+        auto b = placeholder<float>("B", {64, 128});
+        return std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                  std::vector<ir::Tensor>{ops::matmul(a, b)});
+      };
+      const Task task(make(), Target::cuda());
+      std::mt19937_64 rng(23);
+      std::string batch;
+      int n = 0;
+      for (const sched::State& p :
+           search::sample_programs(search::generate_sketches(task), task, {}, rng, 16)) {
+        const std::string one =
+            cuda::to_cuda_source(lower::lower_gpu(p, task.target, "v" + std::to_string(n++)));
+        vector_copies += one.find("*reinterpret_cast<uint") != std::string::npos;
+        batch += one;
+      }
+      CHECK(cuda::compile_to_ptx(batch, "sm_90", {"-G"}).find(".target sm_90") !=
+            std::string::npos);
+    }
+    CHECK(vector_copies >= 8);
+  }
 }

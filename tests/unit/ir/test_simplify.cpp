@@ -63,6 +63,32 @@ TEST_SUITE("ir") {
     CHECK(to_string(simplify(x >= 0 && y > 5, r)) == "true");
   }
 
+  TEST_CASE("known_divisor: what divides every value, through the index arithmetic") {
+    Expr x = Variable::make("x"), y = Variable::make("y");
+    CHECK(known_divisor(Expr(int64_t{12})) == 12);
+    CHECK(known_divisor(x) == 1);
+    CHECK(known_divisor(x * Expr(int64_t{8}) + y * Expr(int64_t{4})) == 4);
+    CHECK(known_divisor(x * Expr(int64_t{8}) + Expr(int64_t{2})) == 2);
+    // floormod keeps what the divisor shares; floordiv divides it when it can.
+    CHECK(known_divisor(FloorMod::make(x * Expr(int64_t{8}), Expr(int64_t{12}))) == 4);
+    CHECK(known_divisor(FloorDiv::make(x * Expr(int64_t{32}), Expr(int64_t{4}))) == 8);
+    CHECK(known_divisor(FloorDiv::make(x * Expr(int64_t{6}), Expr(int64_t{4}))) == 1);
+    CHECK(known_divisor(x * y) == 1);
+    CHECK(known_divisor(Expr(int64_t{0}) * x) == 0);
+    // Every value of a few such expressions is a multiple of what it says.
+    for (int64_t a = -20; a <= 20; ++a)
+      for (int64_t b = -5; b <= 5; ++b) {
+        const Expr e =
+            FloorMod::make(x * Expr(int64_t{6}) + Expr(int64_t{12}) * y, Expr(int64_t{8})) +
+            FloorDiv::make(x * Expr(int64_t{16}), Expr(int64_t{2}));
+        const int64_t d = known_divisor(e);
+        const Expr v =
+            simplify(substitute(e, {{x.as<Variable>(), Expr(a)}, {y.as<Variable>(), Expr(b)}}));
+        REQUIRE(as_const_int(v) != nullptr);
+        CHECK(*as_const_int(v) % d == 0);
+      }
+  }
+
   TEST_CASE("bounds_of follows interval arithmetic") {
     Expr x = Variable::make("x"), y = Variable::make("y");
     RangeMap r{{x.as<Variable>(), Interval::range(8)}, {y.as<Variable>(), {-2, 3}}};

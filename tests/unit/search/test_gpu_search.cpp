@@ -152,6 +152,7 @@ TEST_SUITE("search") {
     std::mt19937_64 rng(5);
     const auto programs = search::sample_programs(sketches, task, {}, rng, 20);
     REQUIRE(programs.size() >= 10);
+    int vectors = 0;
     for (const sched::State& p : programs) {
       const sched::Stage& c = p.stage("matmul");
       CHECK(c.leaf(0).annotation == sched::Annotation::BlockIdxX);
@@ -161,14 +162,21 @@ TEST_SUITE("search") {
       const int64_t threads = c.leaf(2).extent;
       CHECK(threads >= 32);
       const sched::Stage& a = p.stage("A.shared");
-      REQUIRE(a.leaves.size() == 2);
+      // Outer, threads, and the vector each thread copies (when its length drawn is not 1).
+      REQUIRE((a.leaves.size() == 2 || a.leaves.size() == 3));
       CHECK(a.leaf(1).annotation == sched::Annotation::ThreadIdxX);
       CHECK(a.leaf(1).extent == threads);  // the copy uses the block's threads
+      if (a.leaves.size() == 3) {
+        CHECK(a.leaf(2).annotation == sched::Annotation::Vectorized);
+        CHECK(a.leaf(2).extent * 4 <= 16);
+        ++vectors;
+      }
       const lower::GpuProgram g = lower::lower_gpu(p, task.target);
       REQUIRE(g.kernels.size() == 1);
       CHECK(g.kernels[0].block[0] == threads);
       CHECK(g.kernels[0].shared.size() == 2);
     }
+    CHECK(vectors > 0);
   }
 
   TEST_CASE("every sampled GPU program of the operator library's ops computes the DAG's result") {

@@ -5,6 +5,7 @@
 #include "loom/ir/visitor.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -664,6 +665,36 @@ class simplifier : public ExprMutator {
 };
 
 }  // namespace detail
+
+LOOM_DECL int64_t known_divisor(const Expr& e) {
+  if (!e.defined()) return 1;
+  auto gcd = [](int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b < 0 ? -b : b); };
+  if (const int64_t* c = as_const_int(e)) return *c < 0 ? -*c : *c;
+  switch (e.kind()) {
+    case NodeKind::Add: return gcd(known_divisor(e.as<Add>()->a), known_divisor(e.as<Add>()->b));
+    case NodeKind::Sub: return gcd(known_divisor(e.as<Sub>()->a), known_divisor(e.as<Sub>()->b));
+    case NodeKind::Mul: return known_divisor(e.as<Mul>()->a) * known_divisor(e.as<Mul>()->b);
+    case NodeKind::Min: return gcd(known_divisor(e.as<Min>()->a), known_divisor(e.as<Min>()->b));
+    case NodeKind::Max: return gcd(known_divisor(e.as<Max>()->a), known_divisor(e.as<Max>()->b));
+    case NodeKind::FloorMod: {
+      // a = q m + r with m | ... : r = a - q m keeps every common divisor of a and m.
+      auto* m = e.as<FloorMod>();
+      const int64_t* c = as_const_int(m->b);
+      return c && *c != 0 ? gcd(known_divisor(m->a), *c) : 1;
+    }
+    case NodeKind::FloorDiv: {
+      auto* d = e.as<FloorDiv>();
+      const int64_t* c = as_const_int(d->b);
+      const int64_t a = known_divisor(d->a);
+      return c && *c > 0 && a % *c == 0 ? a / *c : 1;
+    }
+    case NodeKind::Select:
+      return gcd(known_divisor(e.as<Select>()->true_value),
+                 known_divisor(e.as<Select>()->false_value));
+    case NodeKind::Cast: return e.dtype().is_integral() ? known_divisor(e.as<Cast>()->value) : 1;
+    default: return 1;
+  }
+}
 
 LOOM_DECL Interval bounds_of(const Expr& e, const RangeMap& ranges) {
   return detail::bounds_analyzer(ranges).of(e);

@@ -235,7 +235,7 @@ class checker : public StmtVisitor {
 };
 
 // Replaces thread-bound loops by the thread index, hoists shared allocations out of the body,
-// turns vthread loops into serial ones (vectorized ones into unrolled ones), and reductions
+// turns vthread loops into serial ones, and reductions
 // across a threadIdx.x loop into a partial per thread and an AllReduce.
 class binder : public StmtMutator {
  public:
@@ -256,9 +256,10 @@ class binder : public StmtMutator {
           << "tensor-core tile, run by all 32 lanes of a warp together, but it sits in code that "
           << "only some threads run (a thread loop shorter than the block, or a thread-dependent "
           << "condition)";
+    // (Vectorized loops stay: the CUDA printer turns a plain copy into one vector access and
+    // unrolls the others.)
     ForKind k = op->for_kind;
     if (k == ForKind::VThread) k = ForKind::Serial;
-    if (k == ForKind::Vectorized) k = ForKind::Unrolled;
     Stmt body = mutate(op->body);
     if (k == op->for_kind && body.same_as(op->body)) return self;
     return For::make(op->var, op->min, op->extent, k, body);

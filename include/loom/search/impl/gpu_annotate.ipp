@@ -166,11 +166,19 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       if (tensor_core)
         steps = detail::gpu_spatial_split_steps(state, s.attach_stage, tensor_core_levels);
       if (steps.empty()) continue;
+      // Each thread copies a vector of consecutive elements (Ansor splits one out too): 1, 2,
+      // 4 or 8 lanes of at most 16 bytes that divide the copy's innermost extent, drawn.
+      const int64_t inner = s.leaf(static_cast<int>(s.leaves.size()) - 1).extent;
+      std::vector<int64_t> lanes{1};
+      for (int64_t v : {2, 4, 8})
+        if (v * s.op.dtype().bytes() <= 16 && inner > 0 && inner % v == 0) lanes.push_back(v);
+      const int64_t vector = lanes.size() > 1 ? lanes[::loom::detail::draw(rng, lanes.size())] : 1;
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
         std::iota(all.begin(), all.end(), 0);
         state.fuse(name, all);
       }
+      if (vector > 1) state.split(name, 0, {vector});
       if (tensor_core) {
         state.follow_fused_split(name, 0, steps, tensor_core_lane_length, true);
         state.follow_fused_split(name, 0, steps, tensor_core_warp_length, true);
@@ -180,6 +188,7 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
         state.follow_fused_split(name, 0, steps, 1, true);
       }
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
+      if (vector > 1) state.annotate(name, 2, sched::Annotation::Vectorized);
     }
   }
 }

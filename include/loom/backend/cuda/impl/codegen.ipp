@@ -2,12 +2,16 @@
 #include "loom/backend/cuda/codegen.hpp"
 
 #include "loom/error.hpp"
+#include "loom/ir/equal_hash.hpp"
 #include "loom/ir/printer.hpp"
 #include "loom/ir/simplify.hpp"
 #include "loom/lower/mma.hpp"
 
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <numeric>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -248,9 +252,11 @@ class printer {
           mma(lower::match_mma(*f, k_.thread_index[0], k_.block[0], k_.name), pad);
           return;
         }
+        if (f->for_kind == ForKind::Vectorized && vector_copy(*f, pad)) return;
         const std::string v = name(f->variable(), f->variable()->name);
         const std::string mn = expr(f->min), ext = expr(f->extent);
-        if (f->for_kind == ForKind::Unrolled) os_ << pad << "#pragma unroll\n";
+        if (f->for_kind == ForKind::Unrolled || f->for_kind == ForKind::Vectorized)
+          os_ << pad << "#pragma unroll\n";
         os_ << pad << "for (" << idx_ << " " << v << " = " << mn << "; " << v << " < "
             << (is_const_int(f->min, 0) ? ext : mn + " + " + ext) << "; ++" << v << ") {\n";
         const Interval mi = bounds_of(f->min, ranges_), ei = bounds_of(f->extent, ranges_);
@@ -289,6 +295,93 @@ class printer {
       case StmtKind::Barrier: os_ << pad << "__syncthreads();\n"; return;
       case StmtKind::AllReduce: all_reduce(s.as<AllReduce>(), pad); return;
     }
+  }
+
+  // An index as base + step * v for v in [0, lanes) (base free of v), where floor division and
+  // modulo by a constant c see no carry: x + step v with step (lanes - 1) below the divisor x
+  // and c share (ir::known_divisor) stays in x's block of c. None when the index is not so.
+  struct lane_form {
+    Expr base;
+    int64_t step = 0;
+  };
+  static std::optional<lane_form> in_lanes(const Expr& e, const Variable* v, int64_t lanes) {
+    if (!uses_var(e, v)) return lane_form{e, 0};
+    if (e.as<Variable>() == v) return lane_form{Expr(int64_t{0}), 1};
+    auto both = [&](const Expr& a, const Expr& b) -> std::optional<std::array<lane_form, 2>> {
+      auto x = in_lanes(a, v, lanes), y = in_lanes(b, v, lanes);
+      if (!x || !y) return std::nullopt;
+      return std::array<lane_form, 2>{*x, *y};
+    };
+    switch (e.kind()) {
+      case NodeKind::Add:
+        if (auto p = both(e.as<Add>()->a, e.as<Add>()->b))
+          return lane_form{(*p)[0].base + (*p)[1].base, (*p)[0].step + (*p)[1].step};
+        return std::nullopt;
+      case NodeKind::Sub:
+        if (auto p = both(e.as<Sub>()->a, e.as<Sub>()->b))
+          return lane_form{(*p)[0].base - (*p)[1].base, (*p)[0].step - (*p)[1].step};
+        return std::nullopt;
+      case NodeKind::Mul: {
+        auto* m = e.as<Mul>();
+        const int64_t* c = as_const_int(m->b);
+        const Expr& other = c ? m->a : m->b;
+        if (!c) c = as_const_int(m->a);
+        if (!c) return std::nullopt;
+        auto x = in_lanes(other, v, lanes);
+        if (!x) return std::nullopt;
+        return lane_form{x->base * Expr(*c), x->step * *c};
+      }
+      case NodeKind::FloorDiv:
+      case NodeKind::FloorMod: {
+        const bool div = e.kind() == NodeKind::FloorDiv;
+        const Expr& a = div ? e.as<FloorDiv>()->a : e.as<FloorMod>()->a;
+        const int64_t* c = as_const_int(div ? e.as<FloorDiv>()->b : e.as<FloorMod>()->b);
+        auto x = c && *c > 0 ? in_lanes(a, v, lanes) : std::nullopt;
+        if (!x || x->step < 0 || x->step * (lanes - 1) >= std::gcd(known_divisor(x->base), *c))
+          return std::nullopt;
+        if (div) return lane_form{FloorDiv::make(x->base, Expr(*c)), 0};
+        return lane_form{FloorMod::make(x->base, Expr(*c)), x->step};
+      }
+      case NodeKind::Cast:
+        if (e.dtype().is_integral() && e.as<Cast>()->value.dtype().is_integral())
+          if (auto x = in_lanes(e.as<Cast>()->value, v, lanes))
+            return lane_form{Cast::make(e.dtype(), x->base), x->step};
+        return std::nullopt;
+      default: return std::nullopt;
+    }
+  }
+
+  // A vectorized loop that copies `lanes` consecutive elements, `dst[d + v] = src[s + v]`, of 4,
+  // 8 or 16 bytes at bases known to be multiples of `lanes` (ir::known_divisor; every buffer
+  // starts 16-byte aligned): one vector load and one vector store. False (nothing printed) for
+  // any other loop.
+  bool vector_copy(const For& f, const std::string& pad) {
+    const int64_t* lanes = as_const_int(f.extent);
+    // A guard that holds for all lanes or none (a thread past the copy's end) goes around it.
+    auto* guard = f.body.as<IfThenElse>();
+    if (guard && (guard->else_case.defined() || uses_var(guard->condition, f.variable())))
+      return false;
+    auto* st = guard ? guard->then_case.as<Store>() : f.body.as<Store>();
+    auto* ld = st ? st->value.as<Load>() : nullptr;
+    if (!lanes || !is_const_int(f.min, 0) || !ld || ld->buffer->dtype != st->buffer->dtype)
+      return false;
+    const int64_t bytes = *lanes * st->buffer->dtype.bytes();
+    const char* vec = bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : "";
+    if (!*vec) return false;
+    const Variable* v = f.variable();
+    auto base = [&](const Expr& index) -> std::optional<Expr> {
+      const std::optional<lane_form> l = in_lanes(index, v, *lanes);
+      if (!l || l->step != 1 || known_divisor(l->base) % *lanes != 0) return std::nullopt;
+      return simplify(l->base, ranges_);
+    };
+    const std::optional<Expr> d = base(st->index), s = base(ld->index);
+    if (!d || !s) return false;
+    if (guard) os_ << pad << "if (" << expr(guard->condition) << ") ";
+    os_ << (guard ? "" : pad) << "*reinterpret_cast<" << vec << "*>(&"
+        << name(st->buffer.get(), st->buffer->name) << "[" << expr(*d)
+        << "]) = *reinterpret_cast<const " << vec << "*>(&"
+        << name(ld->buffer.get(), ld->buffer->name) << "[" << expr(*s) << "]);\n";
+    return true;
   }
 
   // One tensor-core instruction: the lane loads the A and B elements its registers hold (two
