@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 using namespace loom;
 
@@ -66,5 +68,59 @@ TEST_SUITE("jit") {
     float worst = 0;
     for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(c[i] - (a[i] * 0.5f + 1.0f)));
     CHECK(worst == 0.0f);
+  }
+
+  TEST_CASE("a kernel takes std::vector and std::span and checks their sizes") {
+    const int64_t M = 6, N = 5, K = 4;
+    auto A = placeholder<float>("A", {M, K});
+    auto B = placeholder<float>("B", {K, N});
+    auto k = reduce_axis(K, "k");
+    auto C = compute("C", {M, N}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); });
+    Kernel kern = build(Task(ComputeDAG({A, B}, {C})));
+    std::vector<float> a(M * K, 1.0f), b(K * N, 2.0f), c(M * N);
+    kern(a, b, c);
+    CHECK(std::all_of(c.begin(), c.end(), [](float x) { return x == 8.0f; }));
+    std::fill(c.begin(), c.end(), 0.0f);
+    kern(std::span<const float>(a), std::span<const float>(b), std::span<float>(c));
+    CHECK(c[M * N - 1] == 8.0f);
+    aligned_vector<float> c2(M * N);
+    kern(a, b, c2);
+    CHECK(c2[0] == 8.0f);
+    std::vector<float> short_c(M * N - 1);
+    CHECK_THROWS_WITH_AS(kern(a, b, short_c),
+                         "[loom.runtime.E605] argument 2 ('C') of kernel 'kernel' holds 29 "
+                         "elements; float32[6, 5] needs 30",
+                         user_error);
+    std::vector<double> wrong_type(M * K);
+    CHECK_THROWS_WITH_AS(kern(wrong_type, b, c), doctest::Contains("[loom.runtime.E603]"),
+                         user_error);
+  }
+
+  TEST_CASE("an output that overlaps another argument is refused, not computed wrong") {
+    // k(a, b, a) once returned zeros where 64 was due: the code assumes no overlap.
+    const int64_t n = 64;
+    auto A = placeholder<float>("A", {n, n});
+    auto B = placeholder<float>("B", {n, n});
+    auto k = reduce_axis(n, "k");
+    auto C = compute("C", {n, n}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), k); });
+    Kernel kern = build(Task(ComputeDAG({A, B}, {C})));
+    std::vector<float> storage(3 * n * n, 1.0f);
+    float* a = storage.data();
+    float* b = a + n * n;
+    float* c = b + n * n;
+    kern(a, b, c);  // side by side in one allocation: fine
+    CHECK(c[0] == 64.0f);
+    CHECK_THROWS_WITH_AS(kern(a, b, a),
+                         doctest::Contains("[loom.runtime.E606] argument 2 ('C', an output) of "
+                                           "kernel 'kernel' overlaps argument 0 ('A')"),
+                         user_error);
+    CHECK_THROWS_WITH_AS(kern(a, b, b + 1), doctest::Contains("overlaps argument 1 ('B')"),
+                         user_error);
+    CHECK_THROWS_WITH_AS(kern(a + 1, b, c - 1), doctest::Contains("[loom.runtime.E606]"),
+                         user_error);
+    // Inputs may share storage: nothing writes them.
+    std::fill(c, c + n * n, 0.0f);
+    kern(a, a, c);
+    CHECK(c[n * n - 1] == 64.0f);
   }
 }

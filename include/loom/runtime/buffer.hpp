@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <limits>
 #include <new>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -59,6 +60,9 @@ struct BufferView {
   ir::DType dtype;
   std::vector<int64_t> shape;
   bool shape_known = false;
+  /// The elements the storage holds, when known without a shape (std::vector, std::span); -1
+  /// when not known (a bare pointer).
+  int64_t size = -1;
 
   BufferView() = default;
   BufferView(void* d, ir::DType t, std::vector<int64_t> s)
@@ -97,6 +101,28 @@ struct buffer_view_traits<void*> {
     BufferView v;
     v.data = p;
     v.dtype.lanes = 0;  // marks "type unknown"
+    return v;
+  }
+};
+/// std::vector (aligned_vector included) and std::span of loom's element types: type- and
+/// size-checked (the size must be the argument's element count), shape unknown.
+template <class T, class Alloc>
+struct buffer_view_traits<
+    std::vector<T, Alloc>,
+    std::enable_if_t<(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || is_half_v<T>>> {
+  static BufferView view(const std::vector<T, Alloc>& x) {
+    BufferView v = buffer_view_traits<const T*>::view(x.data());
+    v.size = static_cast<int64_t>(x.size());
+    return v;
+  }
+};
+template <class T, std::size_t Extent>
+struct buffer_view_traits<std::span<T, Extent>,
+                          std::enable_if_t<std::is_arithmetic_v<std::remove_const_t<T>> ||
+                                           is_half_v<std::remove_const_t<T>>>> {
+  static BufferView view(const std::span<T, Extent>& x) {
+    BufferView v = buffer_view_traits<T*>::view(x.data());
+    v.size = static_cast<int64_t>(x.size());
     return v;
   }
 };

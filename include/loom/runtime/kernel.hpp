@@ -7,6 +7,7 @@
 
 #include "loom/runtime/buffer.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -42,10 +43,13 @@ class Kernel {
   /// The lowered loop nest, as readable pseudo code.
   const std::string& source() const { return source_; }
 
-  /// Calls the kernel on raw pointers, typed pointers, BufferViews or anything with
-  /// buffer_view_traits (Eigen matrices through loom/eigen.hpp), one per argument in order.
-  /// Types are checked where known, shapes where the argument carries one. Any alignment of the
-  /// element type works; buffers on a cache line (aligned_vector) run at the tuned speed.
+  /// Calls the kernel on raw pointers, typed pointers, std::vector, std::span, BufferViews or
+  /// anything with buffer_view_traits (Eigen matrices through loom/eigen.hpp), one per argument
+  /// in order. Types are checked where known, shapes where the argument carries one, sizes where
+  /// the container knows its own. An output may not overlap any other argument (the generated
+  /// code assumes none does; an in-place call would compute from half-written inputs). Any
+  /// alignment of the element type works; buffers on a cache line (aligned_vector) run at the
+  /// tuned speed.
   template <class... A>
   void operator()(A&&... a) const {
     std::vector<BufferView> views{as_buffer_view(a)...};
@@ -70,8 +74,13 @@ class Kernel {
       LOOM_USER_CHECK(!v.has_shape() || v.shape == a.shape, "loom.runtime.E604")
           << "argument " << i << " ('" << a.name << "') of kernel '" << name_
           << "' must have shape " << shape_string(a.shape) << ", got " << shape_string(v.shape);
+      LOOM_USER_CHECK(v.size < 0 || v.size == elements(a), "loom.runtime.E605")
+          << "argument " << i << " ('" << a.name << "') of kernel '" << name_ << "' holds "
+          << v.size << " elements; " << ir::to_string(a.dtype) << shape_string(a.shape) << " needs "
+          << elements(a);
       ptrs[i] = v.data;
     }
+    check_no_overlap(ptrs);
     fn_(ptrs.data());
   }
 
@@ -95,6 +104,30 @@ class Kernel {
   }
 
  private:
+  static int64_t elements(const KernelArg& a) {
+    int64_t n = 1;
+    for (int64_t e : a.shape) n *= e;
+    return n;
+  }
+
+  // [loom.runtime.E606]: an output's bytes overlap another argument's (by the sizes of the
+  // signature). A few comparisons per output: nothing next to a kernel's run.
+  void check_no_overlap(const std::vector<void*>& ptrs) const {
+    auto begin = [&](size_t i) { return reinterpret_cast<std::uintptr_t>(ptrs[i]); };
+    auto end = [&](size_t i) {
+      return begin(i) + static_cast<std::uintptr_t>(elements(args_[i]) * args_[i].dtype.bytes());
+    };
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      if (!args_[i].is_output) continue;
+      for (size_t j = 0; j < ptrs.size(); ++j)
+        LOOM_USER_CHECK(j == i || end(i) <= begin(j) || end(j) <= begin(i), "loom.runtime.E606")
+            << "argument " << i << " ('" << args_[i].name << "', an output) of kernel '" << name_
+            << "' overlaps argument " << j << " ('" << args_[j].name
+            << "'): the kernel would write what it still reads or writes elsewhere. Pass "
+            << "separate buffers (copy the input first for an in-place update)";
+    }
+  }
+
   static std::string shape_string(const std::vector<int64_t>& s) {
     std::string r = "[";
     for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
