@@ -41,8 +41,9 @@ struct OpInfo {
 class ComputeDAG {
  public:
   /// Throws loom::user_error if an input is not a placeholder, an output is a placeholder, a
-  /// tensor appears twice among the arguments, or an output reads a placeholder that is not
-  /// among `inputs`.
+  /// tensor appears twice among the arguments, an output reads a placeholder that is not
+  /// among `inputs`, a compute computes on 16-bit floats (E218), or a tensor's element count or
+  /// a compute's iteration space overflows int64_t (E219).
   ComputeDAG(std::vector<ir::Tensor> inputs, std::vector<ir::Tensor> outputs);
 
   const std::vector<ir::Tensor>& ops() const { return ops_; }

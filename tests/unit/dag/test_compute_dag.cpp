@@ -143,6 +143,23 @@ TEST_SUITE("dag") {
     CHECK_THROWS_WITH_AS(ComputeDAG({g.A, g.A, g.B, g.bias}, {g.D}),
                          "[loom.dag.E203] tensor 'A' is passed twice (arguments 0 and 1)",
                          user_error);
+    // Sizes past int64_t: refused here, not wrapped into a crash or a wrong FLOP count later.
+    const int64_t big = int64_t{1} << 32;
+    auto huge = placeholder<float>("huge", {big, big});
+    auto twice = compute("twice", {big, big}, [&](Var i, Var j) { return huge(i, j) * 2.0f; });
+    CHECK_THROWS_WITH_AS(ComputeDAG({huge}, {twice}),
+                         "[loom.dag.E219] tensor 'huge': its element count overflows a 64-bit "
+                         "count (shape 4294967296 x 4294967296); split the computation into "
+                         "smaller tensors",
+                         user_error);
+    auto x = placeholder<float>("x", {big});
+    auto y = placeholder<float>("y", {big});
+    auto r = reduce_axis(big, "r");
+    auto long_sum = compute("long_sum", {big}, [&](Var j) { return sum(x(r) * y(j), r); });
+    CHECK_THROWS_WITH_AS(ComputeDAG({x, y}, {long_sum}),
+                         doctest::Contains("[loom.dag.E219] tensor 'long_sum': its iteration space "
+                                           "(elements x reduction 'r') overflows"),
+                         user_error);
     CHECK_THROWS_WITH_AS(ComputeDAG({g.A}, {}), doctest::Contains("[loom.dag.E201]"), user_error);
     auto other = placeholder<float>("other", {3});
     CHECK_THROWS_WITH_AS(g.dag().op_index(other), doctest::Contains("[loom.dag.E207]"), user_error);

@@ -164,6 +164,28 @@ inline void refuse_16bit_float_arithmetic(const ir::Tensor& op) {
   });
 }
 
+/// Throws loom.dag.E219 when tensor `t`'s element count, or a compute's iteration space (its
+/// elements times its reduction's extents), does not fit int64_t: sizes, flat indices and the
+/// lowered loops' index arithmetic would wrap, into a crash or a wrong result far from the cause.
+inline void refuse_overflowing_extents(const ir::Tensor& t) {
+  int64_t n = 1;
+  auto times = [&](int64_t extent, const std::string& what) {
+    LOOM_USER_CHECK(!__builtin_mul_overflow(n, extent, &n), "loom.dag.E219")
+        << "tensor '" << t.name() << "': " << what << " overflows a 64-bit count (shape " <<
+        [&] {
+          std::string s;
+          for (int64_t e : t.shape()) s += (s.empty() ? "" : " x ") + std::to_string(e);
+          return s;
+        }()
+        << "); split the computation into smaller tensors";
+  };
+  for (int64_t e : t.shape()) times(e, "its element count");
+  if (t.is_placeholder()) return;
+  if (auto* red = t->body.as<ir::Reduce>())
+    for (const ir::IterVar& a : red->axes)
+      times(a.extent, "its iteration space (elements x reduction '" + a.name() + "')");
+}
+
 }  // namespace detail
 
 LOOM_DECL ComputeDAG::ComputeDAG(std::vector<ir::Tensor> inputs, std::vector<ir::Tensor> outputs)
@@ -198,8 +220,10 @@ LOOM_DECL ComputeDAG::ComputeDAG(std::vector<ir::Tensor> inputs, std::vector<ir:
     ops_.push_back(t);
   };
   for (auto& t : outputs_) visit(t);
-  for (auto& t : ops_)
+  for (auto& t : ops_) {
+    detail::refuse_overflowing_extents(t);
     if (!t.is_placeholder()) detail::refuse_16bit_float_arithmetic(t);
+  }
   for (auto& t : ops_) {
     if (!t.is_placeholder()) continue;
     bool listed = std::any_of(inputs_.begin(), inputs_.end(),
