@@ -6,6 +6,8 @@
 
 #include <loom/loom.hpp>
 
+#include "support/random_schedule.hpp"
+
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -14,18 +16,10 @@
 
 namespace loom_test {
 
-/// C = sum_k float(A) float(B) in float32, A and B of a 16-bit float type T.
+/// C = sum_k float(A) float(B) in float32, A and B of a 16-bit float type T (matmul_half's DAG).
 template <class T>
 std::shared_ptr<const loom::ComputeDAG> half_matmul(int64_t m, int64_t n, int64_t k) {
-  using namespace loom;
-  auto a = placeholder<T>("A", {m, k});
-  auto b = placeholder<T>("B", {k, n});
-  auto r = reduce_axis(k, "k");
-  auto c = compute("C", {m, n}, [&](Var i, Var j) {
-    return sum(cast<float>(a(i, r)) * cast<float>(b(r, j)), r);
-  });
-  return std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
-                                            std::vector<ir::Tensor>{c});
+  return matmul_half<T>(m, n, k).dag;
 }
 
 struct mma_tiling {
