@@ -6,6 +6,7 @@
 #include "loom/ir/printer.hpp"
 #include "loom/ir/simplify.hpp"
 #include "loom/ir/visitor.hpp"
+#include "loom/sched/steps.hpp"
 
 #include <algorithm>
 #include <random>
@@ -55,7 +56,7 @@ class mma_matcher {
     store_ = st;
     c_ = st->buffer;
     check(c_->scope == MemoryScope::Local && c_->dtype == DType::f32(), [&](std::ostream& os) {
-      os << "it accumulates into '" << c_->name << "' (" << sched_scope(c_->scope) << ' '
+      os << "it accumulates into '" << c_->name << "' (" << sched::scope_name(c_->scope) << ' '
          << c_->dtype << "); the accumulator is a thread's own float32 array";
     });
     check(c_->num_elements() <= max_mma_accumulators, [&](std::ostream& os) {
@@ -123,14 +124,6 @@ class mma_matcher {
 
  private:
   static bool is_two(const For& f) { return is_const_int(f.min, 0) && is_const_int(f.extent, 2); }
-  static const char* sched_scope(MemoryScope s) {
-    switch (s) {
-      case MemoryScope::Global: return "global";
-      case MemoryScope::Shared: return "shared";
-      case MemoryScope::Local: return "local";
-    }
-    return "?";
-  }
 
   template <class Say>
   void check(bool ok, Say&& say) const {

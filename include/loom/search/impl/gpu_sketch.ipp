@@ -351,12 +351,9 @@ inline SketchRule rule_multi_level_tiling_gpu() {
 LOOM_DECL std::vector<bool> fixed_split_lengths(const sched::State& state,
                                                 const sched::SplitStep& split) {
   std::vector<bool> fixed(split.lengths.size(), false);
-  const sched::Stage* s = nullptr;
-  for (const sched::Stage& st : state.stages())
-    if (st.name == split.stage) s = &st;
-  if (!s) return fixed;
-  const bool tensor_core = std::any_of(s->leaves.begin(), s->leaves.end(), [&](int id) {
-    return s->iters[id].annotation == sched::Annotation::Tensorized;
+  const sched::Stage& s = state.stage(split.stage);
+  const bool tensor_core = std::any_of(s.leaves.begin(), s.leaves.end(), [&](int id) {
+    return s.iters[id].annotation == sched::Annotation::Tensorized;
   });
   if (!tensor_core) return fixed;
   if (split.lengths.size() == 5) {  // vthread, warp, lane, register, fragment
