@@ -63,6 +63,19 @@ TEST_SUITE("ir") {
     CHECK(to_string(simplify(x >= 0 && y > 5, r)) == "true");
   }
 
+  TEST_CASE("nested floor divisions fold while the divisors' product fits") {
+    // Found by fuzz_simplify: 24 divisions by 9 were folded into one by a wrapped 9^24.
+    Expr x = Variable::make("x");
+    Expr e = x;
+    for (int i = 0; i < 24; ++i) e = FloorDiv::make(e, Expr(int64_t{9}));
+    RangeMap r{{x.as<Variable>(), Interval{-12, 30}}};
+    for (int64_t v : {-12, -1, 0, 30}) {
+      const Expr at = simplify(substitute(simplify(e, r), {{x.as<Variable>(), Expr(v)}}));
+      REQUIRE(as_const_int(at) != nullptr);
+      CHECK(*as_const_int(at) == (v < 0 ? -1 : 0));
+    }
+  }
+
   TEST_CASE("known_divisor: what divides every value, through the index arithmetic") {
     Expr x = Variable::make("x"), y = Variable::make("y");
     CHECK(known_divisor(Expr(int64_t{12})) == 12);

@@ -491,10 +491,12 @@ class simplifier : public ExprMutator {
     if (both_int(a, b, x, y) && y != 0) return IntImm::make(op->dtype, floor_div(x, y));
     if (auto* c = as_const_int(b); c && *c > 0 && op->dtype.lanes == 1) {
       if (*c == 1) return a;
-      // floordiv(floordiv(x, p), q) == floordiv(x, p*q) for positive p, q.
+      // floordiv(floordiv(x, p), q) == floordiv(x, p*q) for positive p, q (while p*q fits:
+      // nested divisions by 9, 24 deep, once folded into a wrapped, negative divisor).
+      int64_t pq = 0;
       if (auto* inner = a.as<FloorDiv>())
-        if (auto* p = as_const_int(inner->b); p && *p > 0)
-          return div_mod(false, inner->a, *p * *c, op->dtype);
+        if (auto* p = as_const_int(inner->b); p && *p > 0 && !__builtin_mul_overflow(*p, *c, &pq))
+          return div_mod(false, inner->a, pq, op->dtype);
       return div_mod(false, a, *c, op->dtype);
     }
     return a.same_as(op->a) && b.same_as(op->b) ? self : FloorDiv::make(a, b);
