@@ -32,13 +32,15 @@ packages=("${test_packages[@]}")
 #   --torch    PyTorch, torchvision, onnx and numpy for Python (scripts/export-models.sh and
 #              benchmarks/net, never CI's tests)
 #   --xgboost  XGBoost, bench_cost_model's optional contender
+#   --fuzz     clang-19 (libFuzzer, sanitizers) for the fuzz targets of tests/fuzz
 for arg in "$@"; do
   case "$arg" in
     --demo) packages=("${demo_packages[@]}") ;;
     --halide) packages+=(libhalide14-0-dev) ;;
     --torch) packages+=(python3-torch python3-torchvision python3-onnx python3-numpy) ;;
     --xgboost) packages+=(libxgboost-dev) ;;
-    *) echo "install-deps: unknown option $arg (known: --demo, --halide, --torch, --xgboost)" >&2
+    --fuzz) packages+=(clang-19) ;;
+    *) echo "install-deps: unknown option $arg (known: --demo, --halide, --torch, --xgboost, --fuzz)" >&2
        exit 2 ;;
   esac
 done
