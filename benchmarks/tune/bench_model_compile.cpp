@@ -167,16 +167,9 @@ void BM_ModelCompile(benchmark::State& state, loom_bench::TuneWorkload w, bool t
   }
   const std::string reference = tuned ? "Tuned" : "Default";
   if (s.reference_output.empty()) s.reference_output = s.buffers.output_of(s.kernels.at(reference));
-  const std::string mismatch = loom_bench::output_mismatch(
-      s.buffers.output_of(s.kernels.at(contender)), s.reference_output, reference);
-  if (!mismatch.empty()) {
-    state.SkipWithError(mismatch.c_str());
+  if (!loom_bench::check_and_time(state, s.task, s.buffers, s.kernels.at(contender),
+                                  s.reference_output, reference))
     return;
-  }
-  const Kernel& k = s.kernels.at(contender);
-  for (auto _ : state) k.run(s.buffers.views());
-  state.counters["GFLOPS"] = benchmark::Counter(s.task.dag->flop_count() * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
   if (auto it = s.compiled.find(contender); it != s.compiled.end()) {
     state.counters["compile_s"] = s.compile_seconds.at(contender);
     state.counters["search_s"] = it->second.search_seconds;

@@ -75,16 +75,8 @@ void BM_Transfer(benchmark::State& state, loom_bench::TuneWorkload w, std::strin
     return;
   }
   if (s.own_output.empty()) s.own_output = s.buffers.output_of(s.kernels.at("Own"));
-  const std::string mismatch = loom_bench::output_mismatch(
-      s.buffers.output_of(s.kernels.at(contender)), s.own_output, "Own");
-  if (!mismatch.empty()) {
-    state.SkipWithError(mismatch.c_str());
-    return;
-  }
-  const Kernel& k = s.kernels.at(contender);
-  for (auto _ : state) k.run(s.buffers.views());
-  state.counters["GFLOPS"] = benchmark::Counter(s.task.dag->flop_count() * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  loom_bench::check_and_time(state, s.task, s.buffers, s.kernels.at(contender), s.own_output,
+                             "Own");
 }
 
 const bool registered = [] {

@@ -1,8 +1,9 @@
 // Buffers for running the kernels of one task side by side in a benchmark (bench_transfer,
-// bench_model_compile): every argument allocated aligned, inputs seeded uniform, and the check
-// that a contender's output matches the reference contender's.
+// bench_model_compile): every argument allocated aligned, inputs seeded uniform, the check that
+// a contender's output matches the reference contender's, and the checked timing loop.
 #pragma once
 
+#include <benchmark/benchmark.h>
 #include <loom/loom.hpp>
 
 #include <algorithm>
@@ -57,6 +58,24 @@ inline std::string output_mismatch(const std::vector<float>& got, const std::vec
   }
   if (worst <= 1e-4f * std::max(scale, 1.0f)) return {};
   return "output differs from " + reference + "'s by " + std::to_string(worst);
+}
+
+/// Checks `kernel`'s output against `reference` (the output of contender `reference_name`), then
+/// times it in `state`'s loop with a GFLOPS counter for `task`. False, the benchmark skipped
+/// with the reason, when the outputs differ.
+inline bool check_and_time(benchmark::State& state, const loom::Task& task, TaskBuffers& buffers,
+                           const loom::Kernel& kernel, const std::vector<float>& reference,
+                           const std::string& reference_name) {
+  const std::string mismatch =
+      output_mismatch(buffers.output_of(kernel), reference, reference_name);
+  if (!mismatch.empty()) {
+    state.SkipWithError(mismatch.c_str());
+    return false;
+  }
+  for (auto _ : state) kernel.run(buffers.views());
+  state.counters["GFLOPS"] = benchmark::Counter(task.dag->flop_count() * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  return true;
 }
 
 }  // namespace loom_bench
