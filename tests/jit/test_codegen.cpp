@@ -3,6 +3,7 @@
 // and (for split reductions) reorder sums, so results agree to atol 1e-5 + rtol 1e-5 * K where K
 // is the reduction length; integer results must be identical.
 #include <doctest/doctest.h>
+#include <loom/backend/child_process.hpp>
 #include <loom/cpu.hpp>
 #include <loom/ops.hpp>
 #include <loom/sched/default_schedule.hpp>
@@ -13,6 +14,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "support/random.hpp"
 #include "support/random_schedule.hpp"
@@ -148,6 +153,59 @@ TEST_SUITE("jit") {
     CHECK(jit_vs_interpreter(s, 2) == 0.0);
     CHECK(runtime::cached_workspace_bytes() == kept);  // taken and given back, not a new block
     runtime::release_workspace();
+  }
+
+  TEST_CASE(
+      "a kernel whose intermediate buffer cannot be allocated stops with [loom.runtime.E607], "
+      "from the top of the kernel and from inside a parallel loop") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizers' allocators abort on a failed allocation instead of returning null.
+    return;
+#endif
+    // P[r, c] = A[r] + B[c mod 64], 16 rows of 64 MiB each, summed per row. A process allowed
+    // 1 MiB more than it holds can allocate neither P (root: 1 GiB) nor one row of it (at out's
+    // parallel row loop); no memory it already holds is that large, so none can be reused.
+    const int64_t rows = 16, cols = int64_t{1} << 24;
+    auto A = placeholder<float>("A", {rows});
+    auto B = placeholder<float>("B", {64});
+    auto j = reduce_axis(cols, "j");
+    auto P = compute("P", {rows, cols}, [&](Var r, Var c) { return A(r) + B(floormod(c, 64)); });
+    auto out = compute("out", {rows}, [&](Var r) { return sum(P(r, j), j); });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({A, B}, {out}));
+    const Task task(dag);
+    sched::State root(dag);  // P materialized whole before out
+    sched::State per_row(dag);
+    per_row.compute_at("P", "out", 0);
+    per_row.annotate("out", 0, Annotation::Parallel);
+    for (const sched::State* s : {&root, &per_row}) {
+      const char* where = s == &root ? "P at the root" : "P per row, in a parallel loop";
+      INFO(where);
+      const Kernel kernel = build(task, *s);
+      std::vector<float> a(rows, 1.0f), b(64, 1.0f), c(rows, -1.0f);
+      const pid_t child = ::fork();
+      REQUIRE(child >= 0);
+      if (child == 0) {
+        runtime::release_workspace();  // no cached block to reuse
+        std::string error;
+        if (!backend::detail::limit_memory_growth(size_t{1} << 20, error)) ::_exit(3);
+        try {
+          kernel(a, b, c);
+        } catch (const backend_error& e) {
+          const std::string what = e.what();
+          ::_exit(what.find("[loom.runtime.E607]") != std::string::npos &&
+                          what.find("out of memory") != std::string::npos
+                      ? 0
+                      : 4);
+        } catch (...) {
+          ::_exit(5);
+        }
+        ::_exit(6);  // it ran through: the limit did not hold
+      }
+      int status = 0;
+      REQUIRE(::waitpid(child, &status, 0) == child);
+      CHECK_MESSAGE(WIFEXITED(status), "the child died of signal " << WTERMSIG(status));
+      CHECK(WEXITSTATUS(status) == 0);
+    }
   }
 
   TEST_CASE("padding through if_then_else is never read out of bounds, also vectorized") {

@@ -167,6 +167,14 @@ inline bool open_socket_pair(int fds[2], std::string& error);
 inline bool fork_child(ChildProcess& child, const std::vector<int>& close_in_child,
                        const std::function<void(int)>& body, std::string& error);
 
+/// Caps what the calling process may allocate from now on at `bytes` more than it holds (its
+/// private data: heap and anonymous mappings, RLIMIT_DATA on Linux; mappings made before the
+/// call, such as a sanitizer's shadow memory or the shared inputs, do not count against the
+/// growth). Past the cap, allocations fail: malloc returns null, operator new throws, LLVM
+/// reports "out of memory". For a forked child, before it does its work. 0: no cap. False,
+/// with `error`, when the limit cannot be read or set (or outside Linux).
+inline bool limit_memory_growth(size_t bytes, std::string& error);
+
 /// "SIGSEGV", "SIGKILL", ..., or "signal 42".
 inline std::string signal_name(int sig);
 

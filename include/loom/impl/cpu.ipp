@@ -4,6 +4,7 @@
 #include "loom/backend/measure_data.hpp"
 #include "loom/dag/evaluate.hpp"
 #include "loom/runtime/buffer.hpp"
+#include "loom/runtime/workspace.hpp"
 
 #include <algorithm>
 #include <random>
@@ -72,7 +73,8 @@ LOOM_DECL std::string spot_check(const Task& task, const Kernel& kernel, int poi
     else
       md::poison(pointers[i], args[i].dtype(), n);
   }
-  kernel.run_unchecked(pointers.data());
+  if (const int32_t status = kernel.run_unchecked(pointers.data()); status != 0)
+    return "the kernel stopped before the end: " + runtime::kernel_status_text(status);
   const std::vector<const void*> inputs(pointers.begin(), pointers.begin() + num_inputs);
   std::mt19937_64 rng(0x5907C4EC);
   for (size_t o = 0; o + num_inputs < args.size(); ++o) {

@@ -109,7 +109,8 @@ inline double quick_time(const Task& task, const Kernel& kernel, double beat) {
     storage.emplace_back(static_cast<size_t>(t.num_elements() * t.dtype().bytes()));
     pointers.push_back(storage.back().data());
   }
-  kernel.run_unchecked(pointers.data());  // page faults, the runtime's threads
+  // Page faults, the runtime's threads; a kernel that stops early (out of memory) is no candidate.
+  if (kernel.run_unchecked(pointers.data()) != 0) return std::numeric_limits<double>::infinity();
   double best = std::numeric_limits<double>::infinity();
   for (int timing = 0; timing < 3; ++timing) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -211,6 +212,8 @@ LOOM_DECL ModelCompiled compile_from_model(const Task& task, const ModelCompileO
         continue;
       }
       const double seconds = detail::quick_time(task, kernels[c], best_seconds);
+      if (seconds == std::numeric_limits<double>::infinity())
+        last_failure = "it stopped before the end (out of memory)";
       if (seconds < best_seconds) {
         best_seconds = seconds;
         best = c;

@@ -6,6 +6,7 @@
 #define LOOM_RUNTIME_KERNEL_HPP
 
 #include "loom/runtime/buffer.hpp"
+#include "loom/runtime/workspace.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -56,7 +57,8 @@ class Kernel {
     run(views);
   }
 
-  /// Checked call on views; throws loom::user_error `[loom.runtime.E601]`.. on a mismatch.
+  /// Checked call on views; throws loom::user_error `[loom.runtime.E601]`.. on a mismatch, and
+  /// loom::backend_error `[loom.runtime.E607]` when the kernel stops early (out of memory).
   void run(const std::vector<BufferView>& views) const {
     LOOM_USER_CHECK(fn_, "loom.runtime.E600") << "calling an empty loom::Kernel";
     LOOM_USER_CHECK(views.size() == args_.size(), "loom.runtime.E601")
@@ -81,11 +83,17 @@ class Kernel {
       ptrs[i] = v.data;
     }
     check_no_overlap(ptrs);
-    fn_(ptrs.data());
+    const int32_t status = fn_(ptrs.data());
+    if (status != 0)
+      LOOM_BACKEND_FAIL("loom.runtime.E607")
+          << "kernel '" << name_ << "' stopped before the end, its outputs incomplete: "
+          << runtime::kernel_status_text(status)
+          << " (the machine's memory, or a process limit such as ulimit -v or -d)";
   }
 
   /// Unchecked call: `args[i]` points to argument i's data. The fast path for benchmarks.
-  void run_unchecked(void** args) const { fn_(args); }
+  /// Returns the kernel's status (0, or kernel_status_out_of_memory: loom/runtime/workspace.hpp).
+  int32_t run_unchecked(void** args) const { return fn_(args); }
 
   /// "A: float32[64, 32], B: float32[32, 48] -> D: float32[64, 48]".
   std::string signature() const {

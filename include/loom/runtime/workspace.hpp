@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 extern "C" {
 /// A 64-byte aligned block of at least `bytes` bytes (null when memory is exhausted).
@@ -42,6 +43,19 @@ LOOM_DECL void loom_workspace_free(void* block) noexcept;
 
 LOOM_BEGIN_NAMESPACE
 namespace runtime {
+
+/// What a generated kernel returns (Kernel::entry_fn): 0 when it ran to the end, or this when a
+/// workspace block could not be allocated; it then stops at once, its outputs incomplete, its
+/// workspace given back (Kernel::run throws `[loom.runtime.E607]`).
+inline constexpr int32_t kernel_status_out_of_memory = 1;
+
+/// What a non-zero kernel status means, for error messages: "out of memory: ...", or
+/// "status N" for a status loom does not know.
+inline std::string kernel_status_text(int32_t status) {
+  if (status == kernel_status_out_of_memory)
+    return "out of memory: the memory for its intermediate buffers could not be allocated";
+  return "status " + std::to_string(status);
+}
 
 /// Bytes of freed blocks each thread keeps for reuse.
 inline constexpr size_t workspace_cache_limit = size_t{256} << 20;

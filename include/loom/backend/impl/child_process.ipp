@@ -20,6 +20,7 @@
 
 #if defined(__linux__)
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #endif
 
 LOOM_BEGIN_NAMESPACE
@@ -309,6 +310,45 @@ inline bool fork_child(ChildProcess& child, const std::vector<int>& close_in_chi
   child.sock = sv[0];
   child.output = ep[0];
   return true;
+}
+
+inline bool limit_memory_growth(size_t bytes, std::string& error) {
+  if (bytes == 0) return true;
+#if defined(__linux__)
+  // RLIMIT_DATA bounds the process's private writable mappings as a whole (VmData), so the cap
+  // is what it holds now plus the growth allowed.
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) {
+    error = std::string("cannot read /proc/self/status: ") + std::strerror(errno);
+    return false;
+  }
+  char line[256];
+  unsigned long long held_kb = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f))
+    found = std::sscanf(line, "VmData: %llu kB", &held_kb) == 1;
+  std::fclose(f);
+  if (!found) {
+    error = "/proc/self/status has no VmData line";
+    return false;
+  }
+  const unsigned long long cap = held_kb * 1024ULL + bytes;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_DATA, &limit) != 0) {
+    error = std::string("getrlimit(RLIMIT_DATA) failed: ") + std::strerror(errno);
+    return false;
+  }
+  if (limit.rlim_max != RLIM_INFINITY && cap > limit.rlim_max) return true;  // tighter already
+  limit.rlim_cur = static_cast<rlim_t>(cap);
+  if (::setrlimit(RLIMIT_DATA, &limit) != 0) {
+    error = std::string("setrlimit(RLIMIT_DATA) failed: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+#else
+  error = "memory limits are implemented on Linux only";
+  return false;
+#endif
 }
 
 inline std::string signal_name(int sig) {

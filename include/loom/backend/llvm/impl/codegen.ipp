@@ -4,6 +4,7 @@
 #include "loom/backend/llvm/module_builder.hpp"
 #include "loom/ir/equal_hash.hpp"
 #include "loom/ir/printer.hpp"
+#include "loom/runtime/workspace.hpp"
 
 #include <unordered_map>
 #include <unordered_set>
@@ -610,10 +611,30 @@ class codegen {
     llvm::FunctionCallee release =
         mod_.getOrInsertFunction("loom_workspace_free", b_.getVoidTy(), b_.getPtrTy());
     llvm::Value* p = b_.CreateCall(alloc, {b_.getInt64(bytes)}, b->name);
+    // Out of memory: the kernel stops with a status instead of writing through null.
+    return_if_failed(b_.CreateICmpEQ(p, llvm::ConstantPointerNull::get(b_.getPtrTy())),
+                     b_.getInt32(runtime::kernel_status_out_of_memory));
     bufs_[b] = p;
+    live_workspace_.push_back(p);
     stmt(a->body);
+    live_workspace_.pop_back();
     bufs_.erase(b);
     b_.CreateCall(release, {p});
+  }
+
+  /// Where `failed` holds, gives back the workspace blocks this function holds and returns
+  /// `status`; the code after it runs where it does not.
+  void return_if_failed(llvm::Value* failed, llvm::Value* status) {
+    auto* fail_bb = llvm::BasicBlock::Create(ctx_, "status.fail", fn_);
+    auto* ok_bb = llvm::BasicBlock::Create(ctx_, "status.ok", fn_);
+    b_.CreateCondBr(failed, fail_bb, ok_bb, llvm::MDBuilder(ctx_).createUnlikelyBranchWeights());
+    b_.SetInsertPoint(fail_bb);
+    llvm::FunctionCallee release =
+        mod_.getOrInsertFunction("loom_workspace_free", b_.getVoidTy(), b_.getPtrTy());
+    for (auto it = live_workspace_.rbegin(); it != live_workspace_.rend(); ++it)
+      b_.CreateCall(release, {*it});
+    b_.CreateRet(status);
+    b_.SetInsertPoint(ok_bb);
   }
 
   void loop(const For* f) {
@@ -693,6 +714,9 @@ class codegen {
     llvm::BasicBlock* saved_entry = entry_;
     llvm::BasicBlock* saved_block = b_.GetInsertBlock();
     const bool saved_par = in_parallel_;
+    // The closure's blocks are its own; the parent's are freed by the parent.
+    std::vector<llvm::Value*> saved_workspace = std::move(live_workspace_);
+    live_workspace_.clear();
 
     // outer: unpack the closure and call inner.
     auto* obb = llvm::BasicBlock::Create(ctx_, "entry", outer);
@@ -719,13 +743,16 @@ class codegen {
     // Back in the parent: run it.
     vars_ = std::move(saved_vars);
     bufs_ = std::move(saved_bufs);
+    live_workspace_ = std::move(saved_workspace);
     fn_ = saved_fn;
     entry_ = saved_entry;
     in_parallel_ = saved_par;
     b_.SetInsertPoint(saved_block);
     llvm::FunctionCallee rt =
         mod_.getOrInsertFunction("loom_parallel_for", b_.getInt32Ty(), i64, ptr, ptr);
-    b_.CreateCall(rt, {extent, outer, closure});
+    // A task that stopped (out of memory) stops the kernel with its status.
+    llvm::Value* status = b_.CreateCall(rt, {extent, outer, closure});
+    return_if_failed(b_.CreateICmpNE(status, b_.getInt32(0)), status);
   }
 
   Engine& engine_;
@@ -740,6 +767,9 @@ class codegen {
   std::unordered_map<const BufferNode*, llvm::Value*> bufs_;
   int closure_count_ = 0;
   bool in_parallel_ = false;
+  // The workspace blocks the function being emitted holds at the insertion point, outermost
+  // first: what an early return must give back.
+  std::vector<llvm::Value*> live_workspace_;
   // The float Add of a scalar store `buf[i] = buf[i] + other[j]` (store()), which may be
   // reassociated; null when the current store is no such sum.
   const ExprNode* reassociable_sum_ = nullptr;

@@ -9,6 +9,7 @@
 #include "loom/dag/evaluate.hpp"
 #include "loom/lower/lower.hpp"
 #include "loom/runtime/parallel.hpp"
+#include "loom/runtime/workspace.hpp"
 #include "loom/sched/default_schedule.hpp"
 
 #include <cerrno>
@@ -163,7 +164,8 @@ inline std::string reference_nan(const LocalMeasurer::TaskData& td) {
       CompiledKernel k =
           compile(lower::lower(sched::default_schedule(task.dag, task.target), "reference"));
       if (const int32_t rc = k.fn(ptrs.data()); rc != 0)
-        throw backend_error("the kernel returned error code " + std::to_string(rc));
+        throw backend_error("the default schedule's kernel stopped before the end: " +
+                            runtime::kernel_status_text(rc));
     }
   } catch (const std::exception& e) {
     r.error = MeasureError::unknown;

@@ -9,6 +9,7 @@
 #include "loom/backend/measure_data.hpp"
 #include "loom/runtime/buffer.hpp"
 #include "loom/runtime/parallel.hpp"
+#include "loom/runtime/workspace.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -104,8 +105,8 @@ inline void measure_child_run(const search::MeasureOptions& o, const LocalMeasur
     void* pack_args[2] = {td.data(static_cast<size_t>(p.argument)), packed};
     if (const int32_t rc = p.kernel.fn(pack_args); rc != 0) {
       r.error = MeasureError::runtime;
-      r.message = "the pack kernel of constant input '" + p.input + "' returned error code " +
-                  std::to_string(rc);
+      r.message = "the pack kernel of constant input '" + p.input +
+                  "' stopped before the end: " + runtime::kernel_status_text(rc);
       return finish();
     }
     args[static_cast<size_t>(p.argument)] = packed;
@@ -128,7 +129,7 @@ inline void measure_child_run(const search::MeasureOptions& o, const LocalMeasur
   send_frame(sock, frame_of(kFirstRunDone).body());
   if (const int32_t rc = first_rc; rc != 0) {
     r.error = MeasureError::runtime;
-    r.message = "the kernel returned error code " + std::to_string(rc);
+    r.message = "the kernel stopped before the end: " + runtime::kernel_status_text(rc);
     return finish();
   }
   if (o.check_correctness) {
@@ -157,7 +158,7 @@ inline void measure_child_run(const search::MeasureOptions& o, const LocalMeasur
       seconds = std::min(seconds, seconds_since(start));
       if (second_rc != 0) {
         r.error = MeasureError::runtime;
-        r.message = "the kernel returned error code " + std::to_string(second_rc);
+        r.message = "the kernel stopped before the end: " + runtime::kernel_status_text(second_rc);
         return finish();
       }
     }
