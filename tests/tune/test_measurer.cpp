@@ -338,6 +338,51 @@ TEST_SUITE("tune") {
     CHECK(no_children_left());
   }
 
+  TEST_CASE(
+      "memory_limit_mb: a program past it fails alone, its run or its build; the rest measure") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizers' allocators abort on a failed allocation instead of returning null.
+    return;
+#endif
+    // P[r, c] = A[r] + B[c mod 64] summed per row: at the root, P takes 1 GiB; inlined, nothing.
+    const int64_t rows = 16, cols = int64_t{1} << 24;
+    auto A = placeholder<float>("A", {rows});
+    auto B = placeholder<float>("B", {64});
+    auto j = reduce_axis(cols, "j");
+    auto P = compute("P", {rows, cols}, [&](Var r, Var c) { return A(r) + B(floormod(c, 64)); });
+    auto out = compute("out", {rows}, [&](Var r) { return sum(P(r, j), j); });
+    const Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{A, B},
+                                                       std::vector<ir::Tensor>{out}));
+    const sched::State root(task.dag);
+    sched::State inlined(task.dag);
+    inlined.compute_inline("P");
+
+    search::MeasureOptions o = quick_options();
+    o.memory_limit_mb = 256;
+    cpu_jit::LocalMeasurer measurer(o);
+    const auto results = measurer.measure(task, {root, inlined});
+    CHECK(results[0].error == MeasureError::runtime);
+    const std::string& m = results[0].error_message;
+    CHECK_MESSAGE(m.find("out of memory") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("memory_limit_mb, 256 MiB") != std::string::npos, m);
+    check_ok(results[1], 2);
+    CHECK(no_children_left());
+
+    // 1 MiB is too little for LLVM to build anything: every build fails, the measurer goes on.
+    o.memory_limit_mb = 1;
+    cpu_jit::LocalMeasurer starved(o);
+    const auto r = starved.measure(task, {inlined})[0];
+    CHECK(r.error == MeasureError::compile);
+    CHECK_MESSAGE(
+        r.error_message.find("(past MeasureOptions::memory_limit_mb, 1 MiB)") != std::string::npos,
+        r.error_message);
+    CHECK(no_children_left());
+
+    o.memory_limit_mb = -1;
+    CHECK_THROWS_WITH_AS(cpu_jit::LocalMeasurer{o}, doctest::Contains("memory_limit_mb -1"),
+                         user_error);
+  }
+
   TEST_CASE("constant inputs are measured packed where the layout rewrite applies") {
     const Task task(matmul_dag(64));
     // A program of a PackReusedInput sketch (B copied per call into a contiguous buffer): its

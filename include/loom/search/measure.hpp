@@ -152,6 +152,13 @@ struct MeasureOptions {
   /// 213–222.
   double slow_run_kill_factor = 20;
   double slow_run_kill_min_s = 0.1;
+  /// MiB a measuring process may allocate beyond what it holds when it starts (heap and private
+  /// mappings: LLVM's build, the program's intermediate buffers); past it, allocations fail, so
+  /// a program whose build or buffers would take the machine's memory fails alone instead: its
+  /// build as `compile` ("LLVM ERROR: out of memory"), its run as `runtime` (the kernel stops
+  /// with kernel_status_out_of_memory). 0: no limit. Each of the `build_parallelism` processes
+  /// gets this much. CPU measurer only (Linux: RLIMIT_DATA); loom addition.
+  double memory_limit_mb = 4096;
   /// Programs built at once (0: the number of cores). Runs are always one at a time, so that
   /// a timed program never shares the machine with a build.
   int build_parallelism = 0;
@@ -198,6 +205,7 @@ inline std::string measure_options_problems(const MeasureOptions& o) {
   need(o.slow_run_kill_factor >= 0, "slow_run_kill_factor", o.slow_run_kill_factor, "≥ 0");
   need(o.slow_run_kill_min_s >= 0, "slow_run_kill_min_s", o.slow_run_kill_min_s, "≥ 0");
   need(o.run_timeout_s > 0, "run_timeout_s", o.run_timeout_s, "> 0");
+  need(o.memory_limit_mb >= 0, "memory_limit_mb", o.memory_limit_mb, "≥ 0");
   need(o.build_parallelism >= 0, "build_parallelism", o.build_parallelism, "≥ 0");
   need(o.num_threads >= 0, "num_threads", o.num_threads, "≥ 0");
   need(o.rtol >= 0, "rtol", o.rtol, "≥ 0");

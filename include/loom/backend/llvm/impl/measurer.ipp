@@ -229,6 +229,10 @@ inline MeasureError build_child_program(const Task& task, const sched::State& st
     // Inputs and references are shared with every other child: a program that writes into
     // them faults here instead of corrupting them.
     ::mprotect(td.base, td.size, PROT_READ);
+    // A limit that cannot be set leaves the program unlimited, as outside Linux.
+    std::string no_limit;
+    backend::detail::limit_memory_growth(static_cast<size_t>(o.memory_limit_mb * 1048576.0),
+                                         no_limit);
     if (o.fault_injection_hook) o.fault_injection_hook(index, 0);
     const auto t0 = clock::now();
     ChildProgram prog;
@@ -574,6 +578,12 @@ class Batch {
       r.error_message = describe_child_death(status, "while waiting to run", c.process.output_tail);
       r.compile_seconds = c.compile_seconds;
     }
+    // A failed allocation is most likely the limit this measurer set, not the machine.
+    const std::string& m = r.error_message;
+    if (!r.ok() && o_.memory_limit_mb > 0 &&
+        (m.find("bad_alloc") != std::string::npos || m.find("out of memory") != std::string::npos))
+      r.error_message += " (past MeasureOptions::memory_limit_mb, " +
+                         std::to_string(static_cast<long long>(o_.memory_limit_mb)) + " MiB)";
     return r;
   }
 
