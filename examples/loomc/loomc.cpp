@@ -89,7 +89,7 @@ int info(const Common& c) {
 
 int tune(const Common& c, const std::string& records, int trials, double minutes, int per_round,
          double target_ms, bool separate_models, bool round_robin, bool warm_weights,
-         const std::string& curve) {
+         const std::string& curve, const loom::search::MeasureOptions& limits) {
   if (records.empty())
     throw CLI::ValidationError("--records", "tune needs a records file to write (and resume from)");
   if (trials <= 0 && minutes <= 0)
@@ -105,6 +105,9 @@ int tune(const Common& c, const std::string& records, int trials, double minutes
   t.share_cost_model = !separate_models;
   t.round_robin = round_robin;
   t.tune.measure.cold_constants = !warm_weights;
+  t.tune.measure.build_timeout_s = limits.build_timeout_s;
+  t.tune.measure.run_timeout_s = limits.run_timeout_s;
+  t.tune.measure.memory_limit_mb = limits.memory_limit_mb;
   t.log = &std::cout;
   std::cout << "tuning " << m.network->tasks().size() << " tasks of " << c.model << " on "
             << loom::runtime::num_threads() << " threads; records: " << records << "\n";
@@ -262,6 +265,19 @@ int main(int argc, char** argv) {
       "time programs with their weights left in the caches by the previous run (default: "
       "evicted, as the network's other layers leave them)");
   tune_cmd->add_option("--curve", curve, "write the estimated latency after each round (CSV)");
+  // What one measured program may take before it is stopped and recorded as failed.
+  loom::search::MeasureOptions limits;
+  tune_cmd->add_option("--build-timeout", limits.build_timeout_s, "seconds a program may build")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tune_cmd->add_option("--run-timeout", limits.run_timeout_s, "seconds a program may run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tune_cmd
+      ->add_option("--memory-limit-mb", limits.memory_limit_mb,
+                   "MiB a program's build or run may allocate (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   std::vector<std::string> inputs;
   std::string output, check;
@@ -296,7 +312,7 @@ int main(int argc, char** argv) {
     if (*info_cmd) return info(c);
     if (*tune_cmd)
       return tune(c, records, trials, minutes, per_round, target_ms, separate_models, round_robin,
-                  warm_weights, curve);
+                  warm_weights, curve, limits);
     if (*run_cmd) return run(c, records, inputs, output, repeat, check, rtol, atol, profile);
   } catch (const CLI::Error& e) {
     std::cerr << "loomc: " << e.what() << "\n";
