@@ -83,6 +83,9 @@ struct model_builder {
     a->set_f(v);
   }
   static void attr(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> v) {
+    attr(n, name, std::vector<int64_t>(v));
+  }
+  static void attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);
@@ -304,6 +307,32 @@ TEST_CASE("bad models are refused with a named error") {
     const std::string r2 = refusal(p);
     CHECK(starts_with(r2, "[loom.onnx.E1103]"));
     CHECK(r2.find("reflect") != std::string::npos);
+  }
+  SUBCASE("window attributes of the wrong length or out of range (found by fuzz_onnx)") {
+    // MaxPool with one stride for two spatial dimensions read past the attribute (a heap
+    // overflow under AddressSanitizer); a stride of 0 divided by zero.
+    const std::vector<std::pair<const char*, std::vector<int64_t>>> bad = {
+        {"strides", {2}},
+        {"strides", {0, 1}},
+        {"kernel_shape", {2, -1}},
+        {"pads", {1, 1, 1}},
+        {"pads", {-1, 0, 0, 0}}};
+    for (const auto& [name, values] : bad) {
+      CAPTURE(name);
+      model_builder m;
+      m.input("x", {1, 1, 4, 4}).output("y");
+      auto* n = m.node("MaxPool", {"x"}, {"y"});
+      if (std::string(name) != "kernel_shape") model_builder::attr(n, "kernel_shape", {2, 2});
+      model_builder::attr(n, name, values);
+      const std::string r = refusal(m);
+      CHECK(starts_with(r, "[loom.onnx.E1103]"));
+      CHECK(r.find(std::string("'") + name + "'") != std::string::npos);
+    }
+    model_builder c;
+    c.input("x", {1, 1, 5, 5}).output("y");
+    c.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+    model_builder::attr(c.node("Conv", {"x", "w"}, {"y"}), "dilations", {0, 1});
+    CHECK(starts_with(refusal(c), "[loom.onnx.E1103]"));
   }
   SUBCASE("an element type loom has no tensors of") {
     model_builder m;

@@ -25,12 +25,8 @@ inline void Importer::conv(const ::onnx::NodeProto& n) {
     unsupported_attribute("kernel_shape", "is " + shape_string(attr_ints("kernel_shape")) +
                                               " but the weight's window is " +
                                               shape_string(kernel));
-  const Shape stride = attr_ints("strides", Shape(s, 1));
-  const Shape dilation = attr_ints("dilations", Shape(s, 1));
-  if (stride.size() != s)
-    unsupported_attribute("strides", "does not have one value per spatial dimension");
-  if (dilation.size() != s)
-    unsupported_attribute("dilations", "does not have one value per spatial dimension");
+  const Shape stride = window_attr("strides", s, 1, 1);
+  const Shape dilation = window_attr("dilations", s, 1, 1);
   const int64_t groups = attr_int("group", 1);
   Shape pads = window_pads(Shape(x.shape().begin() + 2, x.shape().end()), kernel, stride, dilation);
   // Batch norm folding: w' = w · scale per output channel, b' = b · scale + shift; in double,
@@ -117,11 +113,9 @@ inline void Importer::conv_transpose(const ::onnx::NodeProto& n) {
   const Shape kernel(w.shape().begin() + 2, w.shape().end());
   if (attr("kernel_shape") && attr_ints("kernel_shape") != kernel)
     unsupported_attribute("kernel_shape", "differs from the weight's window");
-  const Shape stride = attr_ints("strides", {1, 1});
-  const Shape pads = auto_pad == "VALID" ? Shape(4, 0) : attr_ints("pads", Shape(4, 0));
-  const Shape output_padding = attr_ints("output_padding", {0, 0});
-  if (stride.size() != 2 || pads.size() != 4 || output_padding.size() != 2)
-    unsupported_attribute("pads", "or strides/output_padding have the wrong length");
+  const Shape stride = window_attr("strides", 2, 1, 1);
+  const Shape pads = auto_pad == "VALID" ? Shape(4, 0) : window_attr("pads", 4, 0, 0);
+  const Shape output_padding = window_attr("output_padding", 2, 0, 0);
   if (pads[0] != pads[2] || pads[1] != pads[3])
     unsupported_attribute("pads", "is asymmetric " + shape_string(pads));
   const int64_t out_channels = w.shape()[1];

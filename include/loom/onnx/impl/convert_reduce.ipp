@@ -19,9 +19,9 @@ inline void Importer::pool(const ::onnx::NodeProto& n) {
   LOOM_USER_CHECK(x.rank() == 4 && x.t.dtype() == ir::DType::f32(), "loom.onnx.E1103")
       << what_ << ": " << where() << ": " << ir::to_string(x.t.dtype()) << " data "
       << shape_string(x.shape()) << " (loom imports 2-D pooling of float32 NCHW data)";
-  const Shape kernel = attr_ints("kernel_shape");
-  if (kernel.size() != 2) unsupported_attribute("kernel_shape", "must give 2 extents");
-  const Shape stride = attr_ints("strides", {1, 1});
+  if (!attr("kernel_shape")) unsupported_attribute("kernel_shape", "is missing");
+  const Shape kernel = window_attr("kernel_shape", 2, 1, 1);
+  const Shape stride = window_attr("strides", 2, 1, 1);
   if (attr_ints("dilations", {1, 1}) != Shape{1, 1})
     unsupported_attribute("dilations", "is not [1, 1]");
   if (attr_int("storage_order", 0) != 0) unsupported_attribute("storage_order", "is column-major");

@@ -149,6 +149,18 @@ class Importer {
     const auto* a = attr(name);
     return a ? Shape(a->ints().begin(), a->ints().end()) : fallback;
   }
+  /// A window attribute (kernel_shape, strides, dilations, pads, output_padding): `count`
+  /// values, each at least `min_value`, `fallback` for each when absent; E1103 otherwise.
+  Shape window_attr(const char* name, size_t count, int64_t fallback, int64_t min_value) const {
+    Shape v = attr_ints(name, Shape(count, fallback));
+    bool ok = v.size() == count;
+    for (int64_t x : v) ok = ok && x >= min_value;
+    if (!ok)
+      unsupported_attribute(name, "is " + shape_string(v) + " (it must give " +
+                                      std::to_string(count) + " values, each at least " +
+                                      std::to_string(min_value) + ")");
+    return v;
+  }
   [[noreturn]] void unsupported_attribute(const char* name, const std::string& why) const {
     throw user_error("[loom.onnx.E1103] " + what_ + ": " + where() + ": attribute '" + name + "' " +
                      why);
@@ -306,10 +318,7 @@ inline std::vector<int64_t> Importer::window_pads(const Shape& in, const Shape& 
                                                   const Shape& stride, const Shape& dilation) {
   const size_t s = in.size();
   const std::string auto_pad = attr_string("auto_pad", "NOTSET");
-  Shape pads = attr_ints("pads", Shape(2 * s, 0));
-  if (pads.size() != 2 * s)
-    unsupported_attribute("pads", "has " + std::to_string(pads.size()) + " values for " +
-                                      std::to_string(s) + " spatial dimensions");
+  Shape pads = window_attr("pads", 2 * s, 0, 0);
   if (auto_pad == "NOTSET") return pads;
   if (auto_pad == "VALID") return Shape(2 * s, 0);
   if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
