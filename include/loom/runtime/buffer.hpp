@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 LOOM_BEGIN_NAMESPACE
@@ -139,6 +140,24 @@ BufferView as_buffer_view(const T& x) {
 template <class T>
 BufferView as_buffer_view(T* x) {
   return buffer_view_traits<T*>::view(x);
+}
+
+/// The first pair (output, other) of a kernel's arguments whose byte ranges overlap, where
+/// argument i spans [begin[i], begin[i] + bytes[i]) and `written[i]` says whether the kernel
+/// writes it; {-1, -1} when none does. Generated code assumes that an output shares no byte
+/// with any other argument (inputs may share), on the CPU and on the GPU alike. A few
+/// comparisons per output: nothing next to a kernel's run.
+inline std::pair<int, int> overlapping_output(std::span<const std::uintptr_t> begin,
+                                              std::span<const std::size_t> bytes,
+                                              std::span<const bool> written) {
+  const size_t n = begin.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!written[i]) continue;
+    for (size_t j = 0; j < n; ++j)
+      if (j != i && begin[i] < begin[j] + bytes[j] && begin[j] < begin[i] + bytes[i])
+        return {static_cast<int>(i), static_cast<int>(j)};
+  }
+  return {-1, -1};
 }
 
 LOOM_END_NAMESPACE

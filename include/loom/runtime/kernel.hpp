@@ -8,7 +8,9 @@
 #include "loom/runtime/buffer.hpp"
 #include "loom/runtime/workspace.hpp"
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -119,21 +121,39 @@ class Kernel {
   }
 
   // [loom.runtime.E606]: an output's bytes overlap another argument's (by the sizes of the
-  // signature). A few comparisons per output: nothing next to a kernel's run.
+  // signature).
   void check_no_overlap(const std::vector<void*>& ptrs) const {
-    auto begin = [&](size_t i) { return reinterpret_cast<std::uintptr_t>(ptrs[i]); };
-    auto end = [&](size_t i) {
-      return begin(i) + static_cast<std::uintptr_t>(elements(args_[i]) * args_[i].dtype.bytes());
-    };
-    for (size_t i = 0; i < ptrs.size(); ++i) {
-      if (!args_[i].is_output) continue;
-      for (size_t j = 0; j < ptrs.size(); ++j)
-        LOOM_USER_CHECK(j == i || end(i) <= begin(j) || end(j) <= begin(i), "loom.runtime.E606")
-            << "argument " << i << " ('" << args_[i].name << "', an output) of kernel '" << name_
-            << "' overlaps argument " << j << " ('" << args_[j].name
-            << "'): the kernel would write what it still reads or writes elsewhere. Pass "
-            << "separate buffers (copy the input first for an in-place update)";
+    // On the stack for the usual few arguments: the check runs on every call.
+    constexpr size_t kOnStack = 16;
+    const size_t n = ptrs.size();
+    std::array<std::uintptr_t, kOnStack> begin_s;
+    std::array<std::size_t, kOnStack> bytes_s;
+    std::array<bool, kOnStack> written_s;
+    std::vector<std::uintptr_t> begin_h;
+    std::vector<std::size_t> bytes_h;
+    std::unique_ptr<bool[]> written_h;
+    std::span<std::uintptr_t> begin(begin_s.data(), n);
+    std::span<std::size_t> bytes(bytes_s.data(), n);
+    std::span<bool> written(written_s.data(), n);
+    if (n > kOnStack) {
+      begin_h.resize(n);
+      bytes_h.resize(n);
+      written_h = std::make_unique<bool[]>(n);
+      begin = begin_h;
+      bytes = bytes_h;
+      written = std::span<bool>(written_h.get(), n);
     }
+    for (size_t i = 0; i < n; ++i) {
+      begin[i] = reinterpret_cast<std::uintptr_t>(ptrs[i]);
+      bytes[i] = static_cast<std::size_t>(elements(args_[i]) * args_[i].dtype.bytes());
+      written[i] = args_[i].is_output;
+    }
+    const auto [i, j] = overlapping_output(begin, bytes, written);
+    LOOM_USER_CHECK(i < 0, "loom.runtime.E606")
+        << "argument " << i << " ('" << args_[i].name << "', an output) of kernel '" << name_
+        << "' overlaps argument " << j << " ('" << args_[j].name
+        << "'): the kernel would write what it still reads or writes elsewhere. Pass "
+        << "separate buffers (copy the input first for an in-place update)";
   }
 
   static std::string shape_string(const std::vector<int64_t>& s) {

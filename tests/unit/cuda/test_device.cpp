@@ -5,6 +5,7 @@
 #include <loom/backend/cuda/nvrtc.hpp>
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
+#include <loom/sched/default_schedule.hpp>
 
 #include "support/mma_schedule.hpp"
 
@@ -262,6 +263,32 @@ TEST_SUITE("cuda.device") {
     for (int i = 0; i < n; ++i)
       if (y[n - 1 - i] != x[i]) ++wrong;
     CHECK(wrong == 0);
+  }
+
+  TEST_CASE("Program::launch refuses an output that overlaps another argument [loom.cuda.E925]") {
+    auto a = placeholder<float>("A", {16, 16});
+    auto b = placeholder<float>("B", {16, 16});
+    auto c = ops::matmul(a, b);
+    const auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                        std::vector<ir::Tensor>{c});
+    const Target target = cuda::device_target(0);
+    const lower::GpuProgram g =
+        lower::lower_gpu(sched::default_schedule(dag, target), target, "overlap");
+    const cuda::CompiledProgram compiled =
+        cuda::compile_program(g, target.arch, {}, cuda::ImageKind::ptx);
+    CHECK(compiled.plan.arg_written == std::vector<bool>{false, false, true});
+    cuda::Program program(compiled.image, compiled.plan);
+    cuda::DeviceBuffer da(16 * 16 * 4), db(16 * 16 * 4), dc(16 * 16 * 4);
+    // C written over A, or over the second half of A and into what follows it.
+    CHECK_THROWS_WITH_AS(program.launch({da.ptr(), db.ptr(), da.ptr()}),
+                         doctest::Contains("[loom.cuda.E925]"), user_error);
+    CHECK_THROWS_WITH_AS(
+        program.launch({da.ptr(), db.ptr(), da.ptr() + 512}),
+        doctest::Contains("argument 2 (an output, 1024 bytes) overlaps argument 0"), user_error);
+    // Inputs may share; separate outputs run.
+    program.launch({da.ptr(), da.ptr(), dc.ptr()});
+    program.launch({da.ptr(), db.ptr(), dc.ptr()});
+    cuda::Context::get().synchronize();
   }
 
   TEST_CASE("a loom program whose shared arrays pass 48 KiB runs on dynamic shared memory") {

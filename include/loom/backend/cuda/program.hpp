@@ -43,6 +43,8 @@ struct KernelLaunch {
 struct LaunchPlan {
   /// Bytes of each program argument (the kernel arguments of the lowered function, in order).
   std::vector<std::size_t> arg_bytes;
+  /// Whether a kernel of the program writes argument i (an output).
+  std::vector<bool> arg_written;
   /// Bytes of each workspace (intermediate tensors in global memory).
   std::vector<std::size_t> workspace_bytes;
   std::vector<KernelLaunch> kernels;
@@ -86,7 +88,9 @@ class Program {
 
   /// Launches every kernel, asynchronously. `args` are the device addresses of the program
   /// arguments, in order. Throws loom::user_error `[loom.cuda.E921]` for the wrong number of
-  /// arguments, and the driver's launch errors (`[loom.cuda.E915]`, `[loom.cuda.E916]`).
+  /// arguments, `[loom.cuda.E925]` for an output whose bytes overlap another argument's (the
+  /// generated code assumes none does; inputs may share), and the driver's launch errors
+  /// (`[loom.cuda.E915]`, `[loom.cuda.E916]`).
   void launch(const std::vector<CUdeviceptr>& args);
 
   const LaunchPlan& plan() const noexcept { return plan_; }

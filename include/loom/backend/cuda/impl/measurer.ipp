@@ -58,6 +58,8 @@ inline constexpr std::size_t kMaxCount = std::size_t{1} << 24;
 inline void put_plan(Encoder& w, const LaunchPlan& p) {
   w.put_count(p.arg_bytes.size());
   for (std::size_t b : p.arg_bytes) w.put<int64_t>(static_cast<int64_t>(b));
+  for (std::size_t i = 0; i < p.arg_bytes.size(); ++i)
+    w.put<int64_t>(i < p.arg_written.size() && p.arg_written[i]);
   w.put_count(p.workspace_bytes.size());
   for (std::size_t b : p.workspace_bytes) w.put<int64_t>(static_cast<int64_t>(b));
   w.put_count(p.kernels.size());
@@ -75,6 +77,8 @@ inline LaunchPlan get_plan(Decoder& r) {
   LaunchPlan p;
   p.arg_bytes.resize(r.get_count(kMaxCount));
   for (std::size_t& b : p.arg_bytes) b = static_cast<std::size_t>(r.get<int64_t>());
+  p.arg_written.resize(p.arg_bytes.size());
+  for (std::size_t i = 0; i < p.arg_bytes.size(); ++i) p.arg_written[i] = r.get<int64_t>() != 0;
   p.workspace_bytes.resize(r.get_count(kMaxCount));
   for (std::size_t& b : p.workspace_bytes) b = static_cast<std::size_t>(r.get<int64_t>());
   p.kernels.resize(r.get_count(kMaxCount));

@@ -4,8 +4,11 @@
 #include "loom/backend/cuda/codegen.hpp"
 #include "loom/backend/cuda/nvrtc.hpp"
 #include "loom/error.hpp"
+#include "loom/runtime/buffer.hpp"
 
 #include <limits>
+#include <memory>
+#include <span>
 
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
@@ -16,6 +19,11 @@ LOOM_DECL LaunchPlan make_launch_plan(const lower::GpuProgram& program) {
     return static_cast<std::size_t>(b->num_elements()) * static_cast<std::size_t>(b->dtype.bytes());
   };
   for (const ir::Buffer& a : program.args) plan.arg_bytes.push_back(bytes_of(a));
+  plan.arg_written.assign(program.args.size(), false);
+  for (const lower::GpuKernel& k : program.kernels)
+    for (const ir::Buffer& w : k.written_params())
+      for (std::size_t i = 0; i < program.args.size(); ++i)
+        if (program.args[i].get() == w.get()) plan.arg_written[i] = true;
   for (const ir::Buffer& w : program.workspaces) plan.workspace_bytes.push_back(bytes_of(w));
   auto dim = [&](int64_t x, const std::string& kernel) {
     LOOM_USER_CHECK(x >= 1 && x <= std::numeric_limits<unsigned>::max(), "loom.cuda.E920")
@@ -75,6 +83,17 @@ LOOM_DECL void Program::launch(const std::vector<CUdeviceptr>& args) {
   LOOM_USER_CHECK(args.size() == plan_.arg_bytes.size(), "loom.cuda.E921")
       << "Program::launch got " << args.size() << " arguments; the program takes "
       << plan_.arg_bytes.size() << " (its inputs, then its outputs)";
+  std::vector<std::uintptr_t> begin(args.begin(), args.end());
+  const std::vector<bool>& w = plan_.arg_written;
+  const std::unique_ptr<bool[]> written = std::make_unique<bool[]>(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) written[i] = i < w.size() && w[i];
+  const auto [out, other] =
+      overlapping_output(begin, plan_.arg_bytes, std::span<const bool>(written.get(), args.size()));
+  LOOM_USER_CHECK(out < 0, "loom.cuda.E925")
+      << "Program::launch: argument " << out << " (an output, " << plan_.arg_bytes[out]
+      << " bytes) overlaps argument " << other << " (" << plan_.arg_bytes[other]
+      << " bytes): the kernels would write what they still read or write elsewhere. Pass "
+         "separate device buffers (copy the input first for an in-place update)";
   std::vector<CUdeviceptr> values;
   std::vector<void*> params;
   for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
