@@ -164,7 +164,7 @@ class EvolutionarySearch {
   uint64_t round_ = 0;
   std::unordered_set<ProgramKey, ProgramKey::Hash> measured_keys_;
   std::unordered_map<ProgramKey, int, ProgramKey::Hash>
-      sketch_of_;  // sketch of each picked program
+      sketch_of_;  // sketch of each picked program, until it is measured
   // Best measured programs, kept sorted by throughput (best first), for the initial population.
   std::vector<std::pair<double, Candidate>> measured_best_;
   RoundStats stats_;

@@ -308,9 +308,14 @@ LOOM_DECL void EvolutionarySearch::add_measured(const std::vector<sched::State>&
   for (size_t i = 0; i < states.size(); ++i) {
     ProgramKey key = program_key(states[i]);
     if (!measured_keys_.insert(key).second) continue;
+    // Only picked programs not yet measured need their sketch remembered: the map stays small.
+    int sketch = -1;
+    if (auto it = sketch_of_.find(key); it != sketch_of_.end()) {
+      sketch = it->second;
+      sketch_of_.erase(it);
+    }
     if (!(throughputs[i] > 0)) continue;
-    auto sketch = sketch_of_.find(key);
-    Candidate c{states[i], sketch == sketch_of_.end() ? -1 : sketch->second, std::move(key), 0};
+    Candidate c{states[i], sketch, std::move(key), 0};
     measured_best_.emplace_back(throughputs[i], std::move(c));
   }
   std::stable_sort(measured_best_.begin(), measured_best_.end(),

@@ -110,31 +110,47 @@ struct Samples {
 };
 
 /// Every program measured in this run's setting (resumed or new) with the mean cost of each of
-/// its measurements, for the final ranking by median (median_cost, search/records.hpp).
+/// its measurements, for the final ranking by median (median_cost, search/records.hpp). A
+/// program is kept as its step history (the index's key) and origins, 1-2 KiB, not as a
+/// sched::State (7 KiB for a tiled matmul): a tuning run measures thousands and ranks a few.
 class MeasuredPrograms {
  public:
+  explicit MeasuredPrograms(std::shared_ptr<const ComputeDAG> dag) : dag_(std::move(dag)) {}
+
   void note(const sched::State& state, const MeasureResult& r) {
     const auto [it, added] =
         index_.emplace(EvolutionarySearch::program_key(state), programs_.size());
-    if (added) programs_.emplace_back(state, std::vector<double>{});
-    programs_[it->second].second.push_back(r.mean_cost());
+    // Keys of an unordered_map keep their address: the entry points at its own.
+    if (added) programs_.push_back({&it->first, state.origins(), {}});
+    programs_[it->second].costs.push_back(r.mean_cost());
   }
   /// (median cost, program) of the correct programs, fastest first.
   std::vector<std::pair<double, size_t>> by_median() const {
     std::vector<std::pair<double, size_t>> order;
     for (size_t p = 0; p < programs_.size(); ++p) {
-      const double cost = median_cost(programs_[p].second);
+      const double cost = median_cost(programs_[p].costs);
       if (cost < kFailedCost) order.emplace_back(cost, p);
     }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     return order;
   }
-  const sched::State& state(size_t p) const { return programs_[p].first; }
-  size_t measurements(size_t p) const { return programs_[p].second.size(); }
+  /// Program `p` again, replayed from its steps.
+  sched::State state(size_t p) const {
+    sched::State s = sched::replay(dag_, programs_[p].key->steps);
+    s.set_origins(programs_[p].origins);
+    return s;
+  }
+  size_t measurements(size_t p) const { return programs_[p].costs.size(); }
 
  private:
-  std::vector<std::pair<sched::State, std::vector<double>>> programs_;
+  struct Program {
+    const ProgramKey* key;
+    sched::StepOrigins origins;
+    std::vector<double> costs;
+  };
+  std::shared_ptr<const ComputeDAG> dag_;
+  std::vector<Program> programs_;
   std::unordered_map<ProgramKey, size_t, ProgramKey::Hash> index_;
 };
 
@@ -156,7 +172,8 @@ class Tuner {
         search_(task, options.space, options.evolution, options.seed, options.constant_inputs),
         threads_(measurer.threads()),
         device_(measurer.device()),
-        cold_(measurer.cold_constants(task)) {
+        cold_(measurer.cold_constants(task)),
+        measured_(task.dag) {
     report_.flops = task.dag->flop_count();
   }
 
