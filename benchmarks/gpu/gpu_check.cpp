@@ -120,6 +120,18 @@ std::vector<workload> workloads() {
     auto b = placeholder<bfloat16>("B", {4, 48, 64});
     w.push_back(make("bf16 batch_matmul 4x32x64x48", {a, b}, {ops::batch_matmul(a, b)}));
   }
+  {
+    auto x = placeholder<bfloat16>("X", {1, 16, 14, 14});
+    auto wt = placeholder<bfloat16>("W", {32, 16, 3, 3});
+    w.push_back(make("bf16 conv2d_nchw 16->32 14x14", {x, wt},
+                     {ops::conv2d_nchw(x, wt, {.padding = {1, 1}})}));
+  }
+  {
+    auto x = placeholder<float16>("X", {2, 14, 14, 32});
+    auto wt = placeholder<float16>("W", {3, 3, 32, 32});
+    w.push_back(make("fp16 conv2d_nhwc 32->32 14x14 n2", {x, wt},
+                     {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
+  }
   return w;
 }
 

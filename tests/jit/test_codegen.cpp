@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -460,6 +461,53 @@ TEST_SUITE("jit") {
         CHECK_MESSAGE(r.ok, r.message << "\nrecord: " << sched::to_record(p.steps()));
       }
       CHECK(checked >= 4);
+    }
+  }
+
+  TEST_CASE(
+      "16-bit convolutions (NCHW, NHWC, depthwise; padded): float32 results, the default "
+      "schedule and sampled programs match the interpreter") {
+    auto convs = [](auto tag) {
+      using T = decltype(tag);
+      const std::string type = ir::to_string(ir::dtype_v<T>);
+      auto x = placeholder<T>("x", {1, 8, 9, 9});
+      auto w = placeholder<T>("w", {12, 8, 3, 3});
+      auto y = ops::conv2d_nchw(x, w, {.stride = {1, 1}, .padding = {1, 1}});
+      static_assert(std::is_same_v<typename decltype(y)::value_type, float>);
+      auto xh = placeholder<T>("xh", {1, 9, 9, 8});
+      auto wh = placeholder<T>("wh", {3, 3, 8, 12});
+      auto yh = ops::conv2d_nhwc(xh, wh, {.stride = {2, 2}, .padding = {1, 1}});
+      auto xd = placeholder<T>("xd", {1, 8, 10, 10});
+      auto wd = placeholder<T>("wd", {8, 1, 3, 3});
+      auto yd = ops::depthwise_conv2d_nchw(xd, wd, {.padding = {1, 1}});
+      return std::vector<loom_test::workload>{
+          loom_test::make_workload("conv2d_nchw_" + type, {x, w}, {y}, 72),
+          loom_test::make_workload("conv2d_nhwc_" + type, {xh, wh}, {yh}, 72),
+          loom_test::make_workload("depthwise_" + type, {xd, wd}, {yd}, 9)};
+    };
+    std::vector<loom_test::workload> all = convs(bfloat16{});
+    for (auto& w : convs(float16{})) all.push_back(w);
+    auto jit = [](const ir::LoweredFunc& f, std::vector<void*>& ptrs) {
+      auto k = cpu_jit::compile(f);
+      k.fn(ptrs.data());
+    };
+    uint64_t seed = 3;
+    for (const loom_test::workload& w : all) {
+      CAPTURE(w.name);
+      const loom_test::reference ref = loom_test::make_reference(w, 7);
+      const Task task(w.dag, Target::host());
+      auto r =
+          loom_test::run_and_compare(w, ref, sched::default_schedule(w.dag, Target::host()), jit);
+      CHECK_MESSAGE(r.ok, r.message);
+      std::mt19937_64 rng(seed++);
+      int checked = 0;
+      for (const sched::State& p :
+           search::sample_programs(search::generate_sketches(task), task, {}, rng, 4)) {
+        r = loom_test::run_and_compare(w, ref, p, jit);
+        ++checked;
+        CHECK_MESSAGE(r.ok, r.message << "\nrecord: " << sched::to_record(p.steps()));
+      }
+      CHECK(checked >= 2);
     }
   }
 

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 LOOM_BEGIN_NAMESPACE
 namespace ops::detail {
@@ -116,6 +117,20 @@ bool any_nonzero(const std::array<int64_t, N>& a) {
   for (int64_t v : a)
     if (v != 0) return true;
   return false;
+}
+
+/// The element type of a product of T operands: float16 and bfloat16 operands (storage-only)
+/// are converted and summed in float32, so their products are float32; other types keep theirs.
+template <class T>
+using product_t = std::conditional_t<is_half_v<T>, float, T>;
+
+/// `a * b` in product_t: 16-bit operands are converted to float32 first (mixed precision).
+template <class A, class B>
+auto widened_product(const A& a, const B& b) {
+  if constexpr (is_half_v<value_type_t<A>>)
+    return cast<float>(a) * cast<float>(b);
+  else
+    return a * b;
 }
 
 }  // namespace ops::detail

@@ -18,6 +18,10 @@
 /// (rc, ry, rx) for channels-first layouts and (ry, rx, rc) for NHWC: innermost is the axis
 /// along which the weight is contiguous in memory. The interpreter sums in exactly this order,
 /// so it also fixes the float rounding that tests compare against.
+///
+/// float16 and bfloat16 data and weights (all but conv2d_transpose_nchw) give a float32 result,
+/// as the matrix products do: each product is formed from the operands converted to float32 and
+/// summed in float32; the pad stage stays 16-bit (selected in float32 and rounded back, exactly).
 #ifndef LOOM_OPS_CONV_HPP
 #define LOOM_OPS_CONV_HPP
 
@@ -127,8 +131,9 @@ std::array<RVar, S> kernel_axes(const std::array<int64_t, S>& kernel) {
 /// A channels-first convolution with S spatial dimensions: data [N, C, spatial...], weight
 /// [O, C / groups, kernel...], result [N, O, out...]. Shared by conv1d/2d/3d.
 template <std::size_t S, class T>
-Tensor<T, S + 2> conv_channels_first(const Tensor<T, S + 2>& x, const Tensor<T, S + 2>& w,
-                                     const ConvParams<S>& p, const char* op, std::string name) {
+Tensor<product_t<T>, S + 2> conv_channels_first(const Tensor<T, S + 2>& x,
+                                                const Tensor<T, S + 2>& w, const ConvParams<S>& p,
+                                                const char* op, std::string name) {
   constexpr std::size_t R = S + 2;
   const auto xs = x.shape();
   const auto ws = w.shape();
@@ -164,8 +169,9 @@ Tensor<T, S + 2> conv_channels_first(const Tensor<T, S + 2>& x, const Tensor<T, 
         [&](auto... v) {
           const std::array<Var, R> ax{v...};
           return [&]<std::size_t... D>(std::index_sequence<D...>) {
-            return sum(xp(ax[0], in_channel(ax[1], rc), window.template at<D>(ax[2 + D], r[D])...) *
-                           w(ax[1], rc, r[D]...),
+            return sum(widened_product(xp(ax[0], in_channel(ax[1], rc),
+                                          window.template at<D>(ax[2 + D], r[D])...),
+                                       w(ax[1], rc, r[D]...)),
                        {rc, r[D]...});
           }(std::make_index_sequence<S>{});
         },
@@ -181,8 +187,9 @@ Tensor<T, S + 2> conv_channels_first(const Tensor<T, S + 2>& x, const Tensor<T, 
 /// (E306), groups (E307), window parameters (E308) or a window larger than the padded input
 /// (E309).
 template <class T>
-Tensor<T, 3> conv1d_ncw(const Tensor<T, 3>& x, const Tensor<T, 3>& w, const ConvParams<1>& p = {},
-                        std::string name = "conv1d_ncw") {
+Tensor<detail::product_t<T>, 3> conv1d_ncw(const Tensor<T, 3>& x, const Tensor<T, 3>& w,
+                                           const ConvParams<1>& p = {},
+                                           std::string name = "conv1d_ncw") {
   return detail::conv_channels_first<1>(x, w, p, "conv1d_ncw", std::move(name));
 }
 
@@ -194,8 +201,9 @@ Tensor<T, 3> conv1d_ncw(const Tensor<T, 3>& x, const Tensor<T, 3>& w, const Conv
 /// With groups G, output channel o reads input channels [g * C / G, (g + 1) * C / G) of its
 /// group g = o / (O / G); G = C with a [C * M, 1, KH, KW] weight is a depthwise convolution.
 template <class T>
-Tensor<T, 4> conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w, const ConvParams<2>& p = {},
-                         std::string name = "conv2d_nchw") {
+Tensor<detail::product_t<T>, 4> conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
+                                            const ConvParams<2>& p = {},
+                                            std::string name = "conv2d_nchw") {
   return detail::conv_channels_first<2>(x, w, p, "conv2d_nchw", std::move(name));
 }
 
@@ -203,8 +211,9 @@ Tensor<T, 4> conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w, const Con
 /// [N, O, OD, OH, OW]. Tagged "conv3d_ncdhw" (its pad stage "pad"). Errors as conv1d_ncw.
 /// The kernel axes are named rz, ry, rx (depth, height, width).
 template <class T>
-Tensor<T, 5> conv3d_ncdhw(const Tensor<T, 5>& x, const Tensor<T, 5>& w, const ConvParams<3>& p = {},
-                          std::string name = "conv3d_ncdhw") {
+Tensor<detail::product_t<T>, 5> conv3d_ncdhw(const Tensor<T, 5>& x, const Tensor<T, 5>& w,
+                                             const ConvParams<3>& p = {},
+                                             std::string name = "conv3d_ncdhw") {
   return detail::conv_channels_first<3>(x, w, p, "conv3d_ncdhw", std::move(name));
 }
 
@@ -213,8 +222,9 @@ Tensor<T, 5> conv3d_ncdhw(const Tensor<T, 5>& x, const Tensor<T, 5>& w, const Co
 /// runs over (ry, rx, rc), channels innermost, matching the layout. Tagged "conv2d_nhwc" (its
 /// pad stage "pad"). Errors as conv1d_ncw.
 template <class T>
-Tensor<T, 4> conv2d_nhwc(const Tensor<T, 4>& x, const Tensor<T, 4>& w, const ConvParams<2>& p = {},
-                         std::string name = "conv2d_nhwc") {
+Tensor<detail::product_t<T>, 4> conv2d_nhwc(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
+                                            const ConvParams<2>& p = {},
+                                            std::string name = "conv2d_nhwc") {
   const char* op = "conv2d_nhwc";
   const auto xs = x.shape();
   const auto ws = w.shape();
@@ -234,9 +244,9 @@ Tensor<T, 4> conv2d_nhwc(const Tensor<T, 4>& x, const Tensor<T, 4>& w, const Con
     return compute(
         std::move(name), {xs[0], out[0], out[1], ws[3]},
         [&](Var n, Var h, Var x_, Var o) {
-          return sum(xp(n, window.template at<0>(h, ry), window.template at<1>(x_, rx),
-                        in_channel(o, rc)) *
-                         w(ry, rx, rc, o),
+          return sum(detail::widened_product(xp(n, window.template at<0>(h, ry),
+                                                window.template at<1>(x_, rx), in_channel(o, rc)),
+                                             w(ry, rx, rc, o)),
                      {ry, rx, rc});
         },
         op);
@@ -251,9 +261,9 @@ Tensor<T, 4> conv2d_nhwc(const Tensor<T, 4>& x, const Tensor<T, 4>& w, const Con
 /// loom::user_error if the weight's first dimension is not C (E306), groups is set (E307), or
 /// the window is invalid (E308, E309).
 template <class T>
-Tensor<T, 4> depthwise_conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
-                                   const ConvParams<2>& p = {},
-                                   std::string name = "depthwise_conv2d_nchw") {
+Tensor<detail::product_t<T>, 4> depthwise_conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
+                                                      const ConvParams<2>& p = {},
+                                                      std::string name = "depthwise_conv2d_nchw") {
   const char* op = "depthwise_conv2d_nchw";
   const auto xs = x.shape();
   const auto ws = w.shape();
@@ -279,24 +289,26 @@ Tensor<T, 4> depthwise_conv2d_nchw(const Tensor<T, 4>& x, const Tensor<T, 4>& w,
   const std::array<int64_t, 4> shape{xs[0], xs[1] * mult, out[0], out[1]};
   // Multiplier 1 (the common case) reads channel c itself: no division in the IR.
   auto build = [&](const auto&, const auto& window) {
-    return mult == 1 ? compute(
-                           std::move(name), shape,
-                           [&](Var n, Var c, Var h, Var x_) {
-                             return sum(xp(n, c, window.template at<0>(h, ry),
-                                           window.template at<1>(x_, rx)) *
-                                            w(c, 0, ry, rx),
-                                        {ry, rx});
-                           },
-                           op)
-                     : compute(
-                           std::move(name), shape,
-                           [&](Var n, Var c, Var h, Var x_) {
-                             return sum(xp(n, floordiv(c, mult), window.template at<0>(h, ry),
-                                           window.template at<1>(x_, rx)) *
-                                            w(floordiv(c, mult), floormod(c, mult), ry, rx),
-                                        {ry, rx});
-                           },
-                           op);
+    return mult == 1
+               ? compute(
+                     std::move(name), shape,
+                     [&](Var n, Var c, Var h, Var x_) {
+                       return sum(detail::widened_product(xp(n, c, window.template at<0>(h, ry),
+                                                             window.template at<1>(x_, rx)),
+                                                          w(c, 0, ry, rx)),
+                                  {ry, rx});
+                     },
+                     op)
+               : compute(
+                     std::move(name), shape,
+                     [&](Var n, Var c, Var h, Var x_) {
+                       return sum(detail::widened_product(
+                                      xp(n, floordiv(c, mult), window.template at<0>(h, ry),
+                                         window.template at<1>(x_, rx)),
+                                      w(floordiv(c, mult), floormod(c, mult), ry, rx)),
+                                  {ry, rx});
+                     },
+                     op);
   };
   return detail::with_conv_indices(p, 1, 1, build);
 }

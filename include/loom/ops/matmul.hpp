@@ -19,11 +19,6 @@ namespace ops {
 
 namespace detail {
 
-/// The element type of a product of T operands: float16 and bfloat16 operands (storage-only)
-/// are converted and summed in float32, so their products are float32; other types keep theirs.
-template <class T>
-using product_t = std::conditional_t<is_half_v<T>, float, T>;
-
 /// The product compute for rank-R operands whose leading R-2 dimensions are batch dimensions.
 /// The transposes are template parameters because they change the order of the index
 /// expressions in the reads, which the DSL records in the expression's type.
@@ -51,10 +46,7 @@ Tensor<product_t<T>, R> matmul_compute(const Tensor<T, R>& a, const Tensor<T, R>
             else
               return b(ax[B]..., k, j);
           }();
-          if constexpr (is_half_v<T>)
-            return sum(cast<float>(lhs) * cast<float>(rhs), k);
-          else
-            return sum(lhs * rhs, k);
+          return sum(widened_product(lhs, rhs), k);
         }(std::make_index_sequence<R - 2>{});
       },
       std::move(tag));

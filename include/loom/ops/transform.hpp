@@ -48,7 +48,13 @@ Tensor<T, R> pad_dims(const Tensor<T, R>& x, const std::array<int64_t, R>& befor
         return [&]<std::size_t... D>(std::index_sequence<D...>) {
           // if_then_else is lazy: the read of `x` below is out of bounds whenever `inside` is
           // false, and it is never evaluated then.
-          return if_then_else(inside, x(unpadded_index<D, Padded...>(ax[D], before[D])...), value);
+          auto read = x(unpadded_index<D, Padded...>(ax[D], before[D])...);
+          // 16-bit floats are storage-only (no select on them): select in float32, round back
+          // (exact: the value was a 16-bit one).
+          if constexpr (is_half_v<T>)
+            return cast<T>(if_then_else(inside, cast<float>(read), static_cast<float>(value)));
+          else
+            return if_then_else(inside, read, value);
         }(std::make_index_sequence<R>{});
       },
       "pad");

@@ -268,6 +268,29 @@ TEST_SUITE("cuda") {
     }
   }
 
+  TEST_CASE("16-bit convolutions: the pad stage rounds back to 16 bits, programs compile to PTX") {
+    auto x = placeholder<bfloat16>("X", {1, 16, 14, 14});
+    auto w = placeholder<bfloat16>("W", {32, 16, 3, 3});
+    const auto dag = std::make_shared<const ComputeDAG>(
+        std::vector<ir::Tensor>{x, w},
+        std::vector<ir::Tensor>{ops::conv2d_nchw(x, w, {.padding = {1, 1}})});
+    const Task task(dag, Target::cuda("sm_90"));
+    std::mt19937_64 rng(38);
+    const auto programs =
+        search::sample_programs(search::generate_sketches(task), task, {}, rng, 6);
+    REQUIRE(programs.size() >= 3);
+    for (size_t i = 0; i < programs.size(); ++i) {
+      const std::string src =
+          cuda::to_cuda_source(lower::lower_gpu(programs[i], task.target, "c" + std::to_string(i)));
+      INFO(src);
+      CHECK(src.find("const unsigned short* __restrict__ X") != std::string::npos);
+      CHECK(src.find("float* __restrict__ conv2d_nchw") != std::string::npos);
+      CHECK(src.find("loom_bf16_to_f32(") != std::string::npos);
+      const std::string ptx = cuda::compile_to_ptx(src, "sm_90", {"-G"});
+      CHECK(ptx.find(".target sm_90") != std::string::npos);
+    }
+  }
+
   TEST_CASE("a generated kernel names its buffers, launch bounds, shared memory and barriers") {
     auto a = placeholder<float>("A", {256, 256});
     auto b = placeholder<float>("B", {256, 256});

@@ -108,6 +108,27 @@ TEST_SUITE("search") {
     CHECK(wrong == 0);
   }
 
+  TEST_CASE("sampled GPU programs of 16-bit convolutions emulate to the interpreter's result") {
+    // A bfloat16 NCHW conv and a float16 NHWC one, padded: the pad stage selects in float32 and
+    // rounds back to 16 bits, the products are float32. Zero wrong.
+    auto x = placeholder<bfloat16>("x", {1, 8, 10, 10});
+    auto w = placeholder<bfloat16>("w", {16, 8, 3, 3});
+    const auto nchw = loom_test::make_workload("conv2d_nchw_bf16", {x, w},
+                                               {ops::conv2d_nchw(x, w, {.padding = {1, 1}})}, 72);
+    auto xh = placeholder<float16>("xh", {1, 10, 10, 8});
+    auto wh = placeholder<float16>("wh", {3, 3, 8, 16});
+    const auto nhwc = loom_test::make_workload("conv2d_nhwc_f16", {xh, wh},
+                                               {ops::conv2d_nhwc(xh, wh, {.padding = {1, 1}})}, 72);
+    int wrong = 0, checked = 0;
+    for (const auto& [wl, seed] : {std::pair{nchw, 3701}, std::pair{nhwc, 3702}}) {
+      const gpu_sample_stats st = check_gpu_samples(wl, seed, 20);
+      wrong += st.wrong;
+      checked += st.programs;
+    }
+    CHECK(checked >= 20);
+    CHECK(wrong == 0);
+  }
+
   TEST_CASE("a GPU matmul sketch: shared copies of A and B, a local accumulator, SSSRRSRS") {
     const loom_test::workload w = gpu_matmul();
     const auto sketches = search::generate_sketches(Task(w.dag, Target::cuda()));
