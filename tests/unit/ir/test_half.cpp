@@ -175,9 +175,9 @@ TEST_SUITE("ir") {
     CHECK(sizeof(float16) == 2);
     CHECK(sizeof(bfloat16) == 2);
     // Constants round to the type.
-    auto* c = ir::FloatImm::make(DType::bf16(), 1.0 + 1.0 / 256).as<ir::FloatImm>();
-    CHECK(c->value == 1.0);
-    c = ir::FloatImm::make(DType::f16(), 70000.0).as<ir::FloatImm>();
-    CHECK(std::isinf(c->value));
+    const ir::Expr rounded = ir::FloatImm::make(DType::bf16(), 1.0 + 1.0 / 256);
+    CHECK(rounded.as<ir::FloatImm>()->value == 1.0);
+    const ir::Expr overflowed = ir::FloatImm::make(DType::f16(), 70000.0);
+    CHECK(std::isinf(overflowed.as<ir::FloatImm>()->value));
   }
 }

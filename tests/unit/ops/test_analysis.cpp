@@ -131,7 +131,8 @@ TEST_SUITE("ops") {
   TEST_CASE("transpose is injective but not element-wise") {
     auto x = placeholder<float>("X", {3, 4, 5});
     auto t = ops::transpose(x, {2, 0, 1});
-    const OpInfo& info = ComputeDAG({x}, {t}).info(t);
+    const ComputeDAG dag({x}, {t});
+    const OpInfo& info = dag.info(t);
     CHECK(info.is_injective);
     CHECK_FALSE(info.is_elementwise);
     CHECK_FALSE(info.is_strictly_inlineable);  // the axes are read out of order
