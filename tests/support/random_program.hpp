@@ -47,6 +47,7 @@
 #include <loom/sched/record.hpp>
 #include <loom/sched/state.hpp>
 #include <loom/search/annotate.hpp>
+#include <loom/search/mutate.hpp>
 #include <loom/search/sketch.hpp>
 
 #include <algorithm>
@@ -145,7 +146,12 @@ class generator {
                                         ir::DType::f16(), ir::DType::bf16()};
       const ir::DType t = types[in_.pick(in_.one_in(4) ? 8 : 4)];
       value_info vi = t.is_float() ? value_info{4, -2, 0} : value_info{20, 0, 0};
-      tensors_.push_back({ir::make_placeholder("in" + std::to_string(i), t, random_shape(64)), vi});
+      // Sometimes integers of any magnitude, for wrap-around (make_input: the name ends in 'w').
+      const bool wide = !t.is_float() && in_.one_in(4);
+      if (wide) vi.bound = std::ldexp(1.0, t.bits - 1);
+      tensors_.push_back(
+          {ir::make_placeholder("in" + std::to_string(i) + (wide ? "w" : ""), t, random_shape(64)),
+           vi});
     }
     const int num_stages = 1 + in_.pick(4);
     for (int s = 0; s < num_stages; ++s) add_stage("s" + std::to_string(s));
@@ -271,7 +277,9 @@ class generator {
     value src = expression(t, 1 + in_.pick(3));
     ir::ReduceOp op = static_cast<ir::ReduceOp>(in_.pick(4));
     // A float product grows too fast to say much about; sum instead.
-    if (op == ir::ReduceOp::Prod && t.is_float() && (src.info.bound > 2 || !src.exact()))
+    if (op == ir::ReduceOp::Prod && t.is_float() &&
+        (src.info.bound > 2 || !src.exact() ||
+         std::pow(std::max(1.0, src.info.bound), static_cast<double>(length)) > kMaxBound))
       op = ir::ReduceOp::Sum;
     ir::Expr cond;
     // Only sums and products: a min or max over an empty condition is +-inf.
@@ -305,7 +313,7 @@ class generator {
   /// `propagated` plus an ulp of the bound.
   static value_info rounded(ir::DType t, double bound, int grain, double propagated) {
     value_info vi{bound, grain, propagated};
-    if (!t.is_float()) return {bound, 0, 0};
+    if (!t.is_float()) return {std::min(bound, std::ldexp(1.0, t.bits - 1)), 0, 0};  // wraps
     if (propagated == 0 && bound < std::ldexp(1.0, grain + mantissa_bits(t))) return vi;
     vi.err = propagated + bound * std::ldexp(1.0, 1 - mantissa_bits(t));
     return vi;
@@ -621,8 +629,17 @@ struct program_data {
 inline tensor_data make_input(const ir::Tensor& t, std::mt19937& rng) {
   tensor_data d{t.dtype(), t.num_elements(), {}};
   d.bytes.resize(static_cast<size_t>(d.elements) * t.dtype().bytes());
+  const bool wide = !t.name().empty() && t.name().back() == 'w';
   for (int64_t i = 0; i < d.elements; ++i) {
-    const int64_t k = static_cast<int64_t>(rng() % 41) - 20;  // [-20, 20]
+    int64_t k = static_cast<int64_t>(rng() % 41) - 20;  // [-20, 20]
+    if (wide)                                           // any value of the type, extremes often
+      switch (rng() % 4) {
+        case 0: k = t.dtype().bits == 32 ? std::numeric_limits<int32_t>::min() : INT64_MIN; break;
+        case 1: k = t.dtype().bits == 32 ? std::numeric_limits<int32_t>::max() : INT64_MAX; break;
+        default:
+          k = static_cast<int64_t>(uint64_t{rng()} << 32 | rng());
+          if (t.dtype().bits == 32) k = static_cast<int32_t>(k);
+      }
     if (t.dtype() == ir::DType::f32())
       reinterpret_cast<float*>(d.data())[i] = static_cast<float>(k % 17) / 4;  // [-4, 4]
     else if (t.dtype() == ir::DType::f16())
@@ -703,7 +720,7 @@ inline std::string compare(const tensor_data& got, const tensor_data& want,
     if (!want.dtype.is_float() || info.err == 0)
       ok = g == w || (std::isnan(g) && std::isnan(w));
     else
-      ok = std::abs(g - w) <= 4 * info.err;  // NaN fails
+      ok = g == w || std::abs(g - w) <= 4 * info.err;  // NaN fails
     if (!ok) {
       std::ostringstream os;
       os.precision(17);
@@ -773,8 +790,26 @@ inline loom::sched::State random_state(const std::shared_ptr<const loom::Compute
     if (!sketches.empty()) {
       const auto& sketch = sketches[in.pick(static_cast<int>(sketches.size()))];
       std::mt19937_64 rng(in.word());
-      for (int attempt = 0; attempt < 8; ++attempt)
-        if (auto s = loom::search::try_sample_program(sketch, task, options, rng)) return *s;
+      for (int attempt = 0; attempt < 8; ++attempt) {
+        auto s = loom::search::try_sample_program(sketch, task, options, rng);
+        if (!s) continue;
+        // Sometimes the evolutionary search's mutations, and random steps on top.
+        if (in.one_in(2)) {
+          const loom::search::SketchContext ctx(task, options);
+          for (int m = 1 + in.pick(3); m-- > 0;)
+            if (auto t = loom::search::mutate(ctx, *s, loom::search::cpu_mutation_rules(), rng))
+              s = std::move(t);
+        }
+        if (in.one_in(3)) {
+          std::mt19937 steps(in.word());
+          for (int c = 1 + in.pick(6); c-- > 0;)
+            if (auto step = random_step(*s, steps)) try {
+                s->apply(*step);
+              } catch (const loom::user_error&) {
+              }
+        }
+        return *s;
+      }
     }
   }
   mode = 0;
