@@ -77,3 +77,28 @@ TEST_SUITE("jit") {
                                 << refused << " refused, " << found << " findings");
   }
 }
+
+// KNOWN FAILURE, skipped (run with --no-skip): found by the random programs (seed 58691 of
+// LOOM_DIFFFUZZ_FIRST=50792 runs), not fixed. LLVM 19's SLP vectorizer, at O2 and O3, fills one
+// lane of the fully unrolled nest below with poison: S[29] (the peeled i2 = 9 iteration with
+// i1 = 2, 8.0f + A[19]) comes out wrong; O0 and O1 are right, and so is `opt-19 -O3
+// -vectorize-slp=false` on the same module, while plain `opt-19 -O3` shows the poison lane, so
+// the input IR looks fine and the fault looks like LLVM's. A workaround (SLP off in the JIT's
+// pipeline) costs performance and is not made here.
+TEST_CASE("KNOWN FAILURE: an unrolled int64(float) nest with a peeled tail" * doctest::skip()) {
+  using namespace loom;
+  auto A = placeholder<int32_t>("A", {1, 6, 10});
+  auto S = compute("S", {1, 5, 10}, [&](Var i0, Var i1, Var i2) {
+    return cast<int64_t>(cast<float>(if_then_else(i2 + 1 >= 0 && i2 + 1 < 10, A(0, 0, i2 + 1), 8)) +
+                         cast<float>(cast<int64_t>(A(0, floordiv(i1, 2), floormod(i0 - 1, 10)))));
+  });
+  auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({A}, {S}));
+  std::vector<int32_t> a(60);
+  for (int i = 0; i < 60; ++i) a[i] = (i * 7) % 41 - 20;
+  std::vector<int64_t> out(50), ref(50);
+  evaluate(*dag, {a.data(), ref.data()});
+  auto k = cpu_jit::compile(lower::lower(sched::State(dag), "unrolled_tail"));
+  void* args[] = {a.data(), out.data()};
+  k.fn(args);
+  CHECK(out == ref);
+}
