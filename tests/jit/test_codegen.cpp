@@ -254,6 +254,29 @@ TEST_SUITE("jit") {
     CHECK(c == ref);
   }
 
+  TEST_CASE("abs of an integer compiles, scalar and vectorized, and wraps at INT_MIN") {
+    // Found by the random programs (test_random_programs.cpp): the code generator built the float
+    // constant 1 of every call's type, an integer type for abs of int32, and LLVM crashed.
+    const int64_t N = 19;
+    auto A = placeholder<int32_t>("A", {N});
+    auto B = compute("B", {N}, [&](Var i) { return abs(A(i)) - 3; });
+    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({A}, {B}));
+    for (bool vectorized : {false, true}) {
+      sched::State s(dag);
+      if (vectorized) {
+        s.split("B", 0, {8});
+        s.annotate("B", 1, Annotation::Vectorized);
+      }
+      Kernel kern = build(Task(dag), s);
+      auto a = random_vector<int32_t>(N, 5, -100000, 100000);
+      a[3] = std::numeric_limits<int32_t>::min();
+      std::vector<int32_t> b(N), ref(N);
+      kern(a.data(), b.data());
+      evaluate(*dag, {a.data(), ref.data()});
+      CHECK(b == ref);
+    }
+  }
+
   TEST_CASE("float exp and sigmoid agree with libm within a few ulp, vectorized or not") {
     // exp is generated inline (a polynomial, not a libm call); check it over the whole float
     // range, the overflow and subnormal ends and the special values.

@@ -249,7 +249,7 @@ bool has_cache_write_stage(const SketchContext& ctx, const sched::State& state, 
 /// The single consumer (through inlined stages) that reads the stage element by element, with
 /// every op in between inlined and element-wise, or -1 (Ansor's
 /// GetSingleElementwiseMatchedConsumer). The copy a cache_write leaves behind matches its
-/// ".local" stage.
+/// ".local" stage. An output has none: it stays at the root, whoever reads it.
 int single_elementwise_matched_consumer(const SketchContext& ctx, const sched::State& state,
                                         int stage);
 /// Whether the stage is still as the DAG made it: computed at the root, loops neither split,

@@ -104,6 +104,21 @@ TEST_SUITE("lower") {
     CHECK(count_loops(nest_of(s), ir::ForKind::Unrolled) == 2);
   }
 
+  TEST_CASE("build_loop_nests: a reduction's condition is read only inside the tail guard") {
+    // Found by the random programs (tests/jit/test_random_programs.cpp): the condition of a
+    // reduction was and-ed with the guard of a split's tail, `i < 8 && A[i] > 0`, whose operands
+    // have no evaluation order, so the tail read A[8]. It now has an IfThenElse of its own.
+    auto A = placeholder<float>("A", {8});
+    auto k = reduce_axis(2, "k");
+    auto B = compute("B", {8}, [&](Var i) { return sum(cast<float>(k) + 1.0f, k, A(i) > 0.0f); });
+    auto w = loom_test::make_workload("conditional sum", {A}, {B}, 2);
+    sched::State s(w.dag);
+    s.split("B", 0, {6});  // 2 x 6 iterations for 8: a tail
+    const auto ref = loom_test::make_reference(w, 3);
+    const auto r = loom_test::run_and_compare(w, ref, s);
+    CHECK_MESSAGE(r.ok, r.message);
+  }
+
   TEST_CASE("build_loop_nests of random schedules computes what the DAG computes") {
     int checked = 0;
     for (const loom_test::passes::scheduled& s : loom_test::passes::lowerable_schedules(25, 901)) {

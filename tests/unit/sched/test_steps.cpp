@@ -436,6 +436,24 @@ TEST_SUITE("sched") {
       s.compute_at("C.rf", "C", 1);
       check_schedule(w, s);
     }
+    SUBCASE("a conditional sum: the condition is read only inside the tail") {
+      // Found by the random programs (tests/jit/test_random_programs.cpp): the partial sums'
+      // condition was `k < 6 && B[5 - k] > 0`, whose operands have no evaluation order, so the
+      // tail read B[-1]. The own condition now sits behind a lazy select on the tail's.
+      auto B = loom::placeholder<float>("B", {6});
+      auto k = loom::reduce_axis(6, "k");
+      auto C = loom::compute("C", {2}, [&](loom::Var i) {
+        return loom::sum(loom::cast<float>(i + k), k, B(5 - k) > 0.0f);
+      });
+      auto w = make_workload("conditional sum", {B}, {C}, 6);
+      for (int part = 1; part <= 2; ++part) {
+        CAPTURE(part);
+        State s(w.dag);
+        s.split("C", 1, {4});  // k: 2 x 4 covering 6, a tail
+        s.rfactor("C", part, 1);
+        check_schedule(w, s);
+      }
+    }
     SUBCASE("of a conv's fused reduction loops") {
       auto w = conv2d(3, 9, 9, 4, 3, 1, 2);
       State s(w.dag);

@@ -210,6 +210,23 @@ TEST_SUITE("search") {
     CHECK(fused == 4);
   }
 
+  TEST_CASE("an output that another output reads stays at the root in every sketch") {
+    // Found by the random programs (tests/jit/test_random_programs.cpp): MemoryBoundReduction
+    // (and MultiLevelTilingWithFusion) computed such an output at its consumer's row, and
+    // generate_sketches threw compute_at's E220. Both outputs of a softmax-like pair: the row
+    // maxima and the rows shifted by them.
+    auto x = placeholder<float>("X", {12, 35});
+    auto k = reduce_axis(35, "k");
+    auto m = compute("m", {12}, [&](Var i) { return max(x(i, k), k); });
+    auto y = compute("y", {12, 35}, [&](Var i, Var j) { return x(i, j) - m(i); });
+    const Task task = make_task({x}, {m, y});
+    const auto sketches = search::generate_sketches(task);
+    REQUIRE(!sketches.empty());
+    for (const auto& s : sketches) CHECK(s.stage("m").location != sched::ComputeLocation::At);
+    std::mt19937_64 rng(3);
+    CHECK(!search::sample_programs(sketches, task, {}, rng, 4).empty());
+  }
+
   TEST_CASE("softmax with long rows sums each row in a vector of partial sums") {
     // 64 >= 2 x 8 lanes: MemoryBoundReduction splits the row by 8 (a set length, not drawn),
     // factors the 8 lanes out as the innermost loop of "softmax_sum.rf", computes that inside

@@ -139,7 +139,13 @@ class nest_builder {
       Expr cur = Load::make(in.buffer, offset);
       std::vector<Expr> g = loops.guards;
       g.insert(g.end(), loops.reduce_guards.begin(), loops.reduce_guards.end());
-      if (red->condition.defined()) g.push_back(lowered(red->condition, axes));
+      // The reduction's condition may read memory (a padded input, a stage) at the indices the
+      // bounds guards keep in range, and the operands of && have no evaluation order (IR
+      // contract): it gets an IfThenElse of its own, inside the guards.
+      const Expr cond = red->condition.defined() ? lowered(red->condition, axes) : Expr();
+      const auto guarded_update = [&](Stmt store) {
+        return guarded(g, cond.defined() ? IfThenElse::make(cond, std::move(store)) : store);
+      };
       Stmt init = guarded(loops.guards,
                           Store::make(in.buffer, offset, reduce_identity(red->op, op.dtype())));
       for (int p = n; p-- > first_reduce;) {
@@ -152,7 +158,8 @@ class nest_builder {
       }
       const int across = cross_thread_leaf(s, first_reduce, attached);
       if (across < 0) {
-        Stmt update = guarded(g, Store::make(in.buffer, offset, reduce_combine(red->op, cur, src)));
+        Stmt update =
+            guarded_update(Store::make(in.buffer, offset, reduce_combine(red->op, cur, src)));
         for (int p = n; p-- > first_reduce;) update = wrap_loop(p, update, true);
         nest = Block::make({init, update});
       } else {
@@ -164,7 +171,7 @@ class nest_builder {
         Buffer acc = make_buffer(s.name + ".acc", op.dtype(), {1}, MemoryScope::Local);
         Expr acc0 = Load::make(acc, Expr(int64_t{0}));
         Stmt partial =
-            guarded(g, Store::make(acc, Expr(int64_t{0}), reduce_combine(red->op, acc0, src)));
+            guarded_update(Store::make(acc, Expr(int64_t{0}), reduce_combine(red->op, acc0, src)));
         for (int p = n; p-- > first_reduce;)
           if (p != across) partial = wrap_loop(p, partial, false);
         Stmt update = Allocate::make(

@@ -430,11 +430,16 @@ struct step_applier {
     for (size_t r = 0; r < red->axes.size(); ++r)
       sub[red->axes[r].variable()] =
           iterator_value(s, nspatial + static_cast<int>(r), extents, values, tails);
-    std::vector<ir::Expr> conds;
-    for (auto& t : tails) conds.push_back(t.second);
     ir::Expr cond;
-    if (red->condition.defined()) conds.push_back(ir::substitute(red->condition, sub));
-    for (auto& c : conds) cond = cond.defined() ? (cond && c) : c;
+    for (auto& t : tails) cond = cond.defined() ? (cond && t.second) : t.second;
+    if (red->condition.defined()) {
+      // The reduction's own condition may read memory at the rebuilt indices, which leave their
+      // range in the tails, and the operands of && have no evaluation order (IR contract): it is
+      // evaluated only where the tail conditions hold, through a (lazy) select.
+      ir::Expr own = ir::substitute(red->condition, sub);
+      cond = cond.defined() ? ir::Select::make(cond, own, ir::IntImm::make(ir::DType::boolean(), 0))
+                            : own;
+    }
     ir::Expr rf_body;
     ir::Expr src = ir::substitute(red->source, sub);
     if (rf_reduce.empty()) {

@@ -123,6 +123,8 @@ LOOM_DECL std::vector<std::vector<ir::Expr>> read_indices(const sched::State& st
 
 LOOM_DECL int single_elementwise_matched_consumer(const SketchContext& ctx,
                                                   const sched::State& state, int stage) {
+  // An output stays at the root (compute_at refuses it): nothing to fuse it into.
+  if (state.stages()[stage].is_output) return -1;
   const auto cons = state.consumers(stage);
   if (cons.size() != 1) return -1;
   const int c = cons[0];
@@ -330,6 +332,7 @@ inline void move_innermost(sched::State& s, const std::string& stage, int from) 
 // reduction of the same rows) reads it at [axis 0, ..., axis rank-1] of its own axes, directly
 // or through inlined stages.
 inline int row_consumer(const sched::State& st, int stage, bool rows_untouched = false) {
+  if (st.stages()[stage].is_output) return -1;  // an output stays at the root
   const auto cons = st.consumers(stage);
   const int rank = st.stages()[stage].num_spatial_axes;
   int row = -1;

@@ -467,6 +467,11 @@ class codegen {
     auto intrinsic = [&](llvm::Intrinsic::ID id) {
       return b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, id, {t}), args);
     };
+    // Integer abs is the one call on integers: build the float constant 1 only for float calls
+    // (ConstantFP::get of an integer type crashes inside LLVM).
+    if (c->op == CallOp::abs && !c->dtype.is_float())
+      return b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::abs, {t}),
+                           {x, b_.getFalse()});
     llvm::Value* one = llvm::ConstantFP::get(t, 1.0);
     switch (c->op) {
       case CallOp::exp: return exp(x, f32);
@@ -479,10 +484,7 @@ class codegen {
         return b_.CreateFDiv(one, b_.CreateFAdd(one, exp(b_.CreateFNeg(x), f32)));
       }
       case CallOp::pow: return intrinsic(llvm::Intrinsic::pow);
-      case CallOp::abs:
-        if (c->dtype.is_float()) return intrinsic(llvm::Intrinsic::fabs);
-        return b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::abs, {t}),
-                             {x, b_.getFalse()});
+      case CallOp::abs: return intrinsic(llvm::Intrinsic::fabs);
       case CallOp::floor: return intrinsic(llvm::Intrinsic::floor);
       case CallOp::ceil: return intrinsic(llvm::Intrinsic::ceil);
       case CallOp::round: return intrinsic(llvm::Intrinsic::nearbyint);
