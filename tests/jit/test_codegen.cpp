@@ -22,6 +22,7 @@
 
 #include "support/random.hpp"
 #include "support/random_schedule.hpp"
+#include "support/sanitizers.hpp"
 
 using namespace loom;
 using loom_test::random_vector;
@@ -159,20 +160,12 @@ TEST_SUITE("jit") {
   TEST_CASE(
       "a kernel whose intermediate buffer cannot be allocated stops with [loom.runtime.E607], "
       "from the top of the kernel and from inside a parallel loop") {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     // The sanitizers' allocators abort on a failed allocation instead of returning null.
-    return;
-#endif
-    // P[r, c] = A[r] + B[c mod 64], 16 rows of 64 MiB each, summed per row. A process allowed
-    // 1 MiB more than it holds can allocate neither P (root: 1 GiB) nor one row of it (at out's
-    // parallel row loop); no memory it already holds is that large, so none can be reused.
-    const int64_t rows = 16, cols = int64_t{1} << 24;
-    auto A = placeholder<float>("A", {rows});
-    auto B = placeholder<float>("B", {64});
-    auto j = reduce_axis(cols, "j");
-    auto P = compute("P", {rows, cols}, [&](Var r, Var c) { return A(r) + B(floormod(c, 64)); });
-    auto out = compute("out", {rows}, [&](Var r) { return sum(P(r, j), j); });
-    auto dag = std::make_shared<const ComputeDAG>(ComputeDAG({A, B}, {out}));
+    if (loom_test::address_sanitizer || loom_test::thread_sanitizer) return;
+    // A process allowed 1 MiB more than it holds can allocate neither P (root: 1 GiB) nor one
+    // row of it (64 MiB, at out's parallel row loop).
+    const auto dag = loom_test::oversized_intermediate().dag;
+    const size_t rows = 16;
     const Task task(dag);
     sched::State root(dag);  // P materialized whole before out
     sched::State per_row(dag);

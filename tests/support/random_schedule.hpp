@@ -76,6 +76,21 @@ inline workload matmul_half(int64_t M, int64_t N, int64_t K, bool store_half = f
   return make_workload("matmul_store_" + ir::to_string(ir::dtype_v<T>), {A, B}, {D}, K);
 }
 
+/// out[r] = Σ_j P[r, j] with P[r, c] = A[r] + B[c mod 64]: 16 rows of 2^24 columns, so that P
+/// takes 1 GiB at the root and 64 MiB per row, while the inputs and the output are tiny (the
+/// out-of-memory tests: a process limited to less cannot allocate P, and no memory it already
+/// holds is that large). With P inlined nothing is allocated.
+inline workload oversized_intermediate() {
+  using namespace loom;
+  const int64_t rows = 16, cols = int64_t{1} << 24;
+  auto A = placeholder<float>("A", {rows});
+  auto B = placeholder<float>("B", {64});
+  auto j = reduce_axis(cols, "j");
+  auto P = compute("P", {rows, cols}, [&](Var r, Var c) { return A(r) + B(floormod(c, 64)); });
+  auto out = compute("out", {rows}, [&](Var r) { return sum(P(r, j), j); });
+  return make_workload("oversized_intermediate", {A, B}, {out}, cols);
+}
+
 /// C = A * B on int32 (exact comparisons; wrapping is the same in both interpreters).
 inline workload matmul_i32(int64_t M, int64_t N, int64_t K) {
   using namespace loom;

@@ -22,6 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/random_schedule.hpp"
+#include "support/sanitizers.hpp"
+
 using namespace loom;
 using search::MeasureError;
 
@@ -340,19 +343,10 @@ TEST_SUITE("tune") {
 
   TEST_CASE(
       "memory_limit_mb: a program past it fails alone, its run or its build; the rest measure") {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     // The sanitizers' allocators abort on a failed allocation instead of returning null.
-    return;
-#endif
-    // P[r, c] = A[r] + B[c mod 64] summed per row: at the root, P takes 1 GiB; inlined, nothing.
-    const int64_t rows = 16, cols = int64_t{1} << 24;
-    auto A = placeholder<float>("A", {rows});
-    auto B = placeholder<float>("B", {64});
-    auto j = reduce_axis(cols, "j");
-    auto P = compute("P", {rows, cols}, [&](Var r, Var c) { return A(r) + B(floormod(c, 64)); });
-    auto out = compute("out", {rows}, [&](Var r) { return sum(P(r, j), j); });
-    const Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{A, B},
-                                                       std::vector<ir::Tensor>{out}));
+    if (loom_test::address_sanitizer || loom_test::thread_sanitizer) return;
+    // At the root the intermediate takes 1 GiB, inlined nothing.
+    const Task task(loom_test::oversized_intermediate().dag);
     const sched::State root(task.dag);
     sched::State inlined(task.dag);
     inlined.compute_inline("P");
