@@ -37,6 +37,10 @@
 //   --out PATH          write the model trained on every log (GbdtCostModel::save)
 //   --evaluate          run (a), and (b) on the held-out data given
 //   --heldout DIR       tune_workloads logs DIR/<workload>.jsonl (repeatable)
+//   --picks DIR         collect_model_picks logs DIR/<workload>.jsonl (repeatable: one per
+//                       round), trained on as one more family, "picks" (in (a) also left out
+//                       and tested on: how the networks' model ranks programs its own search
+//                       picks at new shapes)
 //   --measurements PATH the measured data set (default: the checked-in one)
 //   --max-per-group N   keep at most N samples per group, drawn with a fixed seed (default 2000;
 //                       0: all)
@@ -50,6 +54,7 @@
 // A plain program, not a Google Benchmark: the numbers are accuracies and sample counts.
 #include "../tune/tune_workloads.hpp"
 #include "cost_workloads.hpp"
+#include "pick_workloads.hpp"
 #include "gz_io.hpp"
 
 #include <loom/compile_threads.hpp>
@@ -298,6 +303,28 @@ Family load_tune_logs(const std::vector<std::string>& dirs) {
   return f;
 }
 
+/// The model's own picks (collect_model_picks) at the shapes of cost/pick_workloads.hpp: one
+/// group per workload and setting, the logs of every directory (one per collection round)
+/// together, so that each pick is labelled against the best of all rounds.
+Family load_pick_logs(const std::vector<std::string>& dirs, size_t cap) {
+  Family f;
+  f.name = "picks";
+  for (const loom_bench::TuneWorkload& w : loom_bench::pick_workloads()) {
+    std::vector<search::TuningRecord> records;
+    for (const std::string& dir : dirs) {
+      const std::string path = dir + "/" + w.name + ".jsonl";
+      if (!std::filesystem::exists(path)) continue;
+      for (search::TuningRecord& r : read_log(path, f.counts)) records.push_back(std::move(r));
+    }
+    if (records.empty()) continue;
+    f.counts.records += records.size();
+    add_groups(f, {w.make()}, std::move(records), cap, [&](const Task&, const Setting& setting) {
+      return "picks/" + w.name + " " + setting_name(setting);
+    });
+  }
+  return f;
+}
+
 /// bench_cost_model's data set: `workload \t seconds \t record` per line, 1 thread, one group
 /// per workload, labelled as bench_cost_model labels it (workload's best / cost, 0 for inf).
 Family load_measurements(const std::string& path) {
@@ -462,6 +489,7 @@ struct Settings {
   std::string out;
   bool evaluate = false;
   std::vector<std::string> heldout;
+  std::vector<std::string> picks;
   std::string measurements = LOOM_COST_DATASET;
   size_t max_per_group = 2000;
   OnnxOptions onnx;
@@ -518,6 +546,8 @@ Settings parse(int argc, char** argv) {
       s.evaluate = true;
     else if (a == "--heldout")
       s.heldout.push_back(value(i));
+    else if (a == "--picks")
+      s.picks.push_back(value(i));
     else if (a == "--measurements")
       s.measurements = value(i);
     else if (a == "--max-per-group")
@@ -540,7 +570,8 @@ Settings parse(int argc, char** argv) {
   }
   if (positional.empty() || positional.size() % 2 != 0)
     fail(
-        "usage: train_cost_model [--out PATH] [--evaluate] [--heldout DIR]... MODEL.onnx "
+        "usage: train_cost_model [--out PATH] [--evaluate] [--heldout DIR]... [--picks DIR]... "
+        "MODEL.onnx "
         "LOG.jsonl [MODEL.onnx LOG.jsonl ...]");
   for (size_t i = 0; i < positional.size(); i += 2) {
     const std::string& model = positional[i];
@@ -586,6 +617,7 @@ int main(int argc, char** argv) try {
   for (const auto& [model, logs] : s.networks)
     networks.push_back(load_network(std::filesystem::path(model).stem().string(), model, logs,
                                     s.onnx, s.max_per_group));
+  if (!s.picks.empty()) networks.push_back(load_pick_logs(s.picks, s.max_per_group));
   std::printf("\n");
   print_counts_header("network");
   for (const Family& f : networks) print_counts(f);
