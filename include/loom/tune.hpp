@@ -131,13 +131,20 @@ enum class ScheduleSource {
 struct ModelCompileOptions {
   /// The model that ranks programs; null: the one shipped with loom (cost::pretrained_cost_model).
   std::shared_ptr<const cost::CostModel> model;
-  /// The search (population, generations, how many of the model's best to keep, seed).
-  search::ModelSearchOptions search;
+  /// The search (population, generations, how many of the model's best to keep, seed). Half an
+  /// Ansor round's population: the time saved builds two more of the model's picks, which found
+  /// faster kernels than the full round with three (benchmarks/README.md, "Kernels from the cost
+  /// model alone").
+  search::ModelSearchOptions search = [] {
+    search::ModelSearchOptions o;
+    o.population = 1024;
+    return o;
+  }();
   /// Build the model's `time_top` best programs and the default schedule (on the compile
   /// threads), check them, time each for a few milliseconds in this process and keep the
   /// fastest: the shipped model alone sometimes ranks first a program several times slower than
   /// the default schedule. 0: build the model's best, untimed.
-  int time_top = 3;
+  int time_top = 5;
   /// Instead, measure the model's `measure_top` best programs as tuning does (each in a forked
   /// child, a few seconds in all) and keep the fastest that passes the check.
   int measure_top = 0;
@@ -164,8 +171,9 @@ struct ModelCompiled {
 /// A kernel for `task` without tuning: the programs the cost model ranks best (search::
 /// best_predicted: sketches, sampling, evolution, nothing measured), built and checked against
 /// the interpreter at `check_points` outputs, the fastest of the first `time_top` and the
-/// default schedule kept. About a second on the benchmark workloads (benchmarks/README.md,
-/// "Model-only compilation"). tuned_kernel uses it for a computation its log has never seen.
+/// default schedule kept. 0.3-0.7 s on most benchmark workloads, more where a candidate is slow
+/// to build (benchmarks/README.md, "Kernels from the cost model alone"). tuned_kernel uses it for
+/// a computation its log has never seen.
 /// Throws loom::user_error `[loom.search.E862]` when there is no model (options.model null and
 /// the pretrained one cannot be read), `[loom.search.E863]` when no candidate builds and passes
 /// the check, `[loom.search.E864]` for options out of range, `[loom.search.E852]` for a GPU task.

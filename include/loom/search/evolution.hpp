@@ -172,7 +172,7 @@ class EvolutionarySearch {
 
 /// Settings of a search by the model alone (best_predicted). The defaults are one Ansor round
 /// (0.1-0.7 s on the benchmark workloads, 2 cores): fewer generations found worse programs with
-/// the shipped model (benchmarks/README.md, "Model-only compilation").
+/// the shipped model (benchmarks/README.md, "Kernels from the cost model alone").
 struct ModelSearchOptions {
   int population = 2048;  ///< EvolutionOptions::population
   int generations = 4;    ///< EvolutionOptions::generations
