@@ -25,7 +25,8 @@
 // loop longer than max_vectorize_size to LLVM, as Ansor does
 // (SearchOptions::wide_vectorize_probability = 0), `pretrained` starts from the cost model that
 // ships with loom (TuneOptions::pretrained: its picks instead of random ones until the task's
-// own model has learned, then mixed with it). Records of an ablation go to
+// own model has learned, then mixed with it; loom::tune's default, TuneOptions::warm_start, which
+// every other mode here turns off). Records of an ablation go to
 // <dir>/<name>.<mode>.jsonl. --seed sets TuneOptions::seed (0 by default); runs of several seeds
 // go to different directories. --per-round sets TuneOptions::measures_per_round (64 by default).
 // --no-slow-kill lets every build and run go on to build_timeout_s and run_timeout_s
@@ -185,6 +186,10 @@ int main(int argc, char** argv) {
     o.name = w.name;
     o.records = dir + "/" + w.name + (mode == "full" ? "" : "." + mode) + ".jsonl";
     if (constant_weights) o.constant_inputs = w.weights;
+    // Random first rounds (Ansor's), as every log of benchmarks/README.md was tuned, so that the
+    // modes compare with each other and with those logs; --mode pretrained starts from the
+    // shipped model, as loom::tune does by default (TuneOptions::warm_start).
+    o.warm_start = false;
     if (mode == "random") {
       o.model = search::ModelKind::random;
       o.evolution.generations = 0;

@@ -80,8 +80,15 @@ class TuneResult {
   std::vector<std::string> constant_inputs_;
 };
 
-/// Tunes `task` on this machine's CPU (see search/tuner.hpp for the loop and the options).
+/// Tunes `task` on this machine's CPU (see search/tuner.hpp for the loop and the options). Its
+/// first rounds are the shipped cost model's picks (TuneOptions::warm_start).
 TuneResult tune(const Task& task, const TuneOptions& options = {});
+
+namespace detail {
+/// `options` as tune and tune_tasks run them: TuneOptions::warm_start carried out (the shipped
+/// model as `pretrained` where none is given and the learned model is used).
+search::TuneOptions with_warm_start(const search::TuneOptions& options);
+}  // namespace detail
 
 using search::TaskSchedulerOptions;
 using search::WeightedTask;

@@ -287,3 +287,20 @@ TEST_CASE("tuning can start from the pretrained model") {
   o.pretrained_samples = -1;
   CHECK_THROWS_WITH_AS(tune(Task(w.dag), o), doctest::Contains("loom.search.E840"), user_error);
 }
+
+TEST_CASE("tune and tune_tasks start from the shipped model unless told not to") {
+  const TuneOptions by_default;
+  CHECK(by_default.warm_start);
+  CHECK(by_default.pretrained == nullptr);
+  CHECK(loom::detail::with_warm_start(by_default).pretrained == cost::pretrained_cost_model());
+  TuneOptions cold;
+  cold.warm_start = false;
+  CHECK(loom::detail::with_warm_start(cold).pretrained == nullptr);
+  // A random model has nothing to mix the shipped one with; a given model is kept.
+  TuneOptions random;
+  random.model = search::ModelKind::random;
+  CHECK(loom::detail::with_warm_start(random).pretrained == nullptr);
+  TuneOptions given;
+  given.pretrained = std::make_shared<cost::RandomCostModel>(3);
+  CHECK(loom::detail::with_warm_start(given).pretrained == given.pretrained);
+}

@@ -37,6 +37,17 @@ LOOM_DECL std::string TuneResult::best_schedule() const {
   return ir::to_string(lower::lower(best_state(), "tuned").body);
 }
 
+namespace detail {
+
+LOOM_DECL search::TuneOptions with_warm_start(const search::TuneOptions& options) {
+  search::TuneOptions o = options;
+  if (o.warm_start && !o.pretrained && o.model == search::ModelKind::gbdt)
+    o.pretrained = cost::pretrained_cost_model();
+  return o;
+}
+
+}  // namespace detail
+
 LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
   LOOM_USER_CHECK(task.target.is_cpu(), "loom.search.E852")
       << "tune(): task targets " << task.target.to_string()
@@ -45,7 +56,8 @@ LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
   cpu_jit::LocalMeasurerOptions local;
   local.constant_inputs = options.constant_inputs;
   cpu_jit::LocalMeasurer measurer(options.measure, local);
-  return TuneResult(task, search::tune_with(task, options, measurer), options.constant_inputs);
+  return TuneResult(task, search::tune_with(task, detail::with_warm_start(options), measurer),
+                    options.constant_inputs);
 }
 
 LOOM_DECL search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>& tasks,
@@ -58,7 +70,9 @@ LOOM_DECL search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>
   cpu_jit::LocalMeasurerOptions local;
   local.constant_inputs = options.tune.constant_inputs;
   cpu_jit::LocalMeasurer measurer(options.tune.measure, local);
-  return search::tune_tasks_with(tasks, options, measurer);
+  TaskSchedulerOptions warm = options;
+  warm.tune = detail::with_warm_start(options.tune);
+  return search::tune_tasks_with(tasks, warm, measurer);
 }
 
 namespace detail {

@@ -98,8 +98,16 @@ struct TuneOptions {
   /// model has warmed up (instead of random scores), and afterwards its scores are mixed with the
   /// task model's, weighing `pretrained_samples / (pretrained_samples + n)` after n measured
   /// programs, as Ansor mixes what the programs of a network's other tasks taught its model.
-  /// Null: the first rounds are random (Ansor). Ignored with ModelKind::random.
+  /// Null: the first rounds are random (Ansor), unless `warm_start`. Ignored with
+  /// ModelKind::random.
   std::shared_ptr<const cost::CostModel> pretrained;
+  /// Where `pretrained` is null, loom::tune and loom::tune_tasks (loom/tune.hpp, and the network
+  /// tuning built on them) take the model shipped with loom (cost::pretrained_cost_model(); none
+  /// when it cannot be read, with its warning). It reached 90 % of the 1,000-trial kernels in a
+  /// few trials where random first rounds took 40-200 or more (benchmarks/README.md, "Warm start
+  /// from the pretrained model"). false: random first rounds, as Ansor. search::tune_with itself
+  /// never loads a model.
+  bool warm_start = true;
   double pretrained_samples = 128;
   SearchOptions space;
   EvolutionOptions evolution;
