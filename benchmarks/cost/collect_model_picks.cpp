@@ -41,19 +41,6 @@
 
 using namespace loom;
 
-namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::string dir, model_path;
   int top = 16, random = 16, threads = 2;
@@ -81,7 +68,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads")
       threads = std::atoi(next().c_str());
     else if (a == "--only")
-      only = split(next(), ',');
+      only = loom_bench::split_list(next(), ',');
     else {
       std::fprintf(stderr,
                    "usage: %s --dir D [--model PATH] [--top N] [--random N] [--seed S] "

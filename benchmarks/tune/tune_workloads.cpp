@@ -52,15 +52,6 @@ using namespace loom;
 
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 /// One panel per curve: GFLOP/s (y) against trials (x), with the final best written on it.
 void write_svg(const std::string& path, const std::vector<std::string>& names,
                const std::vector<std::vector<search::CurvePoint>>& curves) {
@@ -127,7 +118,7 @@ int main(int argc, char** argv) {
     else if (a == "--dir")
       dir = next();
     else if (a == "--only")
-      only = split(next(), ',');
+      only = loom_bench::split_list(next(), ',');
     else if (a == "--set")
       set = next();
     else if (a == "--seconds")

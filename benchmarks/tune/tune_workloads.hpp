@@ -11,10 +11,21 @@
 
 #include <cstdint>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace loom_bench {
+
+/// The non-empty items of `s` between `sep`s (what --only a,b,... names).
+inline std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
 
 /// One workload: its name (the records file <dir>/<name>.jsonl), its task, and the inputs that
 /// are constant weights (--constant-weights packs them once).
