@@ -35,7 +35,6 @@
 #include <filesystem>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
