@@ -81,12 +81,18 @@ TEST_SUITE("jit") {
 }
 
 // KNOWN FAILURE, skipped (run with --no-skip): found by the random programs (seed 58691 of
-// LOOM_DIFFFUZZ_FIRST=50792 runs), not fixed. LLVM 19's SLP vectorizer, at O2 and O3, fills one
-// lane of the fully unrolled nest below with poison: S[29] (the peeled i2 = 9 iteration with
-// i1 = 2, 8.0f + A[19]) comes out wrong; O0 and O1 are right, and so is `opt-19 -O3
-// -vectorize-slp=false` on the same module, while plain `opt-19 -O3` shows the poison lane, so
-// the input IR looks fine and the fault looks like LLVM's. A workaround (SLP off in the JIT's
-// pipeline) costs performance and is not made here.
+// LOOM_DIFFFUZZ_FIRST=50792 runs), not fixed. LLVM 19's SLP vectorizer miscompiles the fully
+// unrolled nest below at O2 and O3 on AVX-512 hosts: S[29] and S[39] (the peeled i2 = 9
+// iteration, 8.0f + A[19]) come out wrong. The IR loom emits is not at fault: its only nuw/nsw
+// are on loop counters, every GEP and load is in bounds (the select that loads became branches,
+// folded away in the tail), its fptosi convert values in range, its noalias arguments do not
+// alias, and the straight-line IR that reaches the SLP pass is of the same kind.
+// `opt-19 -passes=slp-vectorizer` alone on that IR builds the operand vector of an <8 x float>
+// fadd whose lane 3 should be the constant 8.0 as a shuffle with a poison lane there. It happens
+// with 512-bit SLP trees (stores of <8 x i64>; loom's functions prefer 512-bit vectors, and every
+// AVX-512 target-cpu tried shows it); with `-slp-max-reg-size=256` (what AVX2 hosts get anyway)
+// or without SLP the result is right. Either workaround changes what SLP vectorizes on AVX-512
+// hosts, so neither is applied before it is measured.
 TEST_CASE("KNOWN FAILURE: an unrolled int64(float) nest with a peeled tail" * doctest::skip()) {
   using namespace loom;
   auto A = placeholder<int32_t>("A", {1, 6, 10});
