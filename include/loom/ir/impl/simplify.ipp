@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 LOOM_BEGIN_NAMESPACE
 namespace ir {
@@ -69,13 +70,75 @@ inline Interval interval_union(Interval a, Interval b) {
   return {std::min(a.min, b.min), std::max(a.max, b.max)};
 }
 
+// The values of integer type `t` narrower than 64 bits; unbounded for 64-bit types (whose
+// range is Interval's).
+inline Interval type_range(DType t) {
+  if (t.bits >= 64 || t.is_bool()) return {};
+  if (t.is_uint()) return {0, (int64_t{1} << t.bits) - 1};
+  return {-(int64_t{1} << (t.bits - 1)), (int64_t{1} << (t.bits - 1)) - 1};
+}
+
+// Whether every value of `v` is a value of type `t`: a computation whose exact result lies in
+// `v` does not wrap at t's width.
+inline bool fits(Interval v, DType t) {
+  const Interval r = type_range(t);
+  return v.bounded() && v.min >= r.min && v.max <= r.max;
+}
+
+// Whether `e` is index arithmetic: constants and (loop) variables combined by +, -, *, /, %,
+// floordiv, floormod, min, max and integer casts, nothing read from a buffer. The simplifier
+// takes such int64 expressions as exact, even where their variables' ranges are unknown (an
+// outer loop's variable when regions are inferred): indices stay far below 2^63. Any other
+// value, a loaded one above all, may be anything of its type and wraps (node_kinds.hpp).
+inline bool is_index_arithmetic(const Expr& e) {
+  if (!e.dtype().is_integral() || e.dtype().is_bool()) return false;
+  switch (e.kind()) {
+    case NodeKind::IntImm:
+    case NodeKind::Variable: return true;
+    case NodeKind::Cast: return is_index_arithmetic(e.as<Cast>()->value);
+    case NodeKind::Add:
+    case NodeKind::Sub:
+    case NodeKind::Mul:
+    case NodeKind::Div:
+    case NodeKind::Mod:
+    case NodeKind::FloorDiv:
+    case NodeKind::FloorMod:
+    case NodeKind::Min:
+    case NodeKind::Max: {
+      auto [a, b] = binary_operands(e);
+      return is_index_arithmetic(*a) && is_index_arithmetic(*b);
+    }
+    default: return false;
+  }
+}
+
+// Whether the simplifier may take `e`, of type `t`, for the exact sum it denotes (no wrapping):
+// int64 index arithmetic (above).
+inline bool assumed_exact(const Expr& e, DType t) {
+  return t == DType::i64() && is_index_arithmetic(e);
+}
+
 class bounds_analyzer {
  public:
   explicit bounds_analyzer(const RangeMap& r) : ranges_(&r) {}
   /// Looks variables up in `r` from now on.
   void set_ranges(const RangeMap& r) { ranges_ = &r; }
 
+  /// Bounds of the value `e` takes, wrapping included: integer arithmetic wraps at the width of
+  /// its type (node_kinds.hpp), so where the exact result of a narrower type could leave the
+  /// type's range the bounds are the whole range. (64-bit results that could leave int64 are
+  /// already unbounded, clamp128.)
   Interval of(const Expr& e) {
+    Interval v = exact(e);
+    if (e.dtype().is_integral() && e.dtype().lanes == 1 && !e.dtype().is_bool() &&
+        e.dtype().bits < 64 && !fits(v, e.dtype()))
+      return type_range(e.dtype());
+    return v;
+  }
+
+ private:
+  // The bounds of e's operation on its operands' values (of()), before wrapping.
+  Interval exact(const Expr& e) {
     if (!e.dtype().is_integral() || e.dtype().lanes != 1) return {};
     switch (e.kind()) {
       case NodeKind::IntImm: return Interval::point(e.as<IntImm>()->value);
@@ -141,7 +204,6 @@ class bounds_analyzer {
     }
   }
 
- private:
   const RangeMap* ranges_;
 };
 
@@ -457,8 +519,20 @@ class simplifier : public ExprMutator {
     return a.same_as(op->a) && b.same_as(op->b) ? self : Mul::make(a, b);
   }
 
+  // Bounds of the exact value of `f`, its atoms' values as of() bounds them (wrapped).
+  Interval exact_bounds(const linear_form& f) {
+    Interval v = Interval::point(f.constant);
+    for (const auto& [atom, coef] : f.terms)
+      v = add(v, mul(bounds_.of(atom), Interval::point(coef)));
+    return v;
+  }
+
   // floordiv/floormod of a linear form by a positive constant c: terms whose coefficient c
-  // divides leave the division exactly; what remains is resolved by its bounds.
+  // divides leave the division exactly; what remains is resolved by its bounds. That identity,
+  // floordiv(c q + r, c) == q + floordiv(r, c), holds for exact sums, but the dividend and the
+  // rest are computed wrapping at t's width: it is used only where neither can wrap (int32
+  // floordiv(x - 2, 3) is not floordiv(x + 1, 3) - 1 at x = INT32_MAX), and the result is
+  // undefined where it is not.
   Expr div_mod(bool is_mod, const Expr& a, int64_t c, DType t) {
     linear_form f = to_linear(a);
     linear_form quotient, rest;
@@ -470,6 +544,13 @@ class simplifier : public ExprMutator {
     }
     quotient.constant = floor_div(f.constant, c);
     rest.constant = floor_mod(f.constant, c);
+    // A modulus by a power of two no larger than 2^bits divides the type's wrapping period:
+    // floormod(wrapped x, c) == floormod(x, c), whatever wraps.
+    const bool wrap_free =
+        is_mod && (c & (c - 1)) == 0 && c <= (int64_t{1} << std::min<int>(t.bits, 62));
+    if (!wrap_free && !assumed_exact(a, t) &&
+        (!fits(exact_bounds(f), t) || !fits(exact_bounds(rest), t)))
+      return Expr();
     Expr r = from_linear(rest, t);
     Interval rb = bounds_.of(r);
     if (rb.bounded() && floor_div(rb.min, c) == floor_div(rb.max, c)) {
@@ -495,9 +576,11 @@ class simplifier : public ExprMutator {
       // nested divisions by 9, 24 deep, once folded into a wrapped, negative divisor).
       int64_t pq = 0;
       if (auto* inner = a.as<FloorDiv>())
-        if (auto* p = as_const_int(inner->b); p && *p > 0 && !__builtin_mul_overflow(*p, *c, &pq))
-          return div_mod(false, inner->a, pq, op->dtype);
-      return div_mod(false, a, *c, op->dtype);
+        if (auto* p = as_const_int(inner->b); p && *p > 0 && !__builtin_mul_overflow(*p, *c, &pq)) {
+          if (Expr r = div_mod(false, inner->a, pq, op->dtype); r.defined()) return r;
+          return FloorDiv::make(inner->a, IntImm::make(op->dtype, pq));
+        }
+      if (Expr r = div_mod(false, a, *c, op->dtype); r.defined()) return r;
     }
     return a.same_as(op->a) && b.same_as(op->b) ? self : FloorDiv::make(a, b);
   }
@@ -507,7 +590,7 @@ class simplifier : public ExprMutator {
     if (both_int(a, b, x, y) && y != 0) return IntImm::make(op->dtype, floor_mod(x, y));
     if (auto* c = as_const_int(b); c && *c > 0 && op->dtype.lanes == 1) {
       if (*c == 1) return IntImm::make(op->dtype, 0);
-      return div_mod(true, a, *c, op->dtype);
+      if (Expr r = div_mod(true, a, *c, op->dtype); r.defined()) return r;
     }
     return a.same_as(op->a) && b.same_as(op->b) ? self : FloorMod::make(a, b);
   }
@@ -556,14 +639,32 @@ class simplifier : public ExprMutator {
     return a.same_as(op->a) && b.same_as(op->b) ? self : Max::make(a, b);
   }
 
-  // Comparisons of integers are decided from the bounds of (a - b) when possible.
+  // Comparisons of integers are decided from the bounds of a - b when possible: of the
+  // simplified Sub, whose terms may cancel (i + 1 < i + 2), and, where that Sub may wrap at the
+  // width of the type, of the exact difference of a's and b's values. A wrapped difference
+  // still tells equality (it is 0 exactly when a == b) but not order: x + 1 - x is 1, yet
+  // x + 1 < x for an int32 x = INT32_MAX.
   template <class Node>
   Expr compare(const Node* op, const Expr& self, bool (*holds)(Interval), bool (*fails)(Interval)) {
     Expr a = mutate(op->a), b = mutate(op->b);
-    if (a.dtype().is_integral() && a.dtype().lanes == 1 && !a.dtype().is_bool()) {
-      Interval d = bounds_.of(mutate(Sub::make(a, b)));
-      if (holds(d)) return IntImm::make(DType::boolean(), 1);
-      if (fails(d)) return IntImm::make(DType::boolean(), 0);
+    const DType t = a.dtype();
+    if (t.is_integral() && t.lanes == 1 && !t.is_bool()) {
+      constexpr bool equality = std::is_same_v<Node, EQ> || std::is_same_v<Node, NE>;
+      const Interval wrapped = bounds_.of(mutate(Sub::make(a, b)));
+      const bool exact_sub = assumed_exact(a, t) && assumed_exact(b, t);
+      if (equality || exact_sub) {
+        if (holds(wrapped)) return IntImm::make(DType::boolean(), 1);
+        if (fails(wrapped)) return IntImm::make(DType::boolean(), 0);
+      }
+      if (!exact_sub) {
+        // (Equal expressions have equal values: no side effects, nothing nondeterministic.)
+        const Interval exact =
+            structural_equal(a, b) ? Interval::point(0) : add(bounds_.of(a), negate(bounds_.of(b)));
+        // The Sub's value is the exact difference where that cannot wrap.
+        const Interval d = !equality && fits(exact, t) ? wrapped : exact;
+        if (holds(d)) return IntImm::make(DType::boolean(), 1);
+        if (fails(d)) return IntImm::make(DType::boolean(), 0);
+      }
     }
     return a.same_as(op->a) && b.same_as(op->b) ? self : Node::make(a, b);
   }

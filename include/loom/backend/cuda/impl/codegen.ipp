@@ -518,11 +518,16 @@ LOOM_DECL std::string to_cuda_source(const lower::GpuProgram& program) {
   // cannot prove non-negative, e.g. around padding. Guarded, so that the sources of several
   // programs can be compiled as one.
   os << "#ifndef LOOM_CUDA_PRELUDE\n#define LOOM_CUDA_PRELUDE\n";
+  // A divisor of -1 negates, wrapping (the type's minimum stays itself, with remainder 0), as
+  // the interpreters and the CPU backend do; C leaves that quotient undefined.
   for (const char* ty : {"int", "long long"}) {
+    const std::string uty = std::string("unsigned ") + ty;
     os << "__device__ __forceinline__ " << ty << " loom_floordiv(" << ty << " a, " << ty << " b) { "
-       << ty << " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
+       << "if (b == -1) return (" << ty << ")(0 - (" << uty << ")a); " << ty
+       << " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }\n"
        << "__device__ __forceinline__ " << ty << " loom_floormod(" << ty << " a, " << ty << " b) { "
-       << ty << " r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }\n"
+       << "if (b == -1) return 0; " << ty
+       << " r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }\n"
        << "__device__ __forceinline__ " << ty << " loom_min(" << ty << " a, " << ty
        << " b) { return a < b ? a : b; }\n"
        << "__device__ __forceinline__ " << ty << " loom_max(" << ty << " a, " << ty

@@ -223,16 +223,16 @@ class codegen {
       case NodeKind::Sub: return fp ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
       case NodeKind::Mul: return fp ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
       case NodeKind::Div:
-        if (!fp) return b_.CreateSDiv(a, b);
+        if (!fp) return int_divmod(e.kind(), a, b, *pb);
         // arcp lets LICM turn a division by a loop-invariant value into one reciprocal and a
         // multiply per element (softmax's `exp / row_sum`): a vector divide costs ~10x a
         // multiply, and the result moves by at most an ulp or two (node_kinds.hpp contract).
         fmf.setAllowReciprocal(true);
         b_.setFastMathFlags(fmf);
         return b_.CreateFDiv(a, b);
-      case NodeKind::Mod: return fp ? b_.CreateFRem(a, b) : b_.CreateSRem(a, b);
+      case NodeKind::Mod: return fp ? b_.CreateFRem(a, b) : int_divmod(e.kind(), a, b, *pb);
       case NodeKind::FloorDiv:
-      case NodeKind::FloorMod: return floor_divmod(e.kind() == NodeKind::FloorMod, a, b, *pb);
+      case NodeKind::FloorMod: return int_divmod(e.kind(), a, b, *pb);
       case NodeKind::Min:
         return b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::minnum : llvm::Intrinsic::smin, a, b);
       case NodeKind::Max:
@@ -251,10 +251,37 @@ class codegen {
     return nullptr;
   }
 
-  // Floor division and modulus: shifts and masks for positive powers of two, otherwise a
-  // truncating division corrected when the remainder's sign differs from the divisor's.
-  llvm::Value* floor_divmod(bool mod, llvm::Value* a, llvm::Value* b, const Expr& divisor) {
-    if (auto* c = const_int_or_splat(divisor); c && *c > 0 && (*c & (*c - 1)) == 0) {
+  // Integer Div, Mod, FloorDiv and FloorMod. Dividing by -1 negates: loom's integers wrap
+  // (node_kinds.hpp), so the quotient of the type's minimum by -1 is the minimum again and the
+  // remainder 0, where LLVM's sdiv and srem are undefined (x86's idiv traps) and the
+  // interpreters wrap. A divisor that may be -1 is replaced by 1 for the division and the
+  // quotient negated after it; constant divisors other than -1 divide as they are. (Division
+  // by zero stays undefined in generated code.)
+  llvm::Value* int_divmod(NodeKind k, llvm::Value* a, llvm::Value* b, const Expr& divisor) {
+    const bool div = k == NodeKind::Div || k == NodeKind::FloorDiv;
+    llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
+    const int64_t* c = const_int_or_splat(divisor);
+    if (c && *c == -1) return div ? b_.CreateSub(zero, a) : zero;
+    llvm::Value* minus_one = nullptr;
+    if (!c) {
+      minus_one = b_.CreateICmpEQ(b, llvm::Constant::getAllOnesValue(b->getType()));
+      b = b_.CreateSelect(minus_one, llvm::ConstantInt::get(b->getType(), 1), b);
+    }
+    llvm::Value* r;
+    switch (k) {
+      case NodeKind::Div: r = b_.CreateSDiv(a, b); break;
+      case NodeKind::Mod: r = b_.CreateSRem(a, b); break;
+      default: r = floor_divmod(k == NodeKind::FloorMod, a, b, c); break;
+    }
+    // The remainder of a division by 1 is already 0.
+    return minus_one && div ? b_.CreateSelect(minus_one, b_.CreateSub(zero, a), r) : r;
+  }
+
+  // Floor division and modulus by `b`, which is not -1 (`c`: its value when constant): shifts
+  // and masks for positive powers of two, otherwise a truncating division corrected when the
+  // remainder's sign differs from the divisor's.
+  llvm::Value* floor_divmod(bool mod, llvm::Value* a, llvm::Value* b, const int64_t* c) {
+    if (c && *c > 0 && (*c & (*c - 1)) == 0) {
       int shift = 0;
       while ((int64_t{1} << shift) < *c) ++shift;
       if (mod) return b_.CreateAnd(a, llvm::ConstantInt::get(a->getType(), *c - 1));
