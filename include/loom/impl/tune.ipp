@@ -113,18 +113,25 @@ LOOM_DECL Kernel build_best(const Task& task, const std::string& records,
 namespace detail {
 
 /// Seconds per call of `kernel` on zeroed buffers: the fastest of a few timings, each of enough
-/// calls to last `min_seconds`. Stops early once a timing is more than `give_up` times `beat`
-/// (a kernel that slow will not be picked).
+/// calls to last `min_seconds`. Stops early once a timing is more than `give_up` times `beat`,
+/// or the first call more than `give_up_first` times (a kernel that slow will not be picked).
 inline double quick_time(const Task& task, const Kernel& kernel, double beat) {
-  constexpr double min_seconds = 2e-3, give_up = 1.5;
+  // give_up_first: the first call also pays page faults and the runtime's threads, so it may
+  // be slower than the candidate is; a candidate that slow even so is out without timing, which
+  // on a large kernel is most of the time this stage takes (GEMM 1024³: six candidates timed in
+  // 0.48 s, most of it the default schedule's and the model's slower picks).
+  constexpr double min_seconds = 2e-3, give_up = 1.5, give_up_first = 3;
   std::vector<aligned_vector<std::byte>> storage;
   std::vector<void*> pointers;
   for (const ir::Tensor& t : task.dag->arguments()) {
     storage.emplace_back(static_cast<size_t>(t.num_elements() * t.dtype().bytes()));
     pointers.push_back(storage.back().data());
   }
-  // Page faults, the runtime's threads; a kernel that stops early (out of memory) is no candidate.
+  // A kernel that stops early (out of memory) is no candidate.
+  const auto first_start = std::chrono::steady_clock::now();
   if (kernel.run_unchecked(pointers.data()) != 0) return std::numeric_limits<double>::infinity();
+  const double first = ::loom::detail::seconds_since(first_start);
+  if (first > give_up_first * beat) return first;
   double best = std::numeric_limits<double>::infinity();
   for (int timing = 0; timing < 3; ++timing) {
     const auto t0 = std::chrono::steady_clock::now();
