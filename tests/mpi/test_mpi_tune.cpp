@@ -16,6 +16,9 @@
 #include <loom/sched/record.hpp>
 #include <loom/search/records.hpp>
 
+#include "support/quick_scheduler.hpp"
+#include "support/random.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -25,7 +28,6 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <random>
 #include <set>
 #include <string>
 
@@ -42,11 +44,7 @@ void check(bool ok, const std::string& what) {
 }
 
 std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-0.5f, 0.5f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
+  return loom_test::random_vector<float>(static_cast<size_t>(n), seed, -0.5, 0.5);
 }
 
 // x [1, 3, 8, 8] -> conv 3x3 (4) + bias + relu -> flatten -> dense (10) -> softmax: three tasks
@@ -71,16 +69,12 @@ std::shared_ptr<const net::Network> tiny_cnn() {
 // Rounds of 4 programs, one thread and one build at a time per worker (three ranks share two
 // cores here), no final re-measurements: each program of the log is measured once.
 TaskSchedulerOptions options(const std::string& records, int trials) {
-  TaskSchedulerOptions o;
-  o.trials = trials;
+  TaskSchedulerOptions o = loom_test::quick_scheduler(records, trials);
   o.tune.measures_per_round = 4;
-  o.tune.records = records;
   o.tune.evolution.population = 64;
-  o.tune.evolution.generations = 1;
   o.tune.rerank_top = 0;
   o.tune.measure.num_threads = 1;
   o.tune.measure.build_parallelism = 1;
-  o.quiet = true;
   return o;
 }
 
