@@ -115,10 +115,20 @@ void check_tune(const std::string& dir) {
   check(records.size() == 16, "16 records, not " + std::to_string(records.size()));
   int crashes = 0;
   const std::string device = cpu_jit::LocalMeasurer().device();
+  // The fields a measurer fills in are those a single process would write: the workers' CPU
+  // and threads, and cold weights exactly for the tasks that read a weight.
+  std::set<std::string> reads_weights;
+  for (const net::NetworkTask& t : n->tasks())
+    for (const ir::Tensor& in : t.dag->inputs())
+      for (const net::Constant& k : n->constants())
+        if (k.tensor.name() == in.name()) reads_weights.insert(t.dag->workload_key());
+  check(reads_weights.size() == 2, "two of the three tasks read weights");
   for (const auto& rec : records) {
     if (rec.result.error == search::MeasureError::runtime) ++crashes;
     check(rec.device == device, "record measured on '" + rec.device + "', this host is " + device);
     check(rec.threads == 1, "record with " + std::to_string(rec.threads) + " threads, not 1");
+    check(rec.cold_constants == (reads_weights.count(rec.workload_key) == 1),
+          "cold_constants of a record of " + rec.workload_key);
   }
   check(crashes == 1, "one crashed program in the log, not " + std::to_string(crashes));
   for (const auto& [key, count] : times_measured(records))
