@@ -58,7 +58,9 @@ class Environment {
 /// Whether this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI or
 /// PMIx), from its environment: a program can then construct an Environment only when it is.
 bool launched_by_mpi();
-/// This process's rank in MPI_COMM_WORLD, and the number of ranks (MPI must be initialized).
+/// This process's rank in MPI_COMM_WORLD, and the number of ranks. These, barrier() and
+/// everything else here throw loom::user_error `[loom.mpi.E1303]` before an Environment has
+/// initialized MPI.
 int rank();
 int size();
 /// Waits until every rank has called it (MPI_Barrier on MPI_COMM_WORLD).

@@ -108,19 +108,38 @@ LOOM_DECL bool launched_by_mpi() {
   return false;
 }
 
+namespace detail {
+
+// MPI itself aborts the process on a call before MPI_Init, with a message that does not say
+// what to do in loom's terms.
+inline void require_initialized(const char* what) {
+  int ready = 0;
+  MPI_Initialized(&ready);
+  LOOM_USER_CHECK(ready, "loom.mpi.E1303")
+      << "loom::mpi::" << what
+      << "(): MPI is not initialized; construct a loom::mpi::Environment at the start of main()";
+}
+
+}  // namespace detail
+
 LOOM_DECL int rank() {
+  detail::require_initialized("rank");
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
 
 LOOM_DECL int size() {
+  detail::require_initialized("size");
   int s = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
 }
 
-LOOM_DECL void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+LOOM_DECL void barrier() {
+  detail::require_initialized("barrier");
+  MPI_Barrier(MPI_COMM_WORLD);
+}
 
 LOOM_DECL MpiMeasurer::MpiMeasurer(search::MeasureOptions options,
                                    cpu_jit::LocalMeasurerOptions local, MpiMeasurerOptions mpi)
