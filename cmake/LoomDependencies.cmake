@@ -2,6 +2,8 @@
 #   loom::llvm  - LOOM_WITH_LLVM=1, LLVM 19 (ORC JIT) include dirs and library
 #   loom::cuda  - LOOM_WITH_CUDA=1, the dynamic loader (NVRTC and the CUDA driver are dlopen'ed)
 #   loom::eigen - LOOM_WITH_EIGEN=1, Eigen3::Eigen
+#   loom::onnx  - LOOM_WITH_ONNX=1, the ONNX importer (compiled once)
+#   loom::mpi   - LOOM_WITH_MPI=1, MPI (its C API): tuning across machines (loom/mpi.hpp)
 # Used both by the source tree and by the installed loomConfig.cmake.
 
 if(NOT DEFINED LOOM_ENABLE_LLVM)
@@ -100,5 +102,30 @@ if(NOT TARGET loom::onnx AND NOT LOOM_ENABLE_ONNX STREQUAL "OFF")
     message(FATAL_ERROR "loom: LOOM_ENABLE_ONNX=ON but ONNX was not found (apt install libonnx-dev libprotobuf-dev)")
   else()
     message(STATUS "loom: ONNX not found, the ONNX importer is disabled (apt install libonnx-dev libprotobuf-dev)")
+  endif()
+endif()
+
+# loom::mpi - LOOM_WITH_MPI=1, tuning across machines (loom/mpi.hpp, loom/backend/mpi). Header-only
+# like the rest: only loom/backend/mpi/impl/measurer.ipp includes <mpi.h>, a plain C header, so
+# the target only adds MPI's include path and library. It needs the CPU backend: workers measure
+# with cpu_jit::LocalMeasurer.
+if(NOT DEFINED LOOM_ENABLE_MPI)
+  set(LOOM_ENABLE_MPI AUTO)
+endif()
+if(NOT TARGET loom::mpi AND NOT LOOM_ENABLE_MPI STREQUAL "OFF" AND TARGET loom::llvm)
+  # MPI's C API, found through the CXX component (loom enables no C compiler); without MPI's C++
+  # bindings, deprecated since MPI 2.2.
+  set(MPI_CXX_SKIP_MPICXX TRUE)
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    add_library(loom_mpi INTERFACE)
+    add_library(loom::mpi ALIAS loom_mpi)
+    target_compile_definitions(loom_mpi INTERFACE LOOM_WITH_MPI=1)
+    target_link_libraries(loom_mpi INTERFACE loom::llvm MPI::MPI_CXX)
+    message(STATUS "loom: MPI ${MPI_CXX_VERSION} found, loom::mpi available")
+  elseif(LOOM_ENABLE_MPI STREQUAL "ON")
+    message(FATAL_ERROR "loom: LOOM_ENABLE_MPI=ON but MPI was not found (apt install libopenmpi-dev openmpi-bin)")
+  else()
+    message(STATUS "loom: MPI not found, tuning across machines is disabled (apt install libopenmpi-dev openmpi-bin)")
   endif()
 endif()

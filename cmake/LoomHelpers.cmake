@@ -1,10 +1,12 @@
 # Helpers for loom's own tests and benchmarks (STYLE 3.11).
 
 # loom_link_compiled(<target> <libs...>)
-# Links loom's bodies compiled once (cmake/LoomCompiled.cmake): loom_compiled_llvm when <libs>
-# has loom::llvm, loom_compiled otherwise.
+# Links loom's bodies compiled once (cmake/LoomCompiled.cmake): loom_compiled_mpi when <libs>
+# has loom::mpi, loom_compiled_llvm when it has loom::llvm, loom_compiled otherwise.
 function(loom_link_compiled target)
-  if("loom::llvm" IN_LIST ARGN)
+  if("loom::mpi" IN_LIST ARGN)
+    target_link_libraries(${target} PRIVATE loom_compiled_mpi)
+  elseif("loom::llvm" IN_LIST ARGN)
     target_link_libraries(${target} PRIVATE loom_compiled_llvm)
   else()
     target_link_libraries(${target} PRIVATE loom_compiled)

@@ -23,6 +23,7 @@ test_packages=(
   libonnx-dev libprotobuf-dev  # loom::onnx, the ONNX importer
   libonnx-testdata        # the ONNX node tests the importer is checked against
   libcli11-dev            # loomc, the command-line driver
+  libopenmpi-dev openmpi-bin  # loom::mpi, tuning across machines; its test runs under mpirun
   clang-format-19         # the layout check (ctest clang_format, .clang-format)
 )
 packages=("${test_packages[@]}")

@@ -2,12 +2,18 @@
 //
 //   loomc info model.onnx                                   groups, tasks, weights, FLOPs
 //   loomc tune model.onnx --records r.jsonl --trials N      the task scheduler (resumable)
+//   mpirun -np 9 --hostfile hosts loomc tune model.onnx ...   the same across machines: rank 0
+//                                                            searches, the others measure
 //   loomc run  model.onnx --records r.jsonl --input in.npy --output out.npy --repeat 50
 //
 // Errors are one line naming the problem, and the exit code is 1 (2 for a bad command line).
 #include "loom/network.hpp"
 #include "loom/onnx.hpp"
 #include "loom/runtime/parallel.hpp"
+
+#if LOOM_WITH_MPI
+#include "loom/mpi.hpp"
+#endif
 
 #include <CLI/CLI.hpp>
 
@@ -18,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,10 +116,41 @@ int tune(const Common& c, const std::string& records, int trials, double minutes
   t.tune.measure.run_timeout_s = limits.run_timeout_s;
   t.tune.measure.memory_limit_mb = limits.memory_limit_mb;
   t.log = &std::cout;
+  // Under mpirun or srun, rank 0 searches and writes the records, the other ranks measure and
+  // print nothing.
+#if LOOM_WITH_MPI
+  const bool across_ranks = loom::mpi::launched_by_mpi() && loom::mpi::size() > 1;
+  if (across_ranks && loom::mpi::rank() != 0) {
+    loom::mpi::tune(*m.network, t);
+    return 0;
+  }
+#endif
   std::cout << "tuning " << m.network->tasks().size() << " tasks of " << c.model << " on "
-            << loom::runtime::num_threads() << " threads; records: " << records << "\n";
+            << loom::runtime::num_threads() << " threads";
+#if LOOM_WITH_MPI
+  if (across_ranks) std::cout << " × " << loom::mpi::size() - 1 << " measuring ranks";
+#endif
+  std::cout << "; records: " << records << "\n";
+#if LOOM_WITH_MPI
+  const auto report = across_ranks ? loom::mpi::tune(*m.network, t) : loom::tune(*m.network, t);
+#else
   const auto report = loom::tune(*m.network, t);
+#endif
   std::cout << "done: " << report.trials << " programs measured\n";
+  // Where the time went: the search rank's own work (search, model) against measuring, the
+  // inputs of the scaling model in benchmarks/README.md ("Tuning across machines").
+  double search = 0, model = 0, measuring = 0, builds = 0, runs = 0;
+  for (const auto& task : report.tasks) {
+    search += task.search_seconds;
+    model += task.train_seconds;
+    measuring += task.measure_seconds;
+    builds += task.compile_seconds;
+    runs += task.run_seconds;
+  }
+  std::printf(
+      "time: %.1f s wall; search %.1f s, model training %.1f s, measuring %.1f s "
+      "(builds %.1f s summed over parallel builds, runs %.1f s)\n",
+      report.wall_seconds, search, model, measuring, builds, runs);
   if (!curve.empty()) {
     // The network's estimated latency after each round: the scheduler ablation's data.
     std::ofstream out(curve);
@@ -223,6 +261,11 @@ int run(const Common& c, const std::string& records, const std::vector<std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
+#if LOOM_WITH_MPI
+  // MPI_Init only under a launcher: a plain `loomc` never touches MPI.
+  std::optional<loom::mpi::Environment> mpi;
+  if (loom::mpi::launched_by_mpi()) mpi.emplace(argc, argv);
+#endif
   CLI::App app{"loomc: import, tune and run ONNX models with loom"};
   app.require_subcommand(1);
   Common c;

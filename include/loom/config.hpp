@@ -29,6 +29,10 @@
 #ifndef LOOM_WITH_ONNX
 #define LOOM_WITH_ONNX 0
 #endif
+/// Set by linking `loom::mpi`: tuning across machines, `loom/mpi.hpp`, is available.
+#ifndef LOOM_WITH_MPI
+#define LOOM_WITH_MPI 0
+#endif
 
 /// With LOOM_SEPARATE_COMPILATION the non-template bodies (`impl/*.ipp`) are compiled once in the
 /// `loom::compiled` library instead of being inline in every translation unit.

@@ -106,6 +106,13 @@ CompiledNetwork compile(std::shared_ptr<const net::Network> network,
 /// `options.tune.records` is where the records go, and what `compile` then reads.
 search::TaskSchedulerReport tune(const net::Network& network, const TaskSchedulerOptions& options);
 
+namespace detail {
+/// The network's tasks (each weighted by how often it runs) and `options` with the network's
+/// constants named as constant inputs and cold unless asked otherwise: what tune(network) tunes,
+/// shared with loom::mpi::tune.
+std::vector<WeightedTask> network_tasks(const net::Network& network, TaskSchedulerOptions& options);
+}  // namespace detail
+
 LOOM_END_NAMESPACE
 
 #ifndef LOOM_SEPARATE_COMPILATION

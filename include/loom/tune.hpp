@@ -88,6 +88,10 @@ namespace detail {
 /// `options` as tune and tune_tasks run them: TuneOptions::warm_start carried out (the shipped
 /// model as `pretrained` where none is given and the learned model is used).
 search::TuneOptions with_warm_start(const search::TuneOptions& options);
+/// `options` as tune_tasks runs them on `tasks`, checked: every task's target is the CPU
+/// (E852 otherwise) and warm_start is carried out. Shared with loom::mpi::tune_tasks.
+search::TaskSchedulerOptions prepared_for_cpu(const std::vector<search::WeightedTask>& tasks,
+                                              const search::TaskSchedulerOptions& options);
 }  // namespace detail
 
 using search::TaskSchedulerOptions;

@@ -210,17 +210,27 @@ LOOM_DECL std::vector<double> CompiledNetwork::profile(
   return median;
 }
 
-LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
-                                           const TaskSchedulerOptions& options) {
+namespace detail {
+
+LOOM_DECL std::vector<WeightedTask> network_tasks(const net::Network& network,
+                                                  TaskSchedulerOptions& o) {
   std::vector<WeightedTask> tasks;
   for (const net::NetworkTask& t : network.tasks())
     tasks.push_back({Task(t.dag, Target::host()), static_cast<double>(t.weight()), {}});
-  TaskSchedulerOptions o = options;
-  for (const std::string& name : detail::constant_names(network))
+  for (const std::string& name : constant_names(network))
     if (std::find(o.tune.constant_inputs.begin(), o.tune.constant_inputs.end(), name) ==
         o.tune.constant_inputs.end())
       o.tune.constant_inputs.push_back(name);
   if (!o.tune.measure.cold_constants) o.tune.measure.cold_constants = true;
+  return tasks;
+}
+
+}  // namespace detail
+
+LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
+                                           const TaskSchedulerOptions& options) {
+  TaskSchedulerOptions o = options;
+  const std::vector<WeightedTask> tasks = detail::network_tasks(network, o);
   return tune_tasks(tasks, o);
 }
 

@@ -60,18 +60,28 @@ LOOM_DECL TuneResult tune(const Task& task, const TuneOptions& options) {
                     options.constant_inputs);
 }
 
-LOOM_DECL search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>& tasks,
-                                                 const TaskSchedulerOptions& options) {
+namespace detail {
+
+LOOM_DECL search::TaskSchedulerOptions prepared_for_cpu(
+    const std::vector<search::WeightedTask>& tasks, const search::TaskSchedulerOptions& options) {
   for (const WeightedTask& t : tasks)
     LOOM_USER_CHECK(t.task.target.is_cpu(), "loom.search.E852")
         << "tune_tasks(): a task targets " << t.task.target.to_string()
         << " but loom/tune.hpp tunes for the CPU; tune GPU tasks with loom::cuda::tune "
            "(loom/cuda.hpp, target loom::cuda)";
+  TaskSchedulerOptions warm = options;
+  warm.tune = with_warm_start(options.tune);
+  return warm;
+}
+
+}  // namespace detail
+
+LOOM_DECL search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>& tasks,
+                                                 const TaskSchedulerOptions& options) {
+  const TaskSchedulerOptions warm = detail::prepared_for_cpu(tasks, options);
   cpu_jit::LocalMeasurerOptions local;
   local.constant_inputs = options.tune.constant_inputs;
   cpu_jit::LocalMeasurer measurer(options.tune.measure, local);
-  TaskSchedulerOptions warm = options;
-  warm.tune = detail::with_warm_start(options.tune);
   return search::tune_tasks_with(tasks, warm, measurer);
 }
 
