@@ -8,12 +8,14 @@
 # 2. asan (BUILD_DIR-asan): AddressSanitizer + UndefinedBehaviorSanitizer
 #    (-DLOOM_SANITIZE=address,undefined, cmake/LoomSanitize.cmake; -O1, assertions on) over
 #    ASAN_TESTS below: the unit tests of the IR, DSL, DAG, ops, net, lowering (interpreter, GPU
-#    lowering), sched, search and cost layers, the fuzz corpora, the threads test, and the JIT
+#    lowering), sched and cost layers, the fuzz corpora, the threads test, and the JIT
 #    (LLVM itself is not instrumented; loom's code generator and runtime are) except
 #    test_search_jit.cpp. Left out to keep all three legs in CI's 25 minutes on 2 cores (UBSan
 #    doubles compile times): test_search_jit.cpp (1,500 LLVM compilations of sampled programs,
-#    4 minutes under ASan; sampling and lowering them run in loom_tests_search),
-#    loom_tests_lower_passes (11 files to build), loom_tests_network (the threads test runs a
+#    4 minutes under ASan), loom_tests_search (10 files to build; the search runs under ASan in
+#    loom_tests_threads, through tuned_kernel's model-only fallback, and its threads under TSan;
+#    left out when the MPI component joined the normal leg), loom_tests_lower_passes (11 files
+#    to build), loom_tests_network (the threads test runs a
 #    network), loom_tests_tune (tuning through forked measurer children), ONNX's node tests,
 #    compile_fail, headers, package and the examples (they compile loom and run little of it).
 # 3. tsan (BUILD_DIR-tsan): ThreadSanitizer (-DLOOM_SANITIZE=thread) over the tests of loom's
@@ -39,7 +41,7 @@ sanitizer_legs=${LOOM_SANITIZER_LEGS:-1}
 # Entries `<test>:<doctest filter>` run part of a test program (cmake/LoomSanitize.cmake).
 ASAN_TESTS=(
   loom_tests_ir loom_tests_dsl loom_tests_dag loom_tests_ops loom_tests_net
-  loom_tests_lower_interp loom_tests_lower_gpu loom_tests_sched loom_tests_search loom_tests_cost
+  loom_tests_lower_interp loom_tests_lower_gpu loom_tests_sched loom_tests_cost
   loom_fuzz_records_corpus loom_fuzz_simplify_corpus loom_tests_threads
   "loom_tests_jit:--source-file-exclude=*test_search_jit.cpp"
 )
