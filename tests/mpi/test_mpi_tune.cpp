@@ -159,13 +159,9 @@ void check_tune(const std::string& dir) {
 
 // Forwards to the MPI measurer and ends the job, SIGKILL on the search rank, after `after`
 // results have reached the tuner (and so the log).
-class KillingMeasurer : public search::Measurer {
+class KillingMeasurer : public search::StreamingMeasurer {
  public:
   KillingMeasurer(search::Measurer& inner, int after) : inner_(inner), left_(after) {}
-  std::vector<search::MeasureResult> measure(const Task& task,
-                                             const std::vector<sched::State>& states) override {
-    return measure_each(task, states, nullptr);
-  }
   std::vector<search::MeasureResult> measure_each(const Task& task,
                                                   const std::vector<sched::State>& states,
                                                   const ResultCallback& on_result) override {

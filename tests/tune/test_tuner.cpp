@@ -42,13 +42,9 @@ namespace {
 
 /// Tells the synthetic results one at a time and kills its own process (SIGKILL, as `kill -9`
 /// would) before telling result number `kill_after`.
-class KilledMidBatch final : public search::Measurer {
+class KilledMidBatch final : public search::StreamingMeasurer {
  public:
   explicit KilledMidBatch(int kill_after) : kill_after_(kill_after) {}
-  std::vector<search::MeasureResult> measure(const Task& task,
-                                             const std::vector<sched::State>& states) override {
-    return measure_each(task, states, nullptr);
-  }
   std::vector<search::MeasureResult> measure_each(const Task& task,
                                                   const std::vector<sched::State>& states,
                                                   const ResultCallback& on_result) override {

@@ -249,6 +249,19 @@ class Measurer {
   virtual bool cold_constants(const Task& task) const { return static_cast<void>(task), false; }
 };
 
+/// A measurer that finishes programs one by one: it implements measure_each, and measure() is
+/// measure_each without a listener.
+class StreamingMeasurer : public Measurer {
+ public:
+  std::vector<MeasureResult> measure(const Task& task,
+                                     const std::vector<sched::State>& states) final {
+    return measure_each(task, states, nullptr);
+  }
+  std::vector<MeasureResult> measure_each(const Task& task,
+                                          const std::vector<sched::State>& states,
+                                          const ResultCallback& on_result) override = 0;
+};
+
 }  // namespace search
 LOOM_END_NAMESPACE
 

@@ -88,7 +88,7 @@ struct GpuMeasurerStats {
 };
 
 /// search::Measurer for an NVIDIA GPU with crash isolation (see the file comment).
-class GpuMeasurer : public search::Measurer {
+class GpuMeasurer : public search::StreamingMeasurer {
  public:
   /// Throws loom::user_error `[loom.cuda.E922]` for options out of range
   /// (search::measure_options_problems, timeouts of GpuMeasurerOptions that are not positive,
@@ -98,10 +98,6 @@ class GpuMeasurer : public search::Measurer {
   GpuMeasurer(const GpuMeasurer&) = delete;
   GpuMeasurer& operator=(const GpuMeasurer&) = delete;
 
-  std::vector<search::MeasureResult> measure(const Task& task,
-                                             const std::vector<sched::State>& states) override {
-    return measure_each(task, states, nullptr);
-  }
   /// Tells each result as soon as it is final (build failures first, then each run).
   /// Throws loom::user_error `[loom.cuda.E923]` for a task whose target is not CUDA.
   std::vector<search::MeasureResult> measure_each(const Task& task,

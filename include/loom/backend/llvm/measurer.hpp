@@ -95,7 +95,7 @@ struct LocalMeasurerStats {
 };
 
 /// search::Measurer for the host CPU with crash isolation (see the file comment).
-class LocalMeasurer : public search::Measurer {
+class LocalMeasurer : public search::StreamingMeasurer {
  public:
   /// Throws loom::user_error `[loom.llvm.E530]` for options out of range
   /// (search::measure_options_problems, or a reference_timeout_s that is not positive).
@@ -104,10 +104,6 @@ class LocalMeasurer : public search::Measurer {
   LocalMeasurer(const LocalMeasurer&) = delete;
   LocalMeasurer& operator=(const LocalMeasurer&) = delete;
 
-  std::vector<search::MeasureResult> measure(const Task& task,
-                                             const std::vector<sched::State>& states) override {
-    return measure_each(task, states, nullptr);
-  }
   /// Tells each result when its process is done (a failure before any process starts: at once).
   std::vector<search::MeasureResult> measure_each(const Task& task,
                                                   const std::vector<sched::State>& states,

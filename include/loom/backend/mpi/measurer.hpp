@@ -93,7 +93,7 @@ struct MpiMeasurerStats {
 /// comment). Construct it on rank 0 of a world of at least two ranks, while every other rank
 /// runs serve_measurements(); throws loom::user_error `[loom.mpi.E1301]` otherwise, and
 /// `[loom.mpi.E1302]` when the workers' CPUs or thread counts differ.
-class MpiMeasurer : public search::Measurer {
+class MpiMeasurer : public search::StreamingMeasurer {
  public:
   MpiMeasurer(search::MeasureOptions options, cpu_jit::LocalMeasurerOptions local,
               MpiMeasurerOptions mpi = {});
@@ -102,10 +102,6 @@ class MpiMeasurer : public search::Measurer {
   MpiMeasurer(const MpiMeasurer&) = delete;
   MpiMeasurer& operator=(const MpiMeasurer&) = delete;
 
-  std::vector<search::MeasureResult> measure(const Task& task,
-                                             const std::vector<sched::State>& states) override {
-    return measure_each(task, states, nullptr);
-  }
   /// Tells each result as its worker's message arrives.
   std::vector<search::MeasureResult> measure_each(const Task& task,
                                                   const std::vector<sched::State>& states,
