@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -448,6 +449,54 @@ TEST_CASE(
     }
   }
   set_compile_threads(0);
+}
+
+namespace {
+
+/// Scores a program by its features (the same program, the same score) and counts the programs
+/// it is asked about.
+class CountingModel final : public cost::CostModel {
+ public:
+  void update(const std::vector<cost::ProgramFeatures>&, const std::vector<double>&) override {}
+  std::vector<double> predict(const std::vector<cost::ProgramFeatures>& programs) const override {
+    asked += programs.size();
+    std::vector<double> out;
+    for (const cost::ProgramFeatures& p : programs) {
+      double s = 0;
+      for (size_t i = 0; i < p.values.size(); ++i) s += p.values[i] * double(i % 7 + 1);
+      out.push_back(p.num_rows > 0 ? s : -std::numeric_limits<double>::infinity());
+    }
+    return out;
+  }
+  void save(std::ostream&) const override {}
+  void load(std::istream&) override {}
+  std::string name() const override { return "counting"; }
+  mutable size_t asked = 0;
+};
+
+}  // namespace
+
+TEST_CASE("EvolutionarySearch lowers and scores each program once per round") {
+  const auto w = loom_test::matmul_bias_relu(32, 32, 32);
+  Task task(w.dag);
+  search::EvolutionOptions evo;
+  evo.population = 128;
+  evo.generations = 3;
+  search::EvolutionarySearch s(task, {}, evo, 5);
+  CountingModel model;
+  std::set<std::string> first_round;
+  for (const auto& st : s.next_batch(8, model)) first_round.insert(sched::to_record(st.steps()));
+  const search::RoundStats one = s.last_round();
+  CHECK(model.asked == static_cast<size_t>(one.lowered));
+  // Evolution repeats programs (unchanged parents, children equal to one scored before).
+  CHECK(one.lowered < one.scored);
+  CHECK(one.lowered >= one.sampled);
+  model.asked = 0;
+  std::set<std::string> second_round;
+  for (const auto& st : s.next_batch(8, model)) second_round.insert(sched::to_record(st.steps()));
+  CHECK(model.asked == static_cast<size_t>(s.last_round().lowered));
+  CHECK(model.asked >= static_cast<size_t>(s.last_round().sampled));
+  CHECK(second_round.size() == 8);
 }
 
 TEST_CASE("tune: a small GEMM end to end, with records, resume, a corrupt log and build_best") {

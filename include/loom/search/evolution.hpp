@@ -87,6 +87,7 @@ struct RoundStats {
   double evolve_seconds = 0;    ///< selection, mutation, crossover
   int sampled = 0;              ///< distinct programs in the initial population
   int scored = 0;               ///< programs scored by the model, all generations
+  int lowered = 0;              ///< of those, the distinct ones (each lowered once)
   double total_seconds() const {
     return sample_seconds + features_seconds + predict_seconds + evolve_seconds;
   }
@@ -167,6 +168,10 @@ class EvolutionarySearch {
       sketch_of_;  // sketch of each picked program, until it is measured
   // Best measured programs, kept sorted by throughput (best first), for the initial population.
   std::vector<std::pair<double, Candidate>> measured_best_;
+  // The score of every program this round has scored. The model does not change within a
+  // round, and a fifth of the programs an evolution scores it has scored before (unchanged
+  // parents, children that repeat one): lowering is most of a score.
+  std::unordered_map<ProgramKey, double, ProgramKey::Hash> round_scores_;
   RoundStats stats_;
 };
 

@@ -257,8 +257,7 @@ class StreamingMeasurer : public Measurer {
                                      const std::vector<sched::State>& states) final {
     return measure_each(task, states, nullptr);
   }
-  std::vector<MeasureResult> measure_each(const Task& task,
-                                          const std::vector<sched::State>& states,
+  std::vector<MeasureResult> measure_each(const Task& task, const std::vector<sched::State>& states,
                                           const ResultCallback& on_result) override = 0;
 };
 

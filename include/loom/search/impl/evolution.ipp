@@ -139,20 +139,33 @@ LOOM_DECL void EvolutionarySearch::score(std::vector<Candidate>& pop,
                                          const cost::CostModel& model) {
   using detail::seconds_since;
   auto start = std::chrono::steady_clock::now();
+  // A program scored before in this round keeps its score; the others are lowered once each.
+  // Their scores are filled in below: references into an unordered_map survive its rehashing.
+  std::vector<double*> slots(pop.size());
+  std::vector<const sched::State*> states;
+  std::vector<double*> fresh;
+  for (size_t i = 0; i < pop.size(); ++i) {
+    auto [it, inserted] = round_scores_.try_emplace(pop[i].key, 0.0);
+    slots[i] = &it->second;
+    if (inserted) {
+      states.push_back(&pop[i].state);
+      fresh.push_back(&it->second);
+    }
+  }
   // Balanced over the threads (programs differ in cost several times over). A candidate whose
   // lowering fails gets empty features and scores −∞ (never picked).
-  std::vector<const sched::State*> states(pop.size());
-  for (size_t i = 0; i < pop.size(); ++i) states[i] = &pop[i].state;
   const std::vector<cost::ProgramFeatures> features = cost::extract_features(states, task_.target);
   stats_.features_seconds += seconds_since(start);
   start = std::chrono::steady_clock::now();
   const std::vector<double> scores = model.predict(features);
+  for (size_t k = 0; k < fresh.size(); ++k) *fresh[k] = scores[k];
   stats_.predict_seconds += seconds_since(start);
   stats_.scored += static_cast<int>(pop.size());
+  stats_.lowered += static_cast<int>(fresh.size());
   size_t kept = 0;
   for (size_t i = 0; i < pop.size(); ++i) {
-    if (!std::isfinite(scores[i])) continue;
-    pop[i].score = scores[i];
+    if (!std::isfinite(*slots[i])) continue;
+    pop[i].score = *slots[i];
     if (kept != i) pop[kept] = std::move(pop[i]);
     ++kept;
   }
@@ -218,6 +231,7 @@ LOOM_DECL std::vector<sched::State> EvolutionarySearch::next_batch(int count,
   using detail::mix;
   using detail::seconds_since;
   stats_ = RoundStats{};
+  round_scores_.clear();  // the model may have changed since the last round
   if (count <= 0) return {};
   std::mt19937_64 rng(mix(seed_ ^ mix(++round_)));
 
