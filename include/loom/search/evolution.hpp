@@ -9,13 +9,13 @@
 ///     distinct programs with features exist; plus up to `init_measured_ratio × population` of
 ///     the best programs measured so far.
 ///  2. `generations` times: every member is scored by the model (features extracted from its
-///     lowered loop nest); the best not-yet-measured programs seen so far are kept (`2 × count`
-///     of them); the next population is drawn by roulette selection (probability ∝ max(score,
-///     0)) and each child is, with `crossover_probability`, the crossover of two parents of one
-///     sketch (search/mutate.hpp), otherwise with `sketch_transfer_probability` its parent moved
-///     onto another sketch (transfer_to_sketch), otherwise with
-///     `mutation_probability` a mutation of its parent, otherwise the parent itself. A last
-///     scoring pass follows the last generation.
+///     lowered loop nest; a program the round has scored before keeps its score); the best
+///     not-yet-measured programs seen so far are kept (`2 × count` of them); the next population is
+///     drawn by roulette selection (probability ∝ max(score, 0)) and each child is, with
+///     `crossover_probability`, the crossover of two parents of one sketch (search/mutate.hpp),
+///     otherwise with `sketch_transfer_probability` its parent moved onto another sketch
+///     (transfer_to_sketch), otherwise with `mutation_probability` a mutation of its parent,
+///     otherwise the parent itself. A last scoring pass follows the last generation.
 ///  3. Picking (ε-greedy): `count − ⌊eps_greedy × count⌋` programs from the kept best, highest
 ///     score first, then random members of the initial population; never a program measured
 ///     before, never twice the same. Programs are the same when their step records are.
