@@ -486,6 +486,7 @@ TEST_CASE("EvolutionarySearch lowers and scores each program once per round") {
   CountingModel model;
   std::set<std::string> first_round;
   for (const auto& st : s.next_batch(8, model)) first_round.insert(sched::to_record(st.steps()));
+  CHECK(first_round.size() == 8);
   const search::RoundStats one = s.last_round();
   CHECK(model.asked == static_cast<size_t>(one.lowered));
   // Evolution repeats programs (unchanged parents, children equal to one scored before).
