@@ -636,6 +636,32 @@ TEST_SUITE("jit") {
     k(BufferView(a.data(), {4, 6}), BufferView(b.data(), {6, 5}), BufferView(c.data(), {4, 5}));
   }
 
+  // The cap works around LLVM 19's SLP miscompile of <8 x i64> trees (test_random_programs.cpp).
+  TEST_CASE(
+      "kernels with 64-bit buffers get 256-bit vectorizer trees, 32-bit ones the full width") {
+    const int full = std::max(cpu_jit::Engine::global().vector_bits(), 128);
+    auto preferred = [](int bits) {
+      return "\"prefer-vector-width\"=\"" + std::to_string(bits) + "\"";
+    };
+    auto a = placeholder<float>("A", {64});
+    auto twice = compute("twice", {64}, [&](Var i) { return a(i) * 2.0f; });
+    auto f32 = std::make_shared<const ComputeDAG>(ComputeDAG({a}, {twice}));
+    CHECK(compiled_text(sched::State(f32), true).find(preferred(full)) != std::string::npos);
+
+    auto l = placeholder<int64_t>("L", {64});
+    auto sum = compute("sum", {64}, [&](Var i) { return l(i) + l(i); });
+    auto i64 = std::make_shared<const ComputeDAG>(ComputeDAG({l}, {sum}));
+    CHECK(compiled_text(sched::State(i64), true).find(preferred(std::min(full, 256))) !=
+          std::string::npos);
+
+    // A 64-bit intermediate buffer is enough.
+    auto wide = compute("wide", {64}, [&](Var i) { return cast<int64_t>(a(i)); });
+    auto back = compute("back", {64}, [&](Var i) { return cast<float>(wide(i)); });
+    auto mixed = std::make_shared<const ComputeDAG>(ComputeDAG({a}, {back}));
+    CHECK(compiled_text(sched::State(mixed), true).find(preferred(std::min(full, 256))) !=
+          std::string::npos);
+  }
+
   TEST_CASE("a schedule for another workload is refused") {
     gemm g(4, 5, 6), h(4, 5, 7);
     CHECK_THROWS_WITH_AS(build(Task(h.dag), sched::State(g.dag)),

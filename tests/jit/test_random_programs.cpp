@@ -80,24 +80,23 @@ TEST_SUITE("jit") {
   }
 }
 
-// KNOWN FAILURE, skipped (run with --no-skip): found by the random programs (seed 58691 of
-// LOOM_DIFFFUZZ_FIRST=50792 runs), not fixed. LLVM 19's SLP vectorizer miscompiles the fully
-// unrolled nest below at O2 and O3 on AVX-512 hosts: S[29] and S[39] (the peeled i2 = 9
-// iteration, 8.0f + A[19]) come out wrong. The IR loom emits is not at fault: its only nuw/nsw
-// are on loop counters, every GEP and load is in bounds (the select that loads became branches,
-// folded away in the tail), its fptosi convert values in range, its noalias arguments do not
-// alias, and the straight-line IR that reaches the SLP pass is of the same kind.
-// `opt-19 -passes=slp-vectorizer` alone on that IR builds the operand vector of an <8 x float>
-// fadd whose lane 3 should be the constant 8.0 as a shuffle with a poison lane there. It happens
-// with 512-bit SLP trees (stores of <8 x i64>; loom's functions prefer 512-bit vectors, and every
-// AVX-512 target-cpu tried shows it); with `-slp-max-reg-size=256` (what AVX2 hosts get anyway)
-// or without SLP the result is right. Neither workaround is applied: capping SLP at 256 bits made
-// some tuned kernels of benchmarks/results several times slower on an AVX-512 host (Sapphire
-// Rapids, 2026-11-28, alternated runs: GEMM 1024³ at 1 thread 0.22×, GEMM 512³ and the NHWC conv
-// at 1 thread 0.32×), where SLP had packed their unrolled register tiles into 512-bit vectors.
-// Of LLVM's other SLP options only ones that cripple it more avoid the bug (slp-max-vf=4,
+// Found by the random programs (seed 58691 of LOOM_DIFFFUZZ_FIRST=50792 runs). LLVM 19's SLP
+// vectorizer miscompiled the fully unrolled nest below at O2 and O3 on AVX-512 hosts: S[29] and
+// S[39] (the peeled i2 = 9 iteration, 8.0f + A[19]) came out wrong. The IR loom emits is not at
+// fault: its only nuw/nsw are on loop counters, every GEP and load is in bounds (the select that
+// loads became branches, folded away in the tail), its fptosi convert values in range, its
+// noalias arguments do not alias, and the straight-line IR that reaches the SLP pass is of the
+// same kind. `opt-19 -passes=slp-vectorizer` alone on that IR builds the operand vector of an
+// <8 x float> fadd whose lane 3 should be the constant 8.0 as a shuffle with a poison lane there.
+// It happens with 512-bit SLP trees (stores of <8 x i64>; every AVX-512 target-cpu tried shows
+// it); with 256-bit trees or without SLP the result is right. So kernels with 64-bit buffers get
+// 256-bit vectorizer trees (backend/llvm/impl/codegen.ipp). Capping every kernel instead made
+// some tuned float32 kernels of benchmarks/results several times slower on an AVX-512 host
+// (Sapphire Rapids, 2026-11-28, alternated runs: GEMM 1024³ at 1 thread 0.22×, GEMM 512³ and the
+// NHWC conv at 1 thread 0.32×), where SLP had packed their unrolled register tiles into 512-bit
+// vectors. Of LLVM's SLP options only ones that cripple it more avoid the bug (slp-max-vf=4,
 // slp-schedule-budget=50, slp-recursion-max-depth=2).
-TEST_CASE("KNOWN FAILURE: an unrolled int64(float) nest with a peeled tail" * doctest::skip()) {
+TEST_CASE("an unrolled int64(float) nest with a peeled tail (an LLVM 19 SLP miscompile)") {
   using namespace loom;
   auto A = placeholder<int32_t>("A", {1, 6, 10});
   auto S = compute("S", {1, 5, 10}, [&](Var i0, Var i1, Var i2) {

@@ -70,6 +70,27 @@ class capture_collector : public StmtVisitor {
   std::unordered_set<const BufferNode*> allocated_;
 };
 
+// Whether a buffer of the kernel (argument or allocation) holds 64-bit elements.
+inline bool has_64bit_elements(const LoweredFunc& f) {
+  bool found = false;
+  for (const Buffer& b : f.args) found = found || b->dtype.bits >= 64;
+  class finder : public StmtVisitor {
+   public:
+    explicit finder(bool& found) : found_(found) {}
+
+   protected:
+    void visit_Allocate(const Allocate* op) override {
+      found_ = found_ || op->buffer->dtype.bits >= 64;
+      StmtVisitor::visit_Allocate(op);
+    }
+
+   private:
+    bool& found_;
+  };
+  if (!found) finder(found).visit(f.body);
+  return found;
+}
+
 class codegen {
  public:
   codegen(Engine& engine, llvm::LLVMContext& ctx, llvm::Module& mod, const CodegenOptions& opt)
@@ -77,6 +98,14 @@ class codegen {
 
   void emit(const LoweredFunc& f, const std::string& symbol) {
     symbol_ = symbol;
+    // LLVM 19's SLP vectorizer miscompiles some straight-line code of 64-bit elements in
+    // 512-bit trees (<8 x i64>: a constant operand lane becomes poison; the unrolled int64(float)
+    // nest of tests/jit/test_random_programs.cpp). Kernels with 64-bit buffers get 256-bit SLP
+    // and loop-vectorizer trees; loom's own vectors keep their width (min-legal-vector-width).
+    // 32-bit kernels keep 512-bit trees: capping them slowed tuned GEMMs and convolutions
+    // 3-4.5x on an AVX-512 host, where SLP packs their unrolled register tiles.
+    prefer_bits_ = std::max(engine_.vector_bits(), 128);
+    if (has_64bit_elements(f)) prefer_bits_ = std::min(prefer_bits_, 256);
     llvm::Type* ptr = b_.getPtrTy();
     // impl(ptr noalias a0, ptr noalias a1, ...): the body, with alias information.
     std::vector<llvm::Type*> params(f.args.size(), ptr);
@@ -108,7 +137,7 @@ class codegen {
     fn->addFnAttr("target-features", engine_.features());
     // Explicit 512-bit vectors must stay 512 bits wide (the skylake-avx512 default prefers 256).
     const std::string bits = std::to_string(std::max(engine_.vector_bits(), 128));
-    fn->addFnAttr("prefer-vector-width", bits);
+    fn->addFnAttr("prefer-vector-width", std::to_string(prefer_bits_));
     fn->addFnAttr("min-legal-vector-width", bits);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
   }
@@ -790,6 +819,7 @@ class codegen {
   llvm::IRBuilder<> b_;
   const CodegenOptions& opt_;
   std::string symbol_;
+  int prefer_bits_ = 128;  // the vectorizers' tree width (emit())
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* entry_ = nullptr;
   std::unordered_map<const Variable*, llvm::Value*> vars_;
