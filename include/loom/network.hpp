@@ -107,10 +107,14 @@ CompiledNetwork compile(std::shared_ptr<const net::Network> network,
 search::TaskSchedulerReport tune(const net::Network& network, const TaskSchedulerOptions& options);
 
 namespace detail {
-/// The network's tasks (each weighted by how often it runs) and `options` with the network's
-/// constants named as constant inputs and cold unless asked otherwise: what tune(network) tunes,
-/// shared with loom::mpi::tune.
-std::vector<WeightedTask> network_tasks(const net::Network& network, TaskSchedulerOptions& options);
+/// What tune(network) tunes, shared with loom::mpi::tune: the network's tasks, each weighted by
+/// how often it runs, and `options` with the network's constants named as constant inputs and
+/// cold unless asked otherwise.
+struct NetworkTuning {
+  std::vector<WeightedTask> tasks;
+  TaskSchedulerOptions options;
+};
+NetworkTuning network_tuning(const net::Network& network, const TaskSchedulerOptions& options);
 }  // namespace detail
 
 LOOM_END_NAMESPACE

@@ -182,10 +182,12 @@ class KillingMeasurer : public search::StreamingMeasurer {
 
 void kill_midway(const std::string& dir) {
   const auto n = tiny_cnn();
-  TaskSchedulerOptions o = options(dir + "/resume.jsonl", 16);
+  const loom::detail::NetworkTuning t =
+      loom::detail::network_tuning(*n, options(dir + "/resume.jsonl", 16));
+  const std::vector<WeightedTask>& tasks = t.tasks;
+  const TaskSchedulerOptions& o = t.options;
   if (mpi::rank() == 0) std::filesystem::remove(o.tune.records);
   mpi::barrier();
-  const std::vector<WeightedTask> tasks = loom::detail::network_tasks(*n, o);
   cpu_jit::LocalMeasurerOptions local;
   local.constant_inputs = o.tune.constant_inputs;
   if (mpi::rank() != 0) {

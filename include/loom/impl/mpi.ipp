@@ -2,6 +2,7 @@
 #include "loom/mpi.hpp"
 
 #include <iostream>
+#include <utility>
 
 LOOM_BEGIN_NAMESPACE
 namespace mpi {
@@ -31,9 +32,8 @@ LOOM_DECL search::TaskSchedulerReport tune_tasks(const std::vector<WeightedTask>
 LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
                                            const TaskSchedulerOptions& options,
                                            MpiMeasurerOptions mpi) {
-  TaskSchedulerOptions o = options;
-  const std::vector<WeightedTask> tasks = loom::detail::network_tasks(network, o);
-  return tune_tasks(tasks, o, mpi);
+  const loom::detail::NetworkTuning t = loom::detail::network_tuning(network, options);
+  return tune_tasks(t.tasks, t.options, std::move(mpi));
 }
 
 }  // namespace mpi

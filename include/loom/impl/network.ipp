@@ -212,26 +212,25 @@ LOOM_DECL std::vector<double> CompiledNetwork::profile(
 
 namespace detail {
 
-LOOM_DECL std::vector<WeightedTask> network_tasks(const net::Network& network,
-                                                  TaskSchedulerOptions& o) {
-  std::vector<WeightedTask> tasks;
+LOOM_DECL NetworkTuning network_tuning(const net::Network& network,
+                                       const TaskSchedulerOptions& options) {
+  NetworkTuning out{{}, options};
   for (const net::NetworkTask& t : network.tasks())
-    tasks.push_back({Task(t.dag, Target::host()), static_cast<double>(t.weight()), {}});
+    out.tasks.push_back({Task(t.dag, Target::host()), static_cast<double>(t.weight()), {}});
+  std::vector<std::string>& constants = out.options.tune.constant_inputs;
   for (const std::string& name : constant_names(network))
-    if (std::find(o.tune.constant_inputs.begin(), o.tune.constant_inputs.end(), name) ==
-        o.tune.constant_inputs.end())
-      o.tune.constant_inputs.push_back(name);
-  if (!o.tune.measure.cold_constants) o.tune.measure.cold_constants = true;
-  return tasks;
+    if (std::find(constants.begin(), constants.end(), name) == constants.end())
+      constants.push_back(name);
+  if (!out.options.tune.measure.cold_constants) out.options.tune.measure.cold_constants = true;
+  return out;
 }
 
 }  // namespace detail
 
 LOOM_DECL search::TaskSchedulerReport tune(const net::Network& network,
                                            const TaskSchedulerOptions& options) {
-  TaskSchedulerOptions o = options;
-  const std::vector<WeightedTask> tasks = detail::network_tasks(network, o);
-  return tune_tasks(tasks, o);
+  const detail::NetworkTuning t = detail::network_tuning(network, options);
+  return tune_tasks(t.tasks, t.options);
 }
 
 LOOM_END_NAMESPACE
