@@ -394,18 +394,18 @@ class binder : public StmtMutator {
     r.target = st;
     r.with = Store::make(red, zero, reduce_combine(f.c.op, Load::make(red, zero), f.c.value));
     Stmt partials = bind(loop, r.mutate(loop->body));
-    Expr cond;
-    for (const Expr& c : f.conditions) cond = cond.defined() ? (cond && c) : c;
-    if (!own_.count(st->buffer.get())) {
-      // Every thread ends with the whole result: one writes it to global memory; a thread's
-      // own copy each thread writes.
-      Expr first = EQ::make(tidx_[0], Expr(int64_t{0}));
-      cond = cond.defined() ? (first && cond) : first;
-    }
+    // The element's conditions stay nested in their order: a reduction's condition may read
+    // memory at indices only the tail guards around it keep in range, and the operands of &&
+    // have no evaluation order (IR contract; the emulation evaluates both).
     Stmt combine = Store::make(
         st->buffer, st->index,
         reduce_combine(f.c.op, Load::make(st->buffer, st->index), Load::make(red, zero)));
-    if (cond.defined()) combine = IfThenElse::make(cond, combine);
+    for (auto c = f.conditions.rbegin(); c != f.conditions.rend(); ++c)
+      combine = IfThenElse::make(*c, combine);
+    // Every thread ends with the whole result: one writes it to global memory; a thread's own
+    // copy each thread writes.
+    if (!own_.count(st->buffer.get()))
+      combine = IfThenElse::make(EQ::make(tidx_[0], Expr(int64_t{0})), combine);
     return Allocate::make(red, Block::make({Store::make(red, zero, reduce_identity(f.c.op, t)),
                                             partials, AllReduce::make(f.c.op, red), combine}));
   }
