@@ -13,7 +13,11 @@ jobs=${JOBS:-$(nproc)}
 ./scripts/install-deps.sh --demo
 # The demo needs neither the tests nor the benchmarks (nor their packages); test.sh turns them
 # back on in the same build directory.
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_EXAMPLES=ON \
+# A new build directory is configured for Ninja (as scripts/test.sh does); an existing one keeps
+# its generator.
+generator=()
+[[ -f $build_dir/CMakeCache.txt ]] || generator=(-G Ninja)
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_EXAMPLES=ON \
   -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCHMARKS=OFF
 cmake --build "$build_dir" --target loom_demo -j"$jobs"
 exec "$build_dir/examples/loom_demo" "$@"

@@ -6,7 +6,7 @@ set -euo pipefail
 # What the main demo needs (scripts/demo.sh: install-deps.sh --demo): the compiler, the JIT,
 # the records' JSON and Eigen, the demo's contender.
 demo_packages=(
-  cmake g++ make          # toolchain
+  cmake g++ make ninja-build  # toolchain (the scripts configure new build directories for Ninja)
   llvm-19-dev             # loom::llvm, the ORC CPU JIT backend
   libeigen3-dev           # loom::eigen interop and reference kernels
   nlohmann-json3-dev      # tuning records

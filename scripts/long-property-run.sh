@@ -4,8 +4,9 @@
 # compared with the reference interpreter. CI checks 30 programs per op; this run multiplies that
 # count by SCALE (about 16,000 programs at the default 17, half an hour of one core).
 #
-# Builds only the loom_tests_jit target in BUILD_DIR, runs only the property test cases, keeps the
-# output in BUILD_DIR/long-property-run.log and prints the number of programs checked and wrong.
+# Builds only the loom_tests_search_jit target in BUILD_DIR, runs only the property test cases,
+# keeps the output in BUILD_DIR/long-property-run.log and prints the number of programs checked
+# and wrong.
 # The exit code is the test program's (non-zero when a program computed a wrong result; its record
 # is in the log).
 #
@@ -21,11 +22,11 @@ log="$build_dir/long-property-run.log"
 
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_TESTS=ON \
   -DLOOM_BUILD_EXAMPLES=OFF -DLOOM_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$build_dir" --target loom_tests_jit -j"$jobs"
+cmake --build "$build_dir" --target loom_tests_search_jit -j"$jobs"
 
 start=$(date +%s)
 set +e
-LOOM_SEARCH_PROPERTY_SCALE=$scale "$build_dir/tests/jit/loom_tests_jit" \
+LOOM_SEARCH_PROPERTY_SCALE=$scale "$build_dir/tests/jit/loom_tests_search_jit" \
   --test-case="sampled programs of*" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}  # the test program's, not tee's
 set -e
