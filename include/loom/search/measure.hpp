@@ -157,7 +157,8 @@ struct MeasureOptions {
   /// a program whose build or buffers would take the machine's memory fails alone instead: its
   /// build as `compile` ("LLVM ERROR: out of memory"), its run as `runtime` (the kernel stops
   /// with kernel_status_out_of_memory). 0: no limit. Each of the `build_parallelism` processes
-  /// gets this much. CPU measurer only (Linux: RLIMIT_DATA); loom addition.
+  /// gets this much. The GPU measurer limits its build processes (NVRTC) so; its runs are on the
+  /// device. Linux (RLIMIT_DATA); loom addition.
   double memory_limit_mb = 4096;
   /// Programs built at once (0: the number of cores). Runs are always one at a time, so that
   /// a timed program never shares the machine with a build.

@@ -10,11 +10,15 @@
 
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace loom;
 
@@ -128,6 +132,52 @@ TEST_SUITE("cuda.measurer") {
     CHECK(bad[0].error == search::MeasureError::instantiation);
     CHECK(contains(bad[0].error_message, "not the task's"));
     CHECK(m.stats().worker_starts == 1);
+  }
+
+  TEST_CASE("a build that hangs, allocates without bound or crashes fails alone") {
+    // Each program builds in a process of its own; the fault-injection hook runs there, before
+    // the build, and stands for an NVRTC build that hangs, takes the memory or dies.
+    scoped_env fake("LOOM_CUDA_DRIVER_LIBRARY", LOOM_FAKE_LIBCUDA);
+    cuda::GpuMeasurerOptions gpu;
+    gpu.image = cuda::ImageKind::ptx;
+    search::MeasureOptions o;
+    o.build_timeout_s = 2;
+    o.memory_limit_mb = 256;
+    o.build_parallelism = 2;
+    o.fault_injection_hook = [](size_t index, int phase) {
+      if (phase != 0) return;
+      if (index == 0) ::sleep(60);
+      if (index == 1) {
+        std::vector<std::unique_ptr<char[]>> blocks;  // untouched: address space, not RSS
+        for (;;) blocks.emplace_back(new char[size_t{64} << 20]);
+      }
+      if (index == 2) std::raise(SIGSEGV);
+    };
+    cuda::GpuMeasurer m(o, gpu);
+    const Task task = matmul_task(48);
+    const sched::State program = sched::default_schedule(task.dag, task.target);
+    const auto results = m.measure(task, {program, program, program, program});
+    REQUIRE(results.size() == 4);
+
+    CAPTURE(results[0].error_message);
+    CHECK(results[0].error == search::MeasureError::compile_timeout);
+    CHECK(contains(results[0].error_message, "build_timeout_s"));
+    CHECK(results[0].compile_seconds >= 2);
+    CHECK(results[0].compile_seconds < 30);
+
+    CAPTURE(results[1].error_message);
+    CHECK(results[1].error == search::MeasureError::compile);
+    CHECK(contains(results[1].error_message, "bad_alloc"));
+    CHECK(contains(results[1].error_message, "memory_limit_mb, 256 MiB"));
+
+    CAPTURE(results[2].error_message);
+    CHECK(results[2].error == search::MeasureError::compile);
+    CHECK(contains(results[2].error_message, "SIGSEGV while building"));
+
+    // The one that built normally reached the worker (whose fake driver runs no kernel).
+    CAPTURE(results[3].error_message);
+    CHECK(results[3].error == search::MeasureError::wrong_answer);
+    CHECK(results[3].compile_seconds > 0);
   }
 #endif
 }

@@ -4,13 +4,14 @@
 /// that `search::tune_with` tunes for an NVIDIA GPU as it does for the CPU.
 ///
 /// One batch (`measure_each`):
-/// - **Build, on the host, in parallel** (`build_parallelism` threads; NVRTC compiles programs
-///   concurrently): lower_gpu (instantiation errors: the program breaks a GPU rule), the CUDA C
-///   printer and NVRTC with its optimizer, straight to machine code for the target's
-///   architecture (a CUBIN: the worker loads it without the driver's JIT; compile errors carry
-///   NVRTC's log). A build that took
-///   longer than `build_timeout_s` is a compile_timeout; NVRTC cannot be interrupted, so the
-///   limit is checked when the build ends.
+/// - **Build, on the host, in parallel**, each program in a forked process of its own
+///   (`build_parallelism` at once): lower_gpu (instantiation errors: the program breaks a GPU
+///   rule), the CUDA C printer and NVRTC with its optimizer, straight to machine code for the
+///   target's architecture (a CUBIN: the worker loads it without the driver's JIT; compile
+///   errors carry NVRTC's log). NVRTC cannot be interrupted nor its memory bounded in-process,
+///   so a build process may allocate `memory_limit_mb` (past it the build fails) and is killed
+///   after `build_timeout_s` (compile_timeout); one that dies fails its program alone (compile).
+///   The task's reference program (below) is built in the measurer's process.
 /// - **Run, on the device, one program at a time, in a worker process.** A kernel that faults
 ///   (illegal address, trap) leaves the CUDA context of its process unusable, and a kernel that
 ///   hangs cannot be stopped from the host: so the GPU is used by a separate process that the

@@ -3,27 +3,29 @@
 
 #include "loom/backend/child_process.hpp"
 #include "loom/backend/cuda/driver.hpp"
+#include "loom/backend/cuda/nvrtc.hpp"
 #include "loom/backend/cuda/program.hpp"
 #include "loom/detail/clock.hpp"
+#include "loom/detail/cores.hpp"
 #include "loom/dag/evaluate.hpp"
 #include "loom/lower/gpu.hpp"
 #include "loom/sched/default_schedule.hpp"
 #include "loom/backend/measure_data.hpp"
 
+#include <poll.h>
 #include <spawn.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 extern char** environ;
 
@@ -494,6 +496,196 @@ inline Built build_one(const Task& task, const sched::State& state,
   return b;
 }
 
+/// A build process's one frame: the Built, program included.
+inline std::string encode_built(const Built& b) {
+  Encoder w;
+  w.put<uint8_t>(b.program.has_value());
+  w.put<double>(b.result.compile_seconds);
+  if (b.program) {
+    w.put_string(b.program->source);
+    w.put_string(b.program->image);
+    w.put<uint8_t>(static_cast<uint8_t>(b.program->kind));
+    put_plan(w, b.program->plan);
+  } else {
+    w.put<uint8_t>(static_cast<uint8_t>(b.result.error));
+    w.put_string(b.result.error_message);
+  }
+  return w.body();
+}
+
+inline Built decode_built(std::string_view body) {
+  Decoder r(body);
+  Built b;
+  const bool has_program = r.get<uint8_t>() != 0;
+  b.result.compile_seconds = r.get<double>();
+  if (has_program) {
+    CompiledProgram p;
+    p.source = r.get_string();
+    p.image = r.get_string();
+    p.kind = static_cast<ImageKind>(r.get<uint8_t>());
+    p.plan = get_plan(r);
+    b.program = std::move(p);
+  } else {
+    b.result.error = static_cast<MeasureError>(r.get<uint8_t>());
+    b.result.error_message = r.get_string();
+  }
+  return b;
+}
+
+/// Builds every program of a batch (build_one), each in a forked process of its own, at most
+/// `parallelism` at once. NVRTC cannot be interrupted and its memory is not bounded in-process,
+/// so a build that runs away must run away in a process that can be killed: each gets
+/// MeasureOptions::memory_limit_mb (allocations past it fail, the build with them) and is killed
+/// after build_timeout_s (compile_timeout). A build process that dies (NVRTC aborts, a fault)
+/// fails its program alone, as `compile` with how it died and the end of its output.
+inline std::vector<Built> build_in_processes(const Task& task,
+                                             const std::vector<sched::State>& states,
+                                             const std::vector<ArgSpec>& args,
+                                             const search::MeasureOptions& o,
+                                             const GpuMeasurerOptions& gpu, unsigned parallelism) {
+  using backend::detail::ChildProcess;
+  using clock = std::chrono::steady_clock;
+  struct Builder {
+    std::size_t index = 0;
+    ChildProcess process;
+    clock::time_point started;
+    std::optional<Built> built;
+  };
+  std::vector<Built> built(states.size());
+  std::vector<std::unique_ptr<Builder>> live;
+  std::size_t next = 0;
+  auto fail = [&](std::size_t i, MeasureError error, std::string message, double seconds) {
+    built[i].program.reset();
+    built[i].result.error = error;
+    built[i].result.error_message = std::move(message);
+    built[i].result.compile_seconds = seconds;
+  };
+  // A failed allocation is most likely the limit the build process was given, not the machine.
+  auto name_the_limit = [&](std::string& message) {
+    if (o.memory_limit_mb > 0 && (message.find("bad_alloc") != std::string::npos ||
+                                  message.find("out of memory") != std::string::npos ||
+                                  message.find("OUT_OF_MEMORY") != std::string::npos))
+      message += " (past MeasureOptions::memory_limit_mb, " +
+                 std::to_string(static_cast<long long>(o.memory_limit_mb)) + " MiB)";
+  };
+  // NVRTC is loaded here, once, rather than in every build process (a failure to load it is each
+  // build's compile error, as before).
+  (void)nvrtc_available();
+  while (next < states.size() || !live.empty()) {
+    while (live.size() < parallelism && next < states.size()) {
+      auto b = std::make_unique<Builder>();
+      b->index = next++;
+      std::vector<int> others;
+      for (const auto& l : live) others.insert(others.end(), {l->process.sock, l->process.output});
+      std::string error;
+      const std::size_t index = b->index;
+      const bool ok = backend::detail::fork_child(
+          b->process, others,
+          [&](int sock) {
+            // A limit that cannot be set leaves the build unlimited, as outside Linux.
+            std::string no_limit;
+            backend::detail::limit_memory_growth(
+                static_cast<std::size_t>(o.memory_limit_mb * 1048576.0), no_limit);
+            Built one;
+            try {
+              if (o.fault_injection_hook) o.fault_injection_hook(index, 0);
+              one = build_one(task, states[index], args, o, gpu);
+            } catch (const std::exception& e) {  // std::bad_alloc past the limit, mostly
+              one.program.reset();
+              one.result.error = MeasureError::compile;
+              one.result.error_message = e.what();
+            }
+            send_frame(sock, encode_built(one));
+            ::_exit(0);
+          },
+          error);
+      if (!ok) {
+        fail(index, MeasureError::unknown, "cannot start a build process: " + error, 0);
+        continue;
+      }
+      b->started = clock::now();
+      live.push_back(std::move(b));
+    }
+    if (live.empty()) continue;
+
+    // Wait for a frame, an end of file or the nearest deadline.
+    const auto now = clock::now();
+    double wait = o.build_timeout_s;
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Builder*, bool>> owners;  // (builder, is its socket)
+    for (const auto& b : live) {
+      wait = std::min(wait,
+                      o.build_timeout_s - std::chrono::duration<double>(now - b->started).count());
+      if (!b->process.sock_eof) {
+        fds.push_back({b->process.sock, POLLIN, 0});
+        owners.emplace_back(b.get(), true);
+      }
+      if (!b->process.output_eof) {
+        fds.push_back({b->process.output, POLLIN, 0});
+        owners.emplace_back(b.get(), false);
+      }
+    }
+    const int n = ::poll(fds.data(), fds.size(), backend::detail::poll_ms(wait));
+    if (n < 0 && errno != EINTR) {
+      const std::string why = std::string("poll failed: ") + std::strerror(errno);
+      for (const auto& b : live) {
+        b->process.reap(/*kill_first=*/true);
+        fail(b->index, MeasureError::unknown, why, seconds_since(b->started));
+      }
+      live.clear();
+      continue;
+    }
+    for (std::size_t k = 0; n > 0 && k < fds.size(); ++k) {
+      if (!fds[k].revents) continue;
+      if (owners[k].second)
+        owners[k].first->process.read_socket();
+      else
+        owners[k].first->process.read_output();
+    }
+
+    // Settle the builders that are done.
+    for (std::size_t k = 0; k < live.size();) {
+      Builder& b = *live[k];
+      std::string body;
+      while (!b.built && b.process.next_frame(body)) {
+        try {
+          b.built = decode_built(body);
+        } catch (const backend::detail::FrameError&) {
+          // Only build_in_processes's child writes this frame, so a short one is a bug: the
+          // child's end of file says what happened to its program.
+        }
+      }
+      const double seconds = seconds_since(b.started);
+      bool done = true;
+      if (b.built) {
+        b.process.reap(/*kill_first=*/true);
+        built[b.index] = std::move(*b.built);
+        if (!built[b.index].program) name_the_limit(built[b.index].result.error_message);
+      } else if (b.process.sock_eof) {
+        const int status = b.process.reap(/*kill_first=*/false);
+        std::string message =
+            backend::detail::describe_death(status, "while building", b.process.output_tail);
+        name_the_limit(message);
+        fail(b.index, MeasureError::compile, "the build process ended without a result: " + message,
+             seconds);
+      } else if (seconds >= o.build_timeout_s) {
+        b.process.reap(/*kill_first=*/true);
+        fail(b.index, MeasureError::compile_timeout,
+             "killed after building for longer than " +
+                 ::loom::detail::format_seconds(o.build_timeout_s) + " s (build_timeout_s)",
+             seconds);
+      } else {
+        done = false;
+      }
+      if (done)
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      else
+        ++k;
+    }
+  }
+  return built;
+}
+
 /// The setup message of a task: host inputs and the interpreter's outputs when the DAG is small,
 /// else the seed and the default GPU schedule, compiled.
 inline std::string make_setup(const Task& task, const std::vector<ArgSpec>& args,
@@ -565,20 +757,10 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
   TaskData& td = *slot;
 
   std::vector<search::MeasureResult> results(states.size());
-  std::vector<Built> built(states.size());
-  {
-    std::atomic<std::size_t> next{0};
-    const unsigned threads = o.build_parallelism > 0
-                                 ? static_cast<unsigned>(o.build_parallelism)
-                                 : std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < std::min<std::size_t>(threads, states.size()); ++t)
-      pool.emplace_back([&] {
-        for (std::size_t i; (i = next++) < states.size();)
-          built[i] = build_one(task, states[i], td.args, o, gpu_);
-      });
-    for (std::thread& t : pool) t.join();
-  }
+  const std::vector<Built> built = build_in_processes(
+      task, states, td.args, o, gpu_,
+      o.build_parallelism > 0 ? static_cast<unsigned>(o.build_parallelism)
+                              : static_cast<unsigned>(::loom::detail::available_cores()));
   for (std::size_t i = 0; i < states.size(); ++i) {
     stats_.compile_seconds += built[i].result.compile_seconds;
     if (!built[i].program) {
