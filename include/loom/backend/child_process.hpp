@@ -6,10 +6,10 @@
 /// both backends measure in children:
 /// - the CPU measurer (backend/llvm) forks one child per program and one per task's reference
 ///   (`fork_child`), and reads many children at once through their `ChildProcess`;
-/// - the GPU measurer (backend/cuda) keeps one worker process, this executable started again
-///   (posix_spawn: a fresh process, where the CUDA driver starts as in any program, rather than
-///   a fork of the measurer and its build threads), and exchanges one request and one reply at
-///   a time with it (`send_frame`, `receive_frame`).
+/// - the GPU measurer (backend/cuda) forks one child per program build (NVRTC) and keeps one
+///   worker process for the runs, this executable started again (posix_spawn: a fresh process,
+///   where the CUDA driver starts as in any program, rather than a fork of the measurer), and
+///   exchanges one request and one reply at a time with it (`send_frame`, `receive_frame`).
 ///
 /// A frame is a u64 byte count, then that many bytes of body. An Encoder writes a body and a
 /// Decoder reads it back in the same order: fixed-width values as their bytes, strings and
