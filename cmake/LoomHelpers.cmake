@@ -57,14 +57,17 @@ function(loom_sanitizer_leg test)
 endfunction()
 
 # loom_add_test(<name> SOURCES <files...> [LIBS <targets...>] [LABELS <labels...>]
-#               [OWN_MAIN] [SKIP_RETURN_CODE <code>])
+#               [OWN_MAIN] [SKIP_RETURN_CODE <code>] [COST <seconds>])
 # One doctest executable per layer, sharing the doctest main (loom_test_main) and registered with
 # ctest under <name>.
 # - OWN_MAIN: the sources define main() (say, one that first checks for the hardware the tests
 #   need) and run doctest themselves; the executable links doctest instead of loom_test_main.
 # - SKIP_RETURN_CODE: ctest reports the test as skipped, not failed, when it exits with <code>.
+# - COST: about how many seconds the test runs (CI's 2 cores, all tests running): ctest starts
+#   the costliest tests first, so that no long one is left running alone at the end of a fresh
+#   build's run (which has no timings of earlier runs to order by).
 function(loom_add_test name)
-  cmake_parse_arguments(ARG "OWN_MAIN" "SKIP_RETURN_CODE" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "OWN_MAIN" "SKIP_RETURN_CODE;COST" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   if(ARG_OWN_MAIN)
     target_link_libraries(${name} PRIVATE doctest::doctest loom::loom ${ARG_LIBS})
@@ -88,6 +91,9 @@ function(loom_add_test name)
   add_test(NAME ${name} COMMAND ${name} ${sanitizer_args})
   if(ARG_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+  if(DEFINED ARG_COST)
+    set_tests_properties(${name} PROPERTIES COST ${ARG_COST})
   endif()
   if(DEFINED ARG_SKIP_RETURN_CODE)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
