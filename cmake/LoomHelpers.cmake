@@ -103,9 +103,19 @@ endfunction()
 
 # loom_add_benchmark(<name> SOURCES <files...> [LIBS <targets...>])
 # Google Benchmark program built with -O3 -DNDEBUG; benchmarks are built in CI, never run there.
+# With LOOM_BENCHMARKS_CHECK_ONLY (scripts/test.sh sets it in a new build directory) <name> is
+# instead an object library compiled by the front end only (cmake/syntax_only.sh): CI checks that
+# every benchmark compiles, in about a third of the time, and makes no binary that could be timed
+# by mistake. The target takes target_* calls either way.
 function(loom_add_benchmark name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES})
+  if(LOOM_BENCHMARKS_CHECK_ONLY)
+    add_library(${name} OBJECT ${ARG_SOURCES})
+    set_target_properties(${name} PROPERTIES CXX_COMPILER_LAUNCHER
+                                             ${PROJECT_SOURCE_DIR}/cmake/syntax_only.sh)
+  else()
+    add_executable(${name} ${ARG_SOURCES})
+  endif()
   target_link_libraries(${name} PRIVATE benchmark::benchmark ${ARG_LIBS})
   loom_link_compiled(${name} ${ARG_LIBS})
   target_compile_options(${name} PRIVATE -O3 -DNDEBUG)

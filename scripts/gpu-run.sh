@@ -50,7 +50,8 @@ if [[ -d $packed/cmake/benchmark ]]; then
   export LD_LIBRARY_PATH=$packed${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOOM_ENABLE_LLVM=OFF \
-  -DLOOM_ENABLE_EIGEN=OFF -DLOOM_BUILD_EXAMPLES=OFF -DLOOM_HEADERS_DIR="$root/.deps/include" \
+  -DLOOM_ENABLE_EIGEN=OFF -DLOOM_BUILD_EXAMPLES=OFF -DLOOM_BENCHMARKS_CHECK_ONLY=OFF \
+  -DLOOM_HEADERS_DIR="$root/.deps/include" \
   "${bench_pkg[@]}"
 targets=(loom_tests_cuda_nvrtc loom_tests_cuda_device loom_tests_cuda_measure loom_fake_libcuda
          gpu_check)

@@ -3,8 +3,8 @@
 # first), in three legs, each in a build directory of its own; the exit code is non-zero when
 # any leg fails.
 #
-# 1. normal (BUILD_DIR): a Release build of tests, examples and benchmarks (so everything is at
-#    least compiled), then `ctest -LE gpu`.
+# 1. normal (BUILD_DIR): a Release build of tests and examples, the benchmarks compiled as a
+#    check (LOOM_BENCHMARKS_CHECK_ONLY, in a new build directory), then `ctest -LE gpu`.
 # 2. asan (BUILD_DIR-asan): AddressSanitizer + UndefinedBehaviorSanitizer
 #    (-DLOOM_SANITIZE=address,undefined, cmake/LoomSanitize.cmake; -O1, assertions on) over
 #    ASAN_TESTS below: the unit tests of the IR, DSL, DAG, ops, net, lowering (interpreter, GPU
@@ -85,8 +85,13 @@ run_leg() {
 }
 
 start=$(date +%s)
+# In a new build directory the benchmarks are only compiled as a check (a third of their compile
+# time, and no binary that could be timed by mistake); an existing one keeps its setting, so that
+# the benchmark programs of a developer's build directory stay.
+normal_new=()
+[[ -f $build_dir/CMakeCache.txt ]] || normal_new=(-DLOOM_BENCHMARKS_CHECK_ONLY=ON)
 run_leg normal "$build_dir" all "-LE gpu" -- -DCMAKE_BUILD_TYPE=Release \
-  -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_EXAMPLES=ON -DLOOM_BUILD_BENCHMARKS=ON
+  -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_EXAMPLES=ON -DLOOM_BUILD_BENCHMARKS=ON "${normal_new[@]}"
 
 if [[ "$sanitizer_legs" != 0 ]]; then
   # -O1 -g1: line numbers in the reports; assertions stay on (no -DNDEBUG).
