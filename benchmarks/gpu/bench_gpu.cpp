@@ -1,8 +1,10 @@
 // bench_gpu: loom's tuned GPU kernels against cuBLAS and cuDNN, in one run (issues 7 and 36).
 // A workload is one DAG at one precision; its name ends in the precision, and its contenders are
-// LoomTuned and LoomDefault (fp32 workloads, and the bf16 and fp16 GEMMs and batched GEMMs:
-// 16-bit placeholders, float32 products summed in float32, tuned with tensor-core and SIMT
-// sketches; not TF32, not the fp16 convs) and the vendor library's call for that precision:
+// LoomTuned and LoomDefault (fp32 workloads; the TF32 GEMM: the fp32 DAG on a target that allows
+// TF32, Target::with_tf32, tuned with TF32 tensor-core and SIMT sketches; and the bf16 and fp16
+// GEMMs and batched GEMMs: 16-bit placeholders, float32 products summed in float32, tuned with
+// tensor-core and SIMT sketches; not the fp16 convs) and the vendor library's call for that
+// precision:
 //   - gemm4096_{fp32,tf32,bf16,fp16}: C[4096,4096] = A[4096,4096] B[4096,4096];
 //   - bert_ffn{1,2}_m{128,4096}_{fp32,bf16}: BERT-base's feed-forward products, ffn1 [M,768] x
 //     [768,3072], ffn2 [M,3072] x [3072,768];
@@ -159,7 +161,7 @@ std::vector<float> download_as_float(const cuda::DeviceBuffer& b, size_t n, Elem
 /// The numbers a workload computes with.
 enum class Precision {
   fp32,  ///< fp32 in and out, FP32 FMA: loom's contenders, cublasSgemm, cuDNN's fp32 kernels
-  tf32,  ///< fp32 in and out, products on TF32 tensor cores (cuBLAS only)
+  tf32,  ///< fp32 in and out, products on TF32 tensor cores
   bf16,  ///< bf16 inputs, fp32 accumulation and output
   fp16,  ///< fp16 inputs, fp32 accumulation; fp32 output from cuBLAS, fp16 from cuDNN
 };
@@ -301,6 +303,8 @@ Workload make_workload(const Spec& spec, const Target& target,
       Task(std::make_shared<const ComputeDAG>(spec.inputs, std::vector<ir::Tensor>{spec.output}),
            target)};
   if (spec.precision == Precision::fp32) w.loom_task = w.task;
+  // A target of its own: TF32 programs and their records never stand in for fp32 ones.
+  if (spec.precision == Precision::tf32) w.loom_task = Task(w.task.dag, target.with_tf32());
   if (!spec.loom_inputs.empty())
     w.loom_task = Task(std::make_shared<const ComputeDAG>(
                            spec.loom_inputs, std::vector<ir::Tensor>{spec.loom_output}),

@@ -6,7 +6,9 @@
 //   gpu_check [programs per op = 50] [seed = 1]     (GPU_CHECK_ONLY=softmax: those workloads only)
 //
 // The workloads include bf16 and fp16 matmuls (float32 products summed in float32), whose
-// programs come from the tensor-core sketch (m16n8k16 mma.sync, lower/mma.hpp) and the SIMT ones.
+// programs come from the tensor-core sketch (m16n8k16 mma.sync, lower/mma.hpp) and the SIMT ones,
+// and float32 matmuls on a target that allows TF32 (m16n8k8 tf32 mma.sync), whose inputs are
+// multiples of 1/256, exact in TF32, so that the comparison checks the fragments, not rounding.
 // Prints, per workload, the programs run (those reducing across threads and those on tensor
 // cores), the wrong ones and those that failed (compile, load, launch), and exits with 1 when
 // any program is wrong or failed, 77 when there is no GPU.
@@ -36,10 +38,12 @@ namespace {
 struct workload {
   std::string name;
   std::shared_ptr<const ComputeDAG> dag;
+  bool tf32 = false;  ///< tuned for Target::with_tf32()
 };
 
-workload make(std::string name, std::vector<ir::Tensor> in, std::vector<ir::Tensor> out) {
-  return {std::move(name), std::make_shared<const ComputeDAG>(std::move(in), std::move(out))};
+workload make(std::string name, std::vector<ir::Tensor> in, std::vector<ir::Tensor> out,
+              bool tf32 = false) {
+  return {std::move(name), std::make_shared<const ComputeDAG>(std::move(in), std::move(out)), tf32};
 }
 
 // Shapes the DAG interpreter finishes in well under a second.
@@ -132,17 +136,28 @@ std::vector<workload> workloads() {
     w.push_back(make("fp16 conv2d_nhwc 32->32 14x14 n2", {x, wt},
                      {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
   }
+  // float32 operands on a TF32 target: m16n8k8 tensor-core and SIMT programs.
+  {
+    auto a = placeholder<float>("A", {128, 96});
+    auto b = placeholder<float>("B", {96, 160});
+    w.push_back(make("tf32 matmul 128x160x96", {a, b}, {ops::matmul(a, b)}, true));
+  }
+  {
+    auto a = placeholder<float>("A", {4, 32, 48});
+    auto b = placeholder<float>("B", {4, 48, 64});
+    w.push_back(make("tf32 batch_matmul 4x32x64x48", {a, b}, {ops::batch_matmul(a, b)}, true));
+  }
   return w;
 }
 
 // Random values in [-1, 1] as the bytes of a tensor of `t`'s element type (float32, or a 16-bit
-// float rounded from them).
-std::vector<unsigned char> random_input(const ir::Tensor& t, std::mt19937& rng) {
+// float rounded from them); with `tf32_exact`, multiples of 1/256.
+std::vector<unsigned char> random_input(const ir::Tensor& t, std::mt19937& rng, bool tf32_exact) {
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   const auto n = static_cast<size_t>(t.num_elements());
   std::vector<unsigned char> bytes(n * static_cast<size_t>(t.dtype().bytes()));
   for (size_t i = 0; i < n; ++i) {
-    const float x = d(rng);
+    const float x = tf32_exact ? std::round(d(rng) * 256.0f) / 256.0f : d(rng);
     if (t.dtype() == ir::DType::bf16()) {
       const uint16_t h = bfloat16(x).bits;
       std::memcpy(bytes.data() + 2 * i, &h, 2);
@@ -206,7 +221,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<unsigned char>> inputs;
     std::vector<std::vector<float>> expected;
     std::vector<void*> ptrs;
-    for (const ir::Tensor& t : w.dag->inputs()) inputs.push_back(random_input(t, data_rng));
+    for (const ir::Tensor& t : w.dag->inputs()) inputs.push_back(random_input(t, data_rng, w.tf32));
     for (auto& v : inputs) ptrs.push_back(v.data());
     std::vector<int64_t> output_sizes;
     for (const ir::Tensor& t : w.dag->outputs()) {
@@ -217,7 +232,7 @@ int main(int argc, char** argv) {
       ptrs.push_back(expected.back().data());
     }
     evaluate(*w.dag, ptrs);
-    const Task task(w.dag, target);
+    const Task task(w.dag, w.tf32 ? target.with_tf32() : target);
     std::mt19937_64 rng(seed);
     const auto programs =
         search::sample_programs(search::generate_sketches(task), task, {}, rng, per_op);
@@ -234,8 +249,8 @@ int main(int argc, char** argv) {
             // PTX, through the driver's JIT: the tuner loads CUBINs, so this checks the other
             // path (and runs against the tests' fake driver, which loads PTX only).
             compiled[i] = cuda::compile_program(
-                lower::lower_gpu(programs[i], target, "p" + std::to_string(i)), target.arch, {},
-                cuda::ImageKind::ptx);
+                lower::lower_gpu(programs[i], task.target, "p" + std::to_string(i)), target.arch,
+                {}, cuda::ImageKind::ptx);
           } catch (const std::exception& e) {
             build_error[i] = e.what();
           }

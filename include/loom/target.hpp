@@ -23,6 +23,11 @@ struct Target {
   /// device's opt-in limit; Target::cuda keeps the 48 KiB every CUDA GPU allows).
   int max_shared_memory_per_block = 48 * 1024;
   int warp_size = 32;  ///< CUDA
+  /// CUDA: float32 matrix products may run on tensor cores with TF32 operands (the inputs
+  /// rounded to 10 mantissa bits, products accumulated in float32; PyTorch's `allow_tf32`). Off
+  /// by default: it changes results by up to about 1e-3 relative. Part of the target's name, so
+  /// TF32 programs never stand in for float32 ones in a tuning log.
+  bool tf32 = false;
 
   bool is_cpu() const { return kind == Kind::CPU; }
   bool is_cuda() const { return kind == Kind::CUDA; }
@@ -53,7 +58,16 @@ struct Target {
     t.max_shared_memory_per_block = 48 * 1024;
     return t;
   }
-  std::string to_string() const { return is_cpu() ? "llvm -mcpu=" + arch : "cuda -arch=" + arch; }
+  /// This target with TF32 tensor cores allowed (`tf32`).
+  Target with_tf32() const {
+    Target t = *this;
+    t.tf32 = true;
+    return t;
+  }
+  std::string to_string() const {
+    if (is_cpu()) return "llvm -mcpu=" + arch;
+    return "cuda -arch=" + arch + (tf32 ? " -tf32" : "");
+  }
 };
 
 LOOM_END_NAMESPACE

@@ -1,7 +1,8 @@
 // A hand-written tensor-core schedule of a matmul C[M, N] = sum_k float(A[M, K]) float(B[K, N])
-// (A, B float16 or bfloat16), the form lower/mma.hpp recognises: per warp, lane (g, t) owns a
-// register tile of 2*mt rows (from row g of the warp's rows) and 2*nt columns, accumulated in a
-// local array, one m16n8k16 instruction per (mt, nt, 16-step of k).
+// (A, B float16 or bfloat16; or float32, as TF32), the form lower/mma.hpp recognises: per warp,
+// lane (g, t) owns a register tile of 2*mt rows (from row g of the warp's rows) and 2*nt
+// columns, accumulated in a local array, one m16n8k16 instruction per (mt, nt, 16-step of k)
+// (m16n8k8 and 8-steps for TF32).
 #pragma once
 
 #include <loom/loom.hpp>
@@ -12,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace loom_test {
@@ -22,15 +24,24 @@ std::shared_ptr<const loom::ComputeDAG> half_matmul(int64_t m, int64_t n, int64_
   return matmul_half<T>(m, n, k).dag;
 }
 
+/// C = sum_k A B in float32 (ops::matmul), for TF32 tiles.
+inline std::shared_ptr<const loom::ComputeDAG> float_matmul(int64_t m, int64_t n, int64_t k) {
+  auto a = loom::placeholder<float>("A", {m, k});
+  auto b = loom::placeholder<float>("B", {k, n});
+  return std::make_shared<const loom::ComputeDAG>(
+      std::vector<loom::ir::Tensor>{a, b}, std::vector<loom::ir::Tensor>{loom::ops::matmul(a, b)});
+}
+
 struct mma_tiling {
   int64_t warps_m = 1, warps_n = 2;  ///< warps of a block along M and N
   int64_t mt = 2, nt = 2;            ///< m16n8k16 tiles per warp along M and N
   bool shared = true;                ///< A and B through shared memory, one k-step of 16
   bool unroll = true;                ///< the mt / nt loops unrolled (accumulators in registers)
+  int64_t k_step = 16;               ///< the instruction's k: 16, 8 for TF32 (float32 operands)
 };
 
 /// The schedule of the matmul computed by `dag`'s only output. M must be a multiple of warps_m * 16
-/// * mt, N of warps_n * 8 * nt, K of 16.
+/// * mt, N of warps_n * 8 * nt, K of k_step.
 inline loom::sched::State tensor_core_matmul(std::shared_ptr<const loom::ComputeDAG> dag,
                                              const mma_tiling& t = {}) {
   using loom::sched::Annotation;
@@ -47,10 +58,10 @@ inline loom::sched::State tensor_core_matmul(std::shared_ptr<const loom::Compute
   s.annotate(c, 0, Annotation::BlockIdxX);
   s.annotate(c, 1, Annotation::ThreadIdxX);
   s.compute_at(local, c, 1);
-  // The lane's tile: i = mt * 2 + h, j = nt * 2 + q, k = ko * 16 + kk.
+  // The lane's tile: i = mt * 2 + h, j = nt * 2 + q, k = ko * k_step + kk.
   s.split(local, 0, {2});                // mt h j k
   s.split(local, 2, {2});                // mt h nt q k
-  s.split(local, 4, {16});               // mt h nt q ko kk
+  s.split(local, 4, {t.k_step});         // mt h nt q ko kk
   s.reorder(local, {4, 0, 2, 5, 1, 3});  // ko mt nt kk h q
   s.annotate(local, 3, Annotation::Tensorized);
   if (t.unroll) {
@@ -61,7 +72,7 @@ inline loom::sched::State tensor_core_matmul(std::shared_ptr<const loom::Compute
     const int64_t threads = t.warps_m * t.warps_n * 32;
     for (const char* operand : {"A", "B"}) {
       const std::string sh = s.cache_read(operand, loom::ir::MemoryScope::Shared, {local});
-      s.compute_at(sh, local, 0);  // the block's rows (columns) for one 16-step of k
+      s.compute_at(sh, local, 0);  // the block's rows (columns) for one k-step
       s.fuse(sh, {0, 1});
       s.split(sh, 0, {threads});
       s.annotate(sh, 1, Annotation::ThreadIdxX);
@@ -70,17 +81,26 @@ inline loom::sched::State tensor_core_matmul(std::shared_ptr<const loom::Compute
   return s;
 }
 
-/// Runs `program` (of a half_matmul<T>(m, n, k) DAG) with `run(args)` on random operands and
-/// compares with the DAG interpreter; returns the first mismatch, empty when all agree.
-/// Products of 16-bit values are exact in float32, so only the order of the sums may differ.
+/// Runs `program` (of a half_matmul<T>(m, n, k) DAG, or float_matmul for T = float) with
+/// `run(args)` on random operands and compares with the DAG interpreter; returns the first
+/// mismatch, empty when all agree. Products of 16-bit values are exact in float32, so only the
+/// order of the sums may differ; float operands are multiples of 1/256, which TF32 holds exactly,
+/// so a TF32 program differs in the same way only.
 template <class T, class Run>
 std::string check_half_matmul(const loom::ComputeDAG& dag, int64_t m, int64_t n, int64_t k,
                               Run&& run, uint32_t seed = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<T> a, b;
-  for (int64_t i = 0; i < m * k; ++i) a.push_back(T(dist(rng)));
-  for (int64_t i = 0; i < k * n; ++i) b.push_back(T(dist(rng)));
+  auto value = [&] {
+    const float v = dist(rng);
+    if constexpr (std::is_same_v<T, float>)
+      return std::round(v * 256.0f) / 256.0f;
+    else
+      return T(v);
+  };
+  for (int64_t i = 0; i < m * k; ++i) a.push_back(value());
+  for (int64_t i = 0; i < k * n; ++i) b.push_back(value());
   std::vector<float> want(m * n, NAN), got(m * n, NAN);
   loom::evaluate(dag, {a.data(), b.data(), want.data()});
   run(std::vector<void*>{a.data(), b.data(), got.data()});

@@ -1,20 +1,23 @@
 /// \file
 /// Tensor-core tiles (layer lower/): a loop of a GPU kernel marked `ForKind::Tensorized`, with the
-/// loops inside it, is one warp-wide `mma.sync` matrix multiply-accumulate (PTX m16n8k16, fp16
-/// or bf16 operands, fp32 accumulation).
+/// loops inside it, is one warp-wide `mma.sync` matrix multiply-accumulate with fp32
+/// accumulation: PTX m16n8k16 for fp16 or bf16 operands, m16n8k8 for float32 operands, which
+/// run as TF32 (rounded to 10 mantissa bits, `cvt.rna.tf32.f32`; only on a target that allows
+/// it, Target::tf32).
 ///
 /// loom keeps its per-thread meaning of a schedule: the tile is the loop nest each thread runs,
 ///
 ///     for k in 0..16 (tensorized):  for h in 0..2:  for q in 0..2:
 ///       C[c(h, q)] = C[c(h, q)] + float(A[a(h, k)]) * float(B[b(q, k)])
 ///
-/// (the h and q loops in either order), where C is the thread's own fp32 array (C's index uses
+/// (k in 0..8 and A[a(h, k)] * B[b(q, k)] for float32 operands)
+/// with the h and q loops in either order, where C is the thread's own fp32 array (C's index uses
 /// neither k nor the thread index) and, within each warp of 32 consecutive threadIdx.x, A's index
 /// depends on the lane only through its bits 2-4 (g, 8 values) and not on q, B's only through
 /// bits 0-1 (t, 4 values) and not on h. These are exactly the conditions under which the 32
-/// lanes' loop nests are one m16n8k16 product: logical row g + 8h is the row of A lane (g, *)
-/// reads for its h, logical column 2t + q the column of B lane (*, t) reads for its q, and the
-/// product element (g + 8h, 2t + q) is where the hardware leaves it: in lane (g, t), register
+/// lanes' loop nests are one m16n8k16 (m16n8k8) product: logical row g + 8h is the row of A lane
+/// (g, *) reads for its h, logical column 2t + q the column of B lane (*, t) reads for its q, and
+/// the product element (g + 8h, 2t + q) is where the hardware leaves it: in lane (g, t), register
 /// 2h + q. Which physical rows and columns these are is the schedule's choice; a thread's rows
 /// and columns are usually contiguous (its register tile), so its accumulators stay a compact
 /// array. The conditions are checked on the index expressions at sampled values of every variable,
@@ -25,6 +28,10 @@
 ///
 /// The warp's 32 lanes must all run the tile: the block's x extent is a multiple of 32 and no
 /// condition or loop bound around it depends on the thread index.
+///
+/// The emulation (lower::emulate) does not round float32 operands to TF32: it checks which
+/// elements meet, and a device's TF32 result differs from it (and from the interpreter) by the
+/// operands' rounding, up to about 1e-3 relative per product.
 ///
 /// Errors: `[loom.lower.E427]` a tensorized loop that is not such a tile (the message names the
 /// condition that fails).
@@ -45,13 +52,20 @@ inline constexpr int64_t max_mma_accumulators = 128;
 /// One tensorized loop, as the registers of the lane that runs it: every index below is an
 /// expression in the kernel's thread index (and the loops around the tile).
 struct MmaTile {
-  /// The element type of A and B (float16 or bfloat16).
+  /// The element type of A and B: float16 or bfloat16 (m16n8k16), or float32 (m16n8k8, TF32).
   ir::DType operand;
+  /// The reduction length of the instruction: 16, or 8 for TF32.
+  int k = 16;
   ir::Buffer a, b, c;
-  /// The A elements lane holds: register r (0..3) packs two, index 0 in the low half.
+  /// The A elements lane holds: register r (0..3) packs two, index 0 in the low half (TF32: one
+  /// each, index 0).
   std::array<std::array<ir::Expr, 2>, 4> a_index;
-  /// The B elements: register r (0..1), two each.
+  /// The B elements: register r (0..1), two each (TF32: one).
   std::array<std::array<ir::Expr, 2>, 2> b_index;
+
+  bool is_tf32() const { return operand == ir::DType::f32(); }
+  /// Elements per A or B register: 2 (16-bit), 1 (TF32).
+  int per_register() const { return is_tf32() ? 1 : 2; }
   /// The C elements of accumulator registers 0..3.
   std::array<ir::Expr, 4> c_index;
 
@@ -62,6 +76,10 @@ struct MmaTile {
   static std::array<int, 2> a_element(int lane, int reg, int half);
   static std::array<int, 2> b_element(int lane, int reg, int half);
   static std::array<int, 2> c_element(int lane, int reg);
+  /// The same for m16n8k8 with TF32 operands (A 16 x 8, B 8 x 8, one element a register; C as
+  /// above).
+  static std::array<int, 2> tf32_a_element(int lane, int reg);
+  static std::array<int, 2> tf32_b_element(int lane, int reg);
 };
 
 /// The tile of `loop` (a Tensorized loop of a kernel body whose threadIdx.x is `thread_x`,

@@ -31,7 +31,8 @@ struct SearchOptions {
   /// with "SSS"; the spatial and reduction level counts must differ.
   std::string gpu_tiling_structure = "SSSRRSRS";
   /// GPU: also tile sums of products of fp16 / bf16 tensors for tensor cores (sketch rule
-  /// TensorCoreTilingGpu, search/sketch.hpp), on sm_80 and later.
+  /// TensorCoreTilingGpu, search/sketch.hpp), on sm_80 and later; and of float32 tensors, as
+  /// TF32, when the target allows it (Target::tf32).
   bool gpu_tensor_cores = true;
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.

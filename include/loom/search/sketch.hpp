@@ -70,7 +70,8 @@
 /// |                             | walks the rows of such a reduction         | stays untiled)    |
 /// | AddCacheWriteGpu            | as AddCacheWrite                           | ApplyAndSkipRest  |
 /// | TensorCoreTilingGpu         | sum of float(P) float(Q), P and Q 16-bit   | Apply             |
-/// |                             | floats, sm_80+, tile-divisible (see below) |                   |
+/// |                             | floats (or float32 on a TF32 target),      |                   |
+/// |                             | sm_80+, tile-divisible (see below)         |                   |
 /// | MultiLevelTilingWithFusionGpu| as the CPU rule, consumer follows level 3 | ApplyAndSkipRest  |
 /// |                             | (the thread level)                         |                   |
 /// | MultiLevelTilingGpu         | needs multi-level tiling                   | ApplyAndSkipRest  |
@@ -95,16 +96,17 @@
 /// (gpu_thread_candidates up to the row's length) and binds the rows to blockIdx.x.
 ///
 /// TensorCoreTilingGpu (SearchOptions::gpu_tensor_cores; Apply, so the SIMT sketches stay) tiles
-/// a float32 sum of products of two fp16 or bf16 tensors for m16n8k16 tensor-core instructions
+/// a float32 sum of products of two fp16 or bf16 tensors for m16n8k16 tensor-core instructions,
+/// or of two float32 tensors for m16n8k8 TF32 ones on a target that allows TF32 (Target::tf32),
 /// (lower/mma.hpp) with `tensor_core_tiling_structure`: block, vthread, warp, lane, register and
 /// fragment levels for the spatial loops, three for the reduction. Of the spatial axes, the last
 /// one read by one operand only (M, extent a multiple of 16) takes lanes 8 and a fragment level
 /// 2, the last one after it read by the other operand only (N, a multiple of 8) lanes 4 and 2,
-/// every other axis 1 and 1; the innermost reduction axis read by both (K, a multiple of 16) has
-/// an innermost level of 16 (tensorized), the others 1; the vthread level is 1. These lengths are
-/// set in the sketch and stay. The consumer (the cache_write copy) follows the block, vthread,
-/// warp and lane levels; its warp and lane levels fuse into threadIdx.x, lane fastest, so lane
-/// bits 2-4 select M and bits 0-1 select N as the instruction wants.
+/// every other axis 1 and 1; the innermost reduction axis read by both (K, a multiple of 16; 8
+/// for TF32) has an innermost level of 16 (8; tensorized), the others 1; the vthread level is 1.
+/// These lengths are set in the sketch and stay. The consumer (the cache_write copy) follows the
+/// block, vthread, warp and lane levels; its warp and lane levels fuse into threadIdx.x, lane
+/// fastest, so lane bits 2-4 select M and bits 0-1 select N as the instruction wants.
 ///
 /// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops).
 ///

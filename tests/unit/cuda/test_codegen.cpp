@@ -337,6 +337,30 @@ TEST_SUITE("cuda") {
     }
   }
 
+  TEST_CASE("a TF32 tile rounds its float32 operands and compiles to m16n8k8 for sm_90") {
+    const lower::GpuProgram g =
+        lower::lower_gpu(loom_test::tensor_core_matmul(loom_test::float_matmul(64, 64, 32),
+                                                       {1, 2, 2, 2, true, true, 8}),
+                         Target::cuda().with_tf32(), "mma_tf32");
+    const std::string src = cuda::to_cuda_source(g);
+    INFO(src);
+    const std::string instruction = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    CHECK(src.find("asm volatile(\"" + instruction) != std::string::npos);
+    CHECK(src.find("cvt.rna.tf32.f32") != std::string::npos);
+    const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
+    size_t found = 0, rounded = 0;
+    for (size_t at = ptx.find(instruction); at != std::string::npos;
+         at = ptx.find(instruction, at + 1))
+      ++found;
+    for (size_t at = ptx.find("cvt.rna.tf32.f32"); at != std::string::npos;
+         at = ptx.find("cvt.rna.tf32.f32", at + 1))
+      ++rounded;
+    // The warp's 2 x 2 tiles, unrolled in the loop over k; their 2 x 4 A registers and 2 x 2 B
+    // registers rounded at least once each.
+    CHECK(found == 4);
+    CHECK(rounded >= 2 * 4 + 2 * 2);
+  }
+
   TEST_CASE("a vectorized copy of aligned consecutive elements is one vector access, else a loop") {
     // C[16, 32] = A[16, k] B[k, 32]; A's rows of a block go to shared memory, each of the 32
     // threads copying 4 consecutive floats. With k = 8 a thread's 4 stay in one row at a multiple

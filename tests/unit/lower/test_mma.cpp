@@ -247,4 +247,94 @@ TEST_SUITE("lower.mma") {
     }();
     CHECK(count(text, "tensorized") == 1);
   }
+
+  TEST_CASE("the fragment layouts of m16n8k8 with TF32 operands: every element held once") {
+    std::vector<int> a(16 * 8), b(8 * 8);
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int r = 0; r < 4; ++r) {
+        const auto ea = lower::MmaTile::tf32_a_element(lane, r);
+        ++a[ea[0] * 8 + ea[1]];
+      }
+      for (int r = 0; r < 2; ++r) {
+        const auto eb = lower::MmaTile::tf32_b_element(lane, r);
+        ++b[eb[0] * 8 + eb[1]];
+      }
+    }
+    for (int x : a) CHECK(x == 1);
+    for (int x : b) CHECK(x == 1);
+    // PTX ISA (mma.m16n8k8, .tf32): lane 5 (group 1, thread 1) holds a2 = A[1][5], a1 = A[9][1],
+    // b1 = B[5][1].
+    CHECK(lower::MmaTile::tf32_a_element(5, 2) == std::array<int, 2>{1, 5});
+    CHECK(lower::MmaTile::tf32_a_element(5, 1) == std::array<int, 2>{9, 1});
+    CHECK(lower::MmaTile::tf32_b_element(5, 1) == std::array<int, 2>{5, 1});
+  }
+
+  TEST_CASE(
+      "float32 matmuls as TF32 tensor-core tiles: the lanes' fragments agree with the "
+      "interpreter") {
+    struct config {
+      loom_test::mma_tiling t;
+      int64_t M, N, K;
+    };
+    const std::vector<config> configs = {
+        {{1, 2, 2, 2, true, true, 8}, 64, 64, 32},   // 2 warps side by side, shared A and B
+        {{2, 1, 1, 2, true, false, 8}, 64, 32, 24},  // warps stacked, loops left rolled
+        {{1, 1, 1, 1, false, true, 8}, 32, 16, 16},  // one warp, operands straight from global
+    };
+    const Target tf32 = Target::cuda().with_tf32();
+    for (const config& c : configs) {
+      CAPTURE(c.M);
+      CAPTURE(c.N);
+      CAPTURE(c.K);
+      const State s = loom_test::tensor_core_matmul(loom_test::float_matmul(c.M, c.N, c.K), c.t);
+      const lower::GpuProgram p = lower::lower_gpu(s, tf32);
+      REQUIRE(p.kernels.size() == 1);
+      const lower::GpuKernel& k = p.kernels[0];
+      std::vector<std::string> instructions;
+      std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& st) {
+        if (auto* f = st.as<ir::For>(); f && f->for_kind == ir::ForKind::Tensorized) {
+          const lower::MmaTile t = lower::match_mma(*f, k.thread_index[0], k.block[0], k.name);
+          instructions.push_back(t.instruction());
+          CHECK(t.k == 8);
+          CHECK(t.per_register() == 1);
+          return;
+        }
+        if (auto* b = st.as<ir::Block>())
+          for (const ir::Stmt& x : b->stmts) walk(x);
+        else if (auto* f = st.as<ir::For>())
+          walk(f->body);
+        else if (auto* a = st.as<ir::Allocate>())
+          walk(a->body);
+        else if (auto* i = st.as<ir::IfThenElse>())
+          walk(i->then_case);
+      };
+      walk(k.body);
+      REQUIRE(instructions.size() == 1);
+      CHECK(instructions[0] == "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
+      CHECK(loom_test::check_half_matmul<float>(
+                s.dag(), c.M, c.N, c.K,
+                [&](std::vector<void*> args) { lower::emulate(p, args); }) == "");
+    }
+  }
+
+  TEST_CASE("a TF32 tile needs a target that allows TF32, and a reduction step of 8") {
+    const State s = loom_test::tensor_core_matmul(loom_test::float_matmul(32, 16, 16),
+                                                  {1, 1, 1, 1, false, true, 8});
+    const std::string e = lowering_error(s);  // Target::cuda(): TF32 not allowed
+    CHECK(e.find("[loom.lower.E427]") != std::string::npos);
+    CHECK(e.find("does not allow TF32") != std::string::npos);
+    CHECK(e.find("with_tf32") != std::string::npos);
+    std::string e16;
+    try {
+      lower::lower_gpu(loom_test::tensor_core_matmul(loom_test::float_matmul(32, 16, 16),
+                                                     {1, 1, 1, 1, false, true, 16}),
+                       Target::cuda().with_tf32());
+    } catch (const user_error& x) {
+      e16 = x.what();
+    }
+    CHECK(e16.find("[loom.lower.E427]") != std::string::npos);
+    CHECK(e16.find("m16n8k8 (TF32) tile runs 8 from 0") != std::string::npos);
+    CHECK(Target::cuda().with_tf32().to_string() == "cuda -arch=sm_90 -tf32");
+    CHECK(Target::cuda().to_string() == "cuda -arch=sm_90");
+  }
 }

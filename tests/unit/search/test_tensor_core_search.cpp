@@ -11,6 +11,7 @@
 #include <loom/search/mutate.hpp>
 #include <loom/search/sketch.hpp>
 
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -102,6 +103,31 @@ TEST_SUITE("search.tensor_cores") {
                                          [&](std::vector<void*> args) { lower::emulate(g, args); });
           CHECK_MESSAGE(r == "", p.to_string());
         }
+      }
+    }
+  }
+
+  TEST_CASE("a float32 matmul on a TF32 target gets a TF32 sketch, and its samples are right") {
+    const Target tf32 = Target::cuda("sm_90").with_tf32();
+    for (const auto& [m, n, k] : {std::array<int64_t, 3>{64, 64, 32}, {32, 96, 24}}) {
+      CAPTURE(m);
+      CAPTURE(k);
+      const auto dag = loom_test::float_matmul(m, n, k);
+      const Task task(dag, tf32);
+      const auto tc = tensor_core_sketches(search::generate_sketches(task));
+      REQUIRE(tc.size() == 1);
+      // Without TF32 (above) or with tensor cores off, none.
+      search::SearchOptions off;
+      off.gpu_tensor_cores = false;
+      CHECK(tensor_core_sketches(search::generate_sketches(task, off)).empty());
+      std::mt19937_64 rng(31);
+      const auto programs = search::sample_programs(tc, task, {}, rng, 10);
+      CHECK(programs.size() >= 4);
+      for (const sched::State& p : programs) {
+        const lower::GpuProgram g = lower::lower_gpu(p, tf32);
+        const std::string r = loom_test::check_half_matmul<float>(
+            *dag, m, n, k, [&](std::vector<void*> args) { lower::emulate(g, args); });
+        CHECK_MESSAGE(r == "", p.to_string());
       }
     }
   }

@@ -608,8 +608,13 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
   Stmt body = b.mutate(s);
   k.shared = std::move(b.shared);
   k.body = sync_planner(name, k.thread_index).run(body);
-  for_each_tensorized(k.body,
-                      [&](const For& f) { match_mma(f, k.thread_index[0], k.block[0], name); });
+  for_each_tensorized(k.body, [&](const For& f) {
+    const MmaTile t = match_mma(f, k.thread_index[0], k.block[0], name);
+    LOOM_USER_CHECK(!t.is_tf32() || target.tf32, "loom.lower.E427")
+        << "GPU kernel '" << name << "': loop '" << f.variable()->name
+        << "' is a tensor-core tile of float32 operands, which run as TF32 (10-bit mantissas); "
+        << target.to_string() << " does not allow TF32 (Target::with_tf32() does)";
+  });
 
   LOOM_USER_CHECK(k.threads_per_block() <= target.max_threads_per_block && k.block[0] <= 1024 &&
                       k.block[1] <= 1024 && k.block[2] <= 64,
@@ -747,6 +752,7 @@ class emulation_builder {
       return b;
     };
     Buffer sa = staging(".mma_a", 8), sb = staging(".mma_b", 4);
+    const int per_reg = t.per_register();
     const std::array<Expr, 3>& th = k.thread_index;
     const Expr c32(int64_t{32});
     // The linear index of the thread at lane `lane` of this thread's warp.
@@ -757,11 +763,11 @@ class emulation_builder {
     const Expr own = thread_at(FloorMod::make(th[0], c32));
     std::vector<Stmt> seq;
     for (int r = 0; r < 4; ++r)
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < per_reg; ++h)
         seq.push_back(Store::make(sa, own * Expr(int64_t{8}) + Expr(int64_t{r * 2 + h}),
                                   Cast::make(DType::f32(), Load::make(t.a, t.a_index[r][h]))));
     for (int r = 0; r < 2; ++r)
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < per_reg; ++h)
         seq.push_back(Store::make(sb, own * Expr(int64_t{4}) + Expr(int64_t{r * 2 + h}),
                                   Cast::make(DType::f32(), Load::make(t.b, t.b_index[r][h]))));
     seq.push_back(Barrier::make());
@@ -772,6 +778,25 @@ class emulation_builder {
     const Expr lane = FloorMod::make(th[0], c32);
     const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
     const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
+    if (t.is_tf32()) {
+      // m16n8k8: A's (row, kk) is in lane (row % 8, kk % 4), register row / 8 + 2 (kk / 4); B's
+      // (kk, col) in lane (col, kk % 4), register kk / 4 (the inverses of tf32_a_element and
+      // tf32_b_element); one element a register, in slot 2 * register.
+      for (int kk = 0; kk < 8; ++kk)
+        for (int reg = 0; reg < 4; ++reg) {
+          const Expr col = t2 + Expr(int64_t{reg & 1});
+          const int a_reg = (reg >> 1) + 2 * (kk / 4), b_reg = kk / 4;
+          const Expr a_lane = g * Expr(int64_t{4}) + Expr(int64_t{kk % 4});
+          const Expr b_lane = col * Expr(int64_t{4}) + Expr(int64_t{kk % 4});
+          const Expr a =
+              Load::make(sa, thread_at(a_lane) * Expr(int64_t{8}) + Expr(int64_t{a_reg * 2}));
+          const Expr b =
+              Load::make(sb, thread_at(b_lane) * Expr(int64_t{4}) + Expr(int64_t{b_reg * 2}));
+          seq.push_back(Store::make(t.c, t.c_index[reg], Load::make(t.c, t.c_index[reg]) + a * b));
+        }
+      seq.push_back(Barrier::make());
+      return Block::make(std::move(seq));
+    }
     for (int kk = 0; kk < 16; ++kk)
       for (int reg = 0; reg < 4; ++reg) {
         const Expr col = t2 + Expr(int64_t{reg & 1});

@@ -30,6 +30,12 @@ inline const Load* widened_operand(const Expr& e) {
   return l->buffer->dtype.is_16bit_float() ? l : nullptr;
 }
 
+// `Load(buf, i)` of a float32: the load (a TF32 operand); otherwise null.
+inline const Load* float32_operand(const Expr& e) {
+  auto* l = e.as<Load>();
+  return l && l->buffer->dtype == DType::f32() ? l : nullptr;
+}
+
 using Bindings = std::unordered_map<const Variable*, Expr>;
 
 class mma_matcher {
@@ -40,10 +46,6 @@ class mma_matcher {
   MmaTile run() {
     check(block_x_ % 32 == 0, [&](std::ostream& os) {
       os << "the block is " << block_x_ << " threads wide in x, not a whole number of warps";
-    });
-    check(is_const_int(loop_.min, 0) && is_const_int(loop_.extent, 16), [&](std::ostream& os) {
-      os << "the tensorized loop runs " << loop_.extent << " iterations from " << loop_.min
-         << "; an m16n8k16 tile's reduction runs 16 from 0";
     });
     k_ = loop_.variable();
     // Two loops of 2 inside it, then one store.
@@ -74,10 +76,22 @@ class mma_matcher {
     auto* mul = product.defined() ? product.as<Mul>() : nullptr;
     const Load* x = mul ? widened_operand(mul->a) : nullptr;
     const Load* y = mul ? widened_operand(mul->b) : nullptr;
+    if (mul && !x && !y) {
+      x = float32_operand(mul->a);
+      y = float32_operand(mul->b);
+    }
     check(x && y && x->buffer->dtype == y->buffer->dtype, [&](std::ostream& os) {
       os << "its store is not C = C + float(A) * float(B) with A and B of one 16-bit float "
-         << "type: " << Stmt(st);
+         << "type, nor C = C + A * B of float32 operands (TF32): " << Stmt(st);
     });
+    const bool tf32 = x->buffer->dtype == DType::f32();
+    k_extent_ = tf32 ? 8 : 16;
+    check(is_const_int(loop_.min, 0) && is_const_int(loop_.extent, k_extent_),
+          [&](std::ostream& os) {
+            os << "the tensorized loop runs " << loop_.extent << " iterations from " << loop_.min
+               << "; the reduction of an " << (tf32 ? "m16n8k8 (TF32)" : "m16n8k16")
+               << " tile runs " << k_extent_ << " from 0";
+          });
     // h is the loop A's index uses, q the one B's uses.
     const Variable* u = outer->variable();
     const Variable* v = inner->variable();
@@ -97,19 +111,36 @@ class mma_matcher {
 
     MmaTile t;
     t.operand = a_->buffer->dtype;
+    t.k = static_cast<int>(k_extent_);
     t.a = a_->buffer;
     t.b = b_->buffer;
     t.c = c_;
     const Expr lane_t = FloorMod::make(tx_, Expr(int64_t{4}));
     const Expr lane_g = FloorMod::make(FloorDiv::make(tx_, Expr(int64_t{4})), Expr(int64_t{8}));
+    // B's column g is the one lane (*, g / 2) reads for its q = g % 2.
+    const Expr b_lane = FloorDiv::make(tx_, Expr(int64_t{4})) * Expr(int64_t{4}) +
+                        FloorDiv::make(lane_g, Expr(int64_t{2}));
+    if (tf32) {
+      // m16n8k8: A register r holds (g + 8 (r % 2), t + 4 (r / 2)), B register r (t + 4r, g)
+      // (tf32_a_element, tf32_b_element).
+      for (int r = 0; r < 4; ++r)
+        t.a_index[r][0] = simplify(substitute(
+            a_->index, {{k_, lane_t + Expr(int64_t{4 * (r >> 1)})}, {h_, Expr(int64_t{r & 1})}}));
+      for (int r = 0; r < 2; ++r)
+        t.b_index[r][0] =
+            simplify(substitute(b_->index, {{k_, lane_t + Expr(int64_t{4 * r})},
+                                            {q_, FloorMod::make(lane_g, Expr(int64_t{2}))},
+                                            {tx_.as<Variable>(), b_lane}}));
+      for (int r = 0; r < 4; ++r)
+        t.c_index[r] = simplify(
+            substitute(st->index, {{h_, Expr(int64_t{r >> 1})}, {q_, Expr(int64_t{r & 1})}}));
+      return t;
+    }
     for (int r = 0; r < 4; ++r)
       for (int half = 0; half < 2; ++half)
         t.a_index[r][half] = simplify(substitute(
             a_->index, {{k_, lane_t * Expr(int64_t{2}) + Expr(int64_t{half + 8 * (r >> 1)})},
                         {h_, Expr(int64_t{r & 1})}}));
-    // B's column g is the one lane (*, g / 2) reads for its q = g % 2.
-    const Expr b_lane = FloorDiv::make(tx_, Expr(int64_t{4})) * Expr(int64_t{4}) +
-                        FloorDiv::make(lane_g, Expr(int64_t{2}));
     for (int r = 0; r < 2; ++r)
       for (int half = 0; half < 2; ++half)
         t.b_index[r][half] = simplify(
@@ -132,7 +163,8 @@ class mma_matcher {
     say(os);
     LOOM_USER_FAIL("loom.lower.E427")
         << "GPU kernel '" << kernel_ << "': loop '" << loop_.variable()->name
-        << "' is tensorized but is not an m16n8k16 tensor-core tile: " << os.str();
+        << "' is tensorized but is not a tensor-core tile (m16n8k16, or m16n8k8 for TF32): "
+        << os.str();
   }
 
   int64_t at(const Expr& e, const Bindings& values) const {
@@ -161,7 +193,7 @@ class mma_matcher {
     for (int sample = 0; sample < 24; ++sample) {
       Bindings base;
       for (const Variable* x : others) base[x] = Expr(pick(4));
-      const int64_t thread = pick(block_x_), k = pick(16), h = pick(2), q = pick(2);
+      const int64_t thread = pick(block_x_), k = pick(k_extent_), h = pick(2), q = pick(2);
       auto with = [&](int64_t th, int64_t kk, int64_t hh, int64_t qq) {
         Bindings b = base;
         b[tx] = Expr(th);
@@ -191,7 +223,7 @@ class mma_matcher {
         os << "B's index " << b_->index << " changes with loop '" << h_->name << "'";
       });
       const int64_t other_lane = thread ^ (1 + pick(31));
-      check(at(c_index, with(thread, (k + 1 + pick(15)) % 16, h, q)) == c0 &&
+      check(at(c_index, with(thread, (k + 1 + pick(k_extent_ - 1)) % k_extent_, h, q)) == c0 &&
                 at(c_index, with(other_lane, k, h, q)) == c0,
             [&](std::ostream& os) {
               os << "the accumulator's index " << c_index << " changes with the reduction loop "
@@ -211,6 +243,7 @@ class mma_matcher {
   int64_t block_x_;
   const std::string& kernel_;
   const Variable* k_ = nullptr;
+  int64_t k_extent_ = 16;
   const Variable* h_ = nullptr;
   const Variable* q_ = nullptr;
   const Load* a_ = nullptr;
@@ -222,6 +255,7 @@ class mma_matcher {
 }  // namespace detail
 
 LOOM_DECL std::string MmaTile::instruction() const {
+  if (is_tf32()) return "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
   const char* t = operand.is_bfloat() ? "bf16" : "f16";
   return std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + t + '.' + t + ".f32";
 }
@@ -234,6 +268,12 @@ LOOM_DECL std::array<int, 2> MmaTile::b_element(int lane, int reg, int half) {
 }
 LOOM_DECL std::array<int, 2> MmaTile::c_element(int lane, int reg) {
   return {lane / 4 + 8 * (reg >> 1), 2 * (lane % 4) + (reg & 1)};
+}
+LOOM_DECL std::array<int, 2> MmaTile::tf32_a_element(int lane, int reg) {
+  return {lane / 4 + 8 * (reg & 1), lane % 4 + 4 * (reg >> 1)};
+}
+LOOM_DECL std::array<int, 2> MmaTile::tf32_b_element(int lane, int reg) {
+  return {lane % 4 + 4 * reg, lane / 4};
 }
 
 LOOM_DECL MmaTile match_mma(const ir::For& loop, const ir::Expr& thread_x, int64_t block_x,

@@ -196,9 +196,11 @@ inline int sm_version(const Target& t) {
 }
 
 // The axes TensorCoreTilingGpu gives an m16n8k16 tile (sketch.hpp): spatial axes m and n, the
-// innermost reduction axis k read by both operands.
+// innermost reduction axis k read by both operands; and the instruction's reduction length (16;
+// 8 for float32 operands, m16n8k8 in TF32, on a target that allows it).
 struct tensor_core_axes {
   int m = -1, n = -1, k = -1;
+  int64_t k_length = 16;
 };
 
 inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext& ctx,
@@ -215,9 +217,19 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
     auto* r = c && c->dtype == ir::DType::f32() ? c->value.as<ir::TensorRead>() : nullptr;
     return r && r->dtype.is_16bit_float() ? r : nullptr;
   };
+  auto tf32_operand = [&](const ir::Expr& e) -> const ir::TensorRead* {
+    auto* r = e.as<ir::TensorRead>();
+    return target.tf32 && r && r->dtype == ir::DType::f32() ? r : nullptr;
+  };
   auto* mul = red->source.as<ir::Mul>();
   const ir::TensorRead* p = mul ? operand(mul->a) : nullptr;
   const ir::TensorRead* q = mul ? operand(mul->b) : nullptr;
+  tensor_core_axes a;
+  if (mul && !p && !q) {
+    p = tf32_operand(mul->a);
+    q = tf32_operand(mul->b);
+    a.k_length = 8;
+  }
   if (!p || !q || p->dtype != q->dtype) return std::nullopt;
   auto reads = [](const ir::TensorRead* r, const ir::IterVar& axis) {
     for (const ir::Expr& e : r->indices)
@@ -225,7 +237,6 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
     return false;
   };
   const auto& axes = s.op->axes;
-  tensor_core_axes a;
   // n: the last axis only one operand reads; m: the last before it only the other reads.
   for (int d = static_cast<int>(axes.size()) - 1; d >= 0 && a.m < 0; --d) {
     const bool by_p = reads(p, axes[d]), by_q = reads(q, axes[d]);
@@ -238,7 +249,7 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
   for (int d = static_cast<int>(red->axes.size()) - 1; d >= 0 && a.k < 0; --d)
     if (reads(p, red->axes[d]) && reads(q, red->axes[d])) a.k = d;
   if (a.m < 0 || a.n < 0 || a.k < 0 || axes[a.m].extent % 16 != 0 || axes[a.n].extent % 8 != 0 ||
-      red->axes[a.k].extent % 16 != 0)
+      red->axes[a.k].extent % a.k_length != 0)
     return std::nullopt;
   return a;
 }
@@ -275,7 +286,7 @@ inline SketchRule rule_tensor_core_tiling_gpu() {
             sp->lengths[tensor_core_lane_length] = lanes;
             sp->lengths[4] = fragment;
           } else {  // middle, innermost
-            sp->lengths[1] = axis - n_spatial == axes.k ? 16 : 1;
+            sp->lengths[1] = axis - n_spatial == axes.k ? axes.k_length : 1;
           }
         }
         s = sched::replay(s.dag_ptr(), steps);

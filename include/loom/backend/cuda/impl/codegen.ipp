@@ -385,10 +385,16 @@ class printer {
   }
 
   // One tensor-core instruction: the lane loads the A and B elements its registers hold (two
-  // 16-bit values per 32-bit register, the first in the low half) and accumulates into the four
-  // elements of its C array (lower/mma.hpp).
+  // 16-bit values per 32-bit register, the first in the low half; or one float32 rounded to TF32)
+  // and accumulates into the four elements of its C array (lower/mma.hpp).
   void mma(const lower::MmaTile& t, const std::string& pad) {
     const std::string in = pad + "  ";
+    // TF32: round to nearest, ties away from zero, as cuBLAS and PyTorch do.
+    auto tf32 = [&](const Buffer& b, const Expr& i, const std::string& reg) {
+      os_ << in << "unsigned " << reg << ";\n"
+          << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(" << reg << ") : \"f\"("
+          << name(b.get(), b->name) << "[" << expr(i) << "]));\n";
+    };
     // Two elements side by side at an even index are one 32-bit load.
     auto pair = [&](const Buffer& b, const std::array<Expr, 2>& i) {
       const std::string n = name(b.get(), b->name);
@@ -400,10 +406,18 @@ class printer {
              "] << 16)";
     };
     os_ << pad << "{  // " << t.instruction() << "\n";
-    for (int r = 0; r < 4; ++r)
-      os_ << in << "const unsigned loom_a" << r << " = " << pair(t.a, t.a_index[r]) << ";\n";
-    for (int r = 0; r < 2; ++r)
-      os_ << in << "const unsigned loom_b" << r << " = " << pair(t.b, t.b_index[r]) << ";\n";
+    for (int r = 0; r < 4; ++r) {
+      if (t.is_tf32())
+        tf32(t.a, t.a_index[r][0], "loom_a" + std::to_string(r));
+      else
+        os_ << in << "const unsigned loom_a" << r << " = " << pair(t.a, t.a_index[r]) << ";\n";
+    }
+    for (int r = 0; r < 2; ++r) {
+      if (t.is_tf32())
+        tf32(t.b, t.b_index[r][0], "loom_b" + std::to_string(r));
+      else
+        os_ << in << "const unsigned loom_b" << r << " = " << pair(t.b, t.b_index[r]) << ";\n";
+    }
     const std::string c = name(t.c.get(), t.c->name);
     os_ << in << "asm volatile(\"" << t.instruction()
         << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
