@@ -47,6 +47,27 @@ size_t count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
+/// The tiles of the tensorized loops of `k` (lower::match_mma), in program order.
+std::vector<lower::MmaTile> tiles_of(const lower::GpuKernel& k) {
+  std::vector<lower::MmaTile> tiles;
+  std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& st) {
+    if (auto* f = st.as<ir::For>(); f && f->for_kind == ir::ForKind::Tensorized) {
+      tiles.push_back(lower::match_mma(*f, k.thread_index[0], k.block[0], k.name));
+      return;
+    }
+    if (auto* b = st.as<ir::Block>())
+      for (const ir::Stmt& x : b->stmts) walk(x);
+    else if (auto* f = st.as<ir::For>())
+      walk(f->body);
+    else if (auto* a = st.as<ir::Allocate>())
+      walk(a->body);
+    else if (auto* i = st.as<ir::IfThenElse>())
+      walk(i->then_case);
+  };
+  walk(k.body);
+  return tiles;
+}
+
 std::string lowering_error(const State& s) {
   try {
     lower::lower_gpu(s, Target::cuda());
@@ -120,45 +141,30 @@ TEST_SUITE("lower.mma") {
                                                   {1, 1, 1, 1, false, true});
     const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
     const lower::GpuKernel& k = p.kernels[0];
-    int tiles = 0;
-    std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& st) {
-      if (auto* f = st.as<ir::For>(); f && f->for_kind == ir::ForKind::Tensorized) {
-        const lower::MmaTile t = lower::match_mma(*f, k.thread_index[0], k.block[0], k.name);
-        CHECK(t.instruction() == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
-        CHECK(t.a->name == "A");
-        CHECK(t.b->name == "B");
-        // Lane 9 (g = 2, t = 1): A register 3 holds rows 2 + 8 of the warp's logical tile; its
-        // physical row is the lane's second row, 2 * g + 1 = 5 (a thread owns rows 2g, 2g + 1),
-        // at column 2t + 8 = 10 (half 0).
-        // (Block 0, every other variable 0.)
-        const ir::Variable* tx = k.thread_index[0].as<ir::Variable>();
-        auto at = [&](const ir::Expr& e, int64_t thread) {
-          std::unordered_map<const ir::Variable*, ir::Expr> values;
-          for (const ir::Variable* v : ir::free_vars(e)) values[v] = ir::Expr(int64_t{0});
-          values[tx] = ir::Expr(thread);
-          const ir::Expr v = ir::simplify(ir::substitute(e, values));
-          const int64_t* c = ir::as_const_int(v);
-          REQUIRE(c != nullptr);
-          return *c;
-        };
-        CHECK(at(t.a_index[3][0], 9) == 5 * 16 + 10);
-        // B register 0 half 1 of lane 9: B[2t + 1][g] -> column g = 2 is lane (*, 1)'s q = 0,
-        // physical column 2 * 1 + 0 = 2, row 3.
-        CHECK(at(t.b_index[0][1], 9) == 3 * 16 + 2);
-        ++tiles;
-        return;
-      }
-      if (auto* b = st.as<ir::Block>())
-        for (const ir::Stmt& x : b->stmts) walk(x);
-      else if (auto* f = st.as<ir::For>())
-        walk(f->body);
-      else if (auto* a = st.as<ir::Allocate>())
-        walk(a->body);
-      else if (auto* i = st.as<ir::IfThenElse>())
-        walk(i->then_case);
+    const std::vector<lower::MmaTile> tiles = tiles_of(k);
+    REQUIRE(tiles.size() == 1);
+    const lower::MmaTile& t = tiles[0];
+    CHECK(t.instruction() == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+    CHECK(t.a->name == "A");
+    CHECK(t.b->name == "B");
+    // Lane 9 (g = 2, t = 1): A register 3 holds rows 2 + 8 of the warp's logical tile; its
+    // physical row is the lane's second row, 2 * g + 1 = 5 (a thread owns rows 2g, 2g + 1),
+    // at column 2t + 8 = 10 (half 0).
+    // (Block 0, every other variable 0.)
+    const ir::Variable* tx = k.thread_index[0].as<ir::Variable>();
+    auto at = [&](const ir::Expr& e, int64_t thread) {
+      std::unordered_map<const ir::Variable*, ir::Expr> values;
+      for (const ir::Variable* v : ir::free_vars(e)) values[v] = ir::Expr(int64_t{0});
+      values[tx] = ir::Expr(thread);
+      const ir::Expr v = ir::simplify(ir::substitute(e, values));
+      const int64_t* c = ir::as_const_int(v);
+      REQUIRE(c != nullptr);
+      return *c;
     };
-    walk(k.body);
-    CHECK(tiles == 1);
+    CHECK(at(t.a_index[3][0], 9) == 5 * 16 + 10);
+    // B register 0 half 1 of lane 9: B[2t + 1][g] -> column g = 2 is lane (*, 1)'s q = 0,
+    // physical column 2 * 1 + 0 = 2, row 3.
+    CHECK(at(t.b_index[0][1], 9) == 3 * 16 + 2);
   }
 
   TEST_CASE("tiles that are not m16n8k16 tiles are refused with what is wrong") {
@@ -289,28 +295,11 @@ TEST_SUITE("lower.mma") {
       const State s = loom_test::tensor_core_matmul(loom_test::float_matmul(c.M, c.N, c.K), c.t);
       const lower::GpuProgram p = lower::lower_gpu(s, tf32);
       REQUIRE(p.kernels.size() == 1);
-      const lower::GpuKernel& k = p.kernels[0];
-      std::vector<std::string> instructions;
-      std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& st) {
-        if (auto* f = st.as<ir::For>(); f && f->for_kind == ir::ForKind::Tensorized) {
-          const lower::MmaTile t = lower::match_mma(*f, k.thread_index[0], k.block[0], k.name);
-          instructions.push_back(t.instruction());
-          CHECK(t.k == 8);
-          CHECK(t.per_register() == 1);
-          return;
-        }
-        if (auto* b = st.as<ir::Block>())
-          for (const ir::Stmt& x : b->stmts) walk(x);
-        else if (auto* f = st.as<ir::For>())
-          walk(f->body);
-        else if (auto* a = st.as<ir::Allocate>())
-          walk(a->body);
-        else if (auto* i = st.as<ir::IfThenElse>())
-          walk(i->then_case);
-      };
-      walk(k.body);
-      REQUIRE(instructions.size() == 1);
-      CHECK(instructions[0] == "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
+      const std::vector<lower::MmaTile> tiles = tiles_of(p.kernels[0]);
+      REQUIRE(tiles.size() == 1);
+      CHECK(tiles[0].instruction() == "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
+      CHECK(tiles[0].k == 8);
+      CHECK(tiles[0].per_register() == 1);
       CHECK(loom_test::check_half_matmul<float>(
                 s.dag(), c.M, c.N, c.K,
                 [&](std::vector<void*> args) { lower::emulate(p, args); }) == "");
