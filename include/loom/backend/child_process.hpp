@@ -175,6 +175,12 @@ inline bool fork_child(ChildProcess& child, const std::vector<int>& close_in_chi
 /// with `error`, when the limit cannot be read or set (or outside Linux).
 inline bool limit_memory_growth(size_t bytes, std::string& error);
 
+/// Appends " (past MeasureOptions::memory_limit_mb, <limit_mb> MiB)" to `message` when it
+/// reports a failed allocation ("bad_alloc", "out of memory", NVRTC's "OUT_OF_MEMORY") and
+/// `limit_mb` > 0: in a measurer's child that is most likely the cap the measurer set
+/// (limit_memory_growth), not the machine.
+inline void name_memory_limit(std::string& message, double limit_mb);
+
 /// "SIGSEGV", "SIGKILL", ..., or "signal 42".
 inline std::string signal_name(int sig);
 

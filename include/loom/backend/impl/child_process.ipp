@@ -351,6 +351,14 @@ inline bool limit_memory_growth(size_t bytes, std::string& error) {
 #endif
 }
 
+inline void name_memory_limit(std::string& message, double limit_mb) {
+  if (limit_mb > 0 && (message.find("bad_alloc") != std::string::npos ||
+                       message.find("out of memory") != std::string::npos ||
+                       message.find("OUT_OF_MEMORY") != std::string::npos))
+    message += " (past MeasureOptions::memory_limit_mb, " +
+               std::to_string(static_cast<long long>(limit_mb)) + " MiB)";
+}
+
 inline std::string signal_name(int sig) {
   switch (sig) {
     case SIGSEGV: return "SIGSEGV";

@@ -560,14 +560,6 @@ inline std::vector<Built> build_in_processes(const Task& task,
     built[i].result.error_message = std::move(message);
     built[i].result.compile_seconds = seconds;
   };
-  // A failed allocation is most likely the limit the build process was given, not the machine.
-  auto name_the_limit = [&](std::string& message) {
-    if (o.memory_limit_mb > 0 && (message.find("bad_alloc") != std::string::npos ||
-                                  message.find("out of memory") != std::string::npos ||
-                                  message.find("OUT_OF_MEMORY") != std::string::npos))
-      message += " (past MeasureOptions::memory_limit_mb, " +
-                 std::to_string(static_cast<long long>(o.memory_limit_mb)) + " MiB)";
-  };
   // NVRTC is loaded here, once, rather than in every build process (a failure to load it is each
   // build's compile error, as before).
   (void)nvrtc_available();
@@ -660,12 +652,14 @@ inline std::vector<Built> build_in_processes(const Task& task,
       if (b.built) {
         b.process.reap(/*kill_first=*/true);
         built[b.index] = std::move(*b.built);
-        if (!built[b.index].program) name_the_limit(built[b.index].result.error_message);
+        if (!built[b.index].program)
+          backend::detail::name_memory_limit(built[b.index].result.error_message,
+                                             o.memory_limit_mb);
       } else if (b.process.sock_eof) {
         const int status = b.process.reap(/*kill_first=*/false);
         std::string message =
             backend::detail::describe_death(status, "while building", b.process.output_tail);
-        name_the_limit(message);
+        backend::detail::name_memory_limit(message, o.memory_limit_mb);
         fail(b.index, MeasureError::compile, "the build process ended without a result: " + message,
              seconds);
       } else if (seconds >= o.build_timeout_s) {

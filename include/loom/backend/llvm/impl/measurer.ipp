@@ -578,12 +578,7 @@ class Batch {
       r.error_message = describe_child_death(status, "while waiting to run", c.process.output_tail);
       r.compile_seconds = c.compile_seconds;
     }
-    // A failed allocation is most likely the limit this measurer set, not the machine.
-    const std::string& m = r.error_message;
-    if (!r.ok() && o_.memory_limit_mb > 0 &&
-        (m.find("bad_alloc") != std::string::npos || m.find("out of memory") != std::string::npos))
-      r.error_message += " (past MeasureOptions::memory_limit_mb, " +
-                         std::to_string(static_cast<long long>(o_.memory_limit_mb)) + " MiB)";
+    if (!r.ok()) backend::detail::name_memory_limit(r.error_message, o_.memory_limit_mb);
     return r;
   }
 
