@@ -772,41 +772,25 @@ class emulation_builder {
                                   Cast::make(DType::f32(), Load::make(t.b, t.b_index[r][h]))));
     seq.push_back(Barrier::make());
     // Accumulator reg of lane (g, t) holds C's (g + 8 (reg / 2), 2t + reg % 2) (MmaTile::
-    // c_element). A's (row, kk) is in lane (row % 8, kk % 8 / 2), register row / 8 + 2 (kk / 8),
-    // half kk % 2; B's (kk, col) in lane (col, kk % 8 / 2), register kk / 8, half kk % 2 (the
-    // inverses of a_element and b_element).
+    // c_element). With p elements a register (2 for 16-bit operands, 1 for TF32) and s = 4p
+    // (the k one register of the 4 lanes of a row spans), A's (row, kk) is in lane (row % 8,
+    // kk % s / p), register row / 8 + 2 (kk / s), half kk % p; B's (kk, col) in lane (col,
+    // kk % s / p), register kk / s, half kk % p (the inverses of a_element and b_element,
+    // tf32_a_element and tf32_b_element).
     const Expr lane = FloorMod::make(th[0], c32);
     const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
     const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
-    if (t.is_tf32()) {
-      // m16n8k8: A's (row, kk) is in lane (row % 8, kk % 4), register row / 8 + 2 (kk / 4); B's
-      // (kk, col) in lane (col, kk % 4), register kk / 4 (the inverses of tf32_a_element and
-      // tf32_b_element); one element a register, in slot 2 * register.
-      for (int kk = 0; kk < 8; ++kk)
-        for (int reg = 0; reg < 4; ++reg) {
-          const Expr col = t2 + Expr(int64_t{reg & 1});
-          const int a_reg = (reg >> 1) + 2 * (kk / 4), b_reg = kk / 4;
-          const Expr a_lane = g * Expr(int64_t{4}) + Expr(int64_t{kk % 4});
-          const Expr b_lane = col * Expr(int64_t{4}) + Expr(int64_t{kk % 4});
-          const Expr a =
-              Load::make(sa, thread_at(a_lane) * Expr(int64_t{8}) + Expr(int64_t{a_reg * 2}));
-          const Expr b =
-              Load::make(sb, thread_at(b_lane) * Expr(int64_t{4}) + Expr(int64_t{b_reg * 2}));
-          seq.push_back(Store::make(t.c, t.c_index[reg], Load::make(t.c, t.c_index[reg]) + a * b));
-        }
-      seq.push_back(Barrier::make());
-      return Block::make(std::move(seq));
-    }
-    for (int kk = 0; kk < 16; ++kk)
+    const int span = 4 * per_reg;
+    for (int kk = 0; kk < t.k; ++kk)
       for (int reg = 0; reg < 4; ++reg) {
         const Expr col = t2 + Expr(int64_t{reg & 1});
-        const int a_reg = (reg >> 1) + 2 * (kk / 8), b_reg = kk / 8;
-        const Expr a_lane = g * Expr(int64_t{4}) + Expr(int64_t{kk % 8 / 2});
-        const Expr b_lane = col * Expr(int64_t{4}) + Expr(int64_t{kk % 8 / 2});
-        const Expr a = Load::make(
-            sa, thread_at(a_lane) * Expr(int64_t{8}) + Expr(int64_t{a_reg * 2 + kk % 2}));
-        const Expr b = Load::make(
-            sb, thread_at(b_lane) * Expr(int64_t{4}) + Expr(int64_t{b_reg * 2 + kk % 2}));
+        const int a_reg = (reg >> 1) + 2 * (kk / span), b_reg = kk / span, half = kk % per_reg;
+        const Expr a_lane = g * Expr(int64_t{4}) + Expr(int64_t{kk % span / per_reg});
+        const Expr b_lane = col * Expr(int64_t{4}) + Expr(int64_t{kk % span / per_reg});
+        const Expr a =
+            Load::make(sa, thread_at(a_lane) * Expr(int64_t{8}) + Expr(int64_t{a_reg * 2 + half}));
+        const Expr b =
+            Load::make(sb, thread_at(b_lane) * Expr(int64_t{4}) + Expr(int64_t{b_reg * 2 + half}));
         seq.push_back(Store::make(t.c, t.c_index[reg], Load::make(t.c, t.c_index[reg]) + a * b));
       }
     seq.push_back(Barrier::make());
