@@ -120,33 +120,21 @@ class mma_matcher {
     // B's column g is the one lane (*, g / 2) reads for its q = g % 2.
     const Expr b_lane = FloorDiv::make(tx_, Expr(int64_t{4})) * Expr(int64_t{4}) +
                         FloorDiv::make(lane_g, Expr(int64_t{2}));
-    if (tf32) {
-      // m16n8k8: A register r holds (g + 8 (r % 2), t + 4 (r / 2)), B register r (t + 4r, g)
-      // (tf32_a_element, tf32_b_element).
-      for (int r = 0; r < 4; ++r)
-        t.a_index[r][0] = simplify(substitute(
-            a_->index, {{k_, lane_t + Expr(int64_t{4 * (r >> 1)})}, {h_, Expr(int64_t{r & 1})}}));
-      for (int r = 0; r < 2; ++r)
-        t.b_index[r][0] =
-            simplify(substitute(b_->index, {{k_, lane_t + Expr(int64_t{4 * r})},
-                                            {q_, FloorMod::make(lane_g, Expr(int64_t{2}))},
-                                            {tx_.as<Variable>(), b_lane}}));
-      for (int r = 0; r < 4; ++r)
-        t.c_index[r] = simplify(
-            substitute(st->index, {{h_, Expr(int64_t{r >> 1})}, {q_, Expr(int64_t{r & 1})}}));
-      return t;
-    }
+    // Lane (g, t)'s A register r holds (g + 8 (r % 2), pt + half + 4p (r / 2)), its B register
+    // r (pt + half + 4pr, g), with p elements a register (2 for 16-bit operands, half 0 and 1;
+    // 1 for TF32): a_element and b_element, tf32_a_element and tf32_b_element.
+    const int p = t.per_register();
     for (int r = 0; r < 4; ++r)
-      for (int half = 0; half < 2; ++half)
+      for (int half = 0; half < p; ++half)
         t.a_index[r][half] = simplify(substitute(
-            a_->index, {{k_, lane_t * Expr(int64_t{2}) + Expr(int64_t{half + 8 * (r >> 1)})},
+            a_->index, {{k_, lane_t * Expr(int64_t{p}) + Expr(int64_t{half + 4 * p * (r >> 1)})},
                         {h_, Expr(int64_t{r & 1})}}));
     for (int r = 0; r < 2; ++r)
-      for (int half = 0; half < 2; ++half)
-        t.b_index[r][half] = simplify(
-            substitute(b_->index, {{k_, lane_t * Expr(int64_t{2}) + Expr(int64_t{half + 8 * r})},
-                                   {q_, FloorMod::make(lane_g, Expr(int64_t{2}))},
-                                   {tx_.as<Variable>(), b_lane}}));
+      for (int half = 0; half < p; ++half)
+        t.b_index[r][half] = simplify(substitute(
+            b_->index, {{k_, lane_t * Expr(int64_t{p}) + Expr(int64_t{half + 4 * p * r})},
+                        {q_, FloorMod::make(lane_g, Expr(int64_t{2}))},
+                        {tx_.as<Variable>(), b_lane}}));
     for (int r = 0; r < 4; ++r)
       t.c_index[r] = simplify(
           substitute(st->index, {{h_, Expr(int64_t{r >> 1})}, {q_, Expr(int64_t{r & 1})}}));
