@@ -101,6 +101,14 @@ function(loom_add_test name)
   loom_sanitizer_leg(${name})
 endfunction()
 
+# loom_compile_check_only(<target>)
+# The target's files are compiled by the front end only (cmake/syntax_only.sh, -fsyntax-only):
+# a check that they compile, with empty objects that nothing may link.
+function(loom_compile_check_only target)
+  set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER
+                                             ${PROJECT_SOURCE_DIR}/cmake/syntax_only.sh)
+endfunction()
+
 # loom_add_benchmark(<name> SOURCES <files...> [LIBS <targets...>])
 # Google Benchmark program built with -O3 -DNDEBUG; benchmarks are built in CI, never run there.
 # With LOOM_BENCHMARKS_CHECK_ONLY (scripts/test.sh sets it in a new build directory) <name> is
@@ -111,8 +119,7 @@ function(loom_add_benchmark name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   if(LOOM_BENCHMARKS_CHECK_ONLY)
     add_library(${name} OBJECT ${ARG_SOURCES})
-    set_target_properties(${name} PROPERTIES CXX_COMPILER_LAUNCHER
-                                             ${PROJECT_SOURCE_DIR}/cmake/syntax_only.sh)
+    loom_compile_check_only(${name})
   else()
     add_executable(${name} ${ARG_SOURCES})
   endif()
