@@ -64,6 +64,15 @@ struct Target {
     t.tf32 = true;
     return t;
   }
+  /// The compute capability of a CUDA target's architecture ("sm_90a" -> 90); 0 for the CPU or
+  /// an architecture not named "sm_<digits>".
+  int compute_capability() const {
+    if (!is_cuda() || arch.rfind("sm_", 0) != 0) return 0;
+    int v = 0;
+    for (size_t c = 3; c < arch.size() && arch[c] >= '0' && arch[c] <= '9'; ++c)
+      v = v * 10 + (arch[c] - '0');
+    return v;
+  }
   std::string to_string() const {
     if (is_cpu()) return "llvm -mcpu=" + arch;
     return "cuda -arch=" + arch + (tf32 ? " -tf32" : "");

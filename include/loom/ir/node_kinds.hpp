@@ -77,7 +77,8 @@
   X(Block)                    \
   X(IfThenElse)               \
   X(Barrier)                  \
-  X(AllReduce)
+  X(AllReduce)                \
+  X(CopyAsync)
 
 LOOM_BEGIN_NAMESPACE
 namespace ir {
@@ -119,7 +120,9 @@ constexpr const char* stmt_kind_name(StmtKind k) {
 /// Vectorized loops become vector code (the vectorizer falls back to Serial where it cannot);
 /// Unrolled loops are replicated by the unroller. GPU bindings map a loop to a hardware index.
 /// A Tensorized loop and the loops inside it are one tensor-core instruction on a GPU
-/// (lower/mma.hpp); everywhere else, the interpreter included, it is a serial loop.
+/// (lower/mma.hpp); a Pipelined loop fetches the shared-memory tiles of its next iteration while
+/// it computes with those of this one (double buffering, lower/gpu.hpp). Everywhere else, the
+/// interpreter included, both are serial loops.
 enum class ForKind : uint8_t {
   Serial,
   Parallel,
@@ -132,7 +135,8 @@ enum class ForKind : uint8_t {
   ThreadIdxX,
   ThreadIdxY,
   ThreadIdxZ,
-  Tensorized
+  Tensorized,
+  Pipelined
 };
 
 constexpr const char* for_kind_name(ForKind k) {
@@ -149,6 +153,7 @@ constexpr const char* for_kind_name(ForKind k) {
     case ForKind::ThreadIdxY: return "threadIdx.y";
     case ForKind::ThreadIdxZ: return "threadIdx.z";
     case ForKind::Tensorized: return "tensorized";
+    case ForKind::Pipelined: return "pipelined";
   }
   return "?";
 }

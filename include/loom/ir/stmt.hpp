@@ -99,11 +99,14 @@ struct IfThenElse final : StmtNode {
 /// GPU kernels only (lower/gpu.hpp): every thread of the block waits here until all have
 /// arrived, and the shared-memory writes made before it are visible to every thread after it
 /// (CUDA's `__syncthreads()`). It must be reached by all threads of a block or by none; the
-/// loop-nest interpreter treats it as a no-op (it runs one thread at a time).
+/// loop-nest interpreter treats it as a no-op (it runs one thread at a time). With
+/// `wait_async`, each thread first waits for its own `CopyAsync` copies to land, so that after
+/// the barrier every thread sees every thread's copies.
 struct Barrier final : StmtNode {
   static constexpr StmtKind node_kind = StmtKind::Barrier;
-  Barrier() : StmtNode(node_kind) {}
-  static Stmt make();
+  bool wait_async = false;
+  explicit Barrier(bool w) : StmtNode(node_kind), wait_async(w) {}
+  static Stmt make(bool wait_async = false);
 };
 
 /// GPU kernels only (lower/gpu.hpp): a reduction across the threads of a block. Every thread
@@ -118,6 +121,18 @@ struct AllReduce final : StmtNode {
   Buffer buffer;
   AllReduce(ReduceOp o, Buffer b) : StmtNode(node_kind), op(o), buffer(std::move(b)) {}
   static Stmt make(ReduceOp op, Buffer buffer);
+};
+
+/// GPU kernels only (lower/gpu.hpp): the stores of `body` that copy global memory into shared
+/// memory may land after the statement has run, up to the next Barrier with `wait_async`; the
+/// copies of one CopyAsync are one group (CUDA prints `cp.async` and `cp.async.commit_group`,
+/// sm_80 and later). Nothing may read what they write before that barrier. The loop-nest
+/// interpreter runs `body` as it stands.
+struct CopyAsync final : StmtNode {
+  static constexpr StmtKind node_kind = StmtKind::CopyAsync;
+  Stmt body;
+  explicit CopyAsync(Stmt b) : StmtNode(node_kind), body(std::move(b)) {}
+  static Stmt make(Stmt body);
 };
 
 /// A lowered kernel: its arguments (buffers with arg_index 0..n-1, in the ComputeDAG's argument

@@ -30,6 +30,14 @@
 ///     partial of its own, an `ir::AllReduce` (warp shuffles, and shared memory past a warp)
 ///     gives every thread the whole combination, and `b[i]` takes it: a thread's own copy of b
 ///     in every thread, a global one from thread 0.
+///  6. Double buffering: a loop annotated `pipeline` (ForKind::Pipelined; sm_80 and later), at
+///     which shared stages are computed, gets two slots of each array those stages fill. Each
+///     iteration starts the asynchronous copies (`ir::CopyAsync`, CUDA's `cp.async`) of the
+///     next iteration's tiles into the other slot and computes with its own, which a barrier
+///     that waits for the copies (`Barrier::wait_async`) made visible; a prologue before the
+///     loop fetches the first. The loop's body must be those copies from global memory, a
+///     barrier, then code that reads but does not write them (what lowering makes of shared
+///     stages computed at the loop).
 ///
 /// Programs whose GPU meaning could differ from their sequential one, or that the device cannot
 /// run, are rejected with loom::user_error (the search drops them before measuring):
@@ -49,6 +57,9 @@
 ///    threads of a block diverge;
 ///  - `[loom.lower.E425]` more threads per block, shared memory per block, or local memory per
 ///    thread than the target allows, or a grid dimension beyond CUDA's limits.
+///  - `[loom.lower.E428]` a pipelined loop that cannot be double-buffered (point 6): a target
+///    before sm_80, bounds that depend on the thread index, a pipelined loop inside another,
+///    a body not of the form above, or a fetched array also used outside the loop.
 #ifndef LOOM_LOWER_GPU_HPP
 #define LOOM_LOWER_GPU_HPP
 

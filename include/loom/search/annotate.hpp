@@ -18,8 +18,8 @@
 ///  5. Vectorization — a random number of the innermost spatial loops (product at most
 ///     `max_vectorize_size`; one loop for a tiled stage) is fused and vectorized.
 ///
-/// GPU order (search/impl/gpu_annotate.ipp): FillTileSize, ThreadBind, Unroll (with
-/// `gpu_auto_unroll_candidates`), VerifyGpuProgram:
+/// GPU order (search/impl/gpu_annotate.ipp): FillTileSize, ThreadBind, DoubleBuffer, Unroll
+/// (with `gpu_auto_unroll_candidates`), VerifyGpuProgram:
 ///  - ThreadBind: a multi-level-tiled root stage fuses its level-0, level-1 and level-2 spatial
 ///    loops and binds them to blockIdx.x, vthread and threadIdx.x (the draw is rejected when the
 ///    vthread extent exceeds `max_vthread_extent`, or when fewer threads than a warp run and
@@ -29,6 +29,10 @@
 ///    fuses its loops and splits them by the thread count of the stage it is computed in
 ///    (follow_fused_split of that stage's thread level), the inner part bound to threadIdx.x:
 ///    cooperative fetching.
+///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
+///    iterations that shared stages are computed at is annotated `pipeline` with probability
+///    `gpu_double_buffer_probability`: their tiles are double-buffered, the next copied
+///    asynchronously while the current is used (lower/gpu.hpp, point 6).
 ///  - VerifyGpuProgram: the draw is rejected if lower::lower_gpu refuses the program (too many
 ///    threads or too much shared memory for the target, see lower/gpu.hpp).
 ///
@@ -71,7 +75,7 @@ struct InitRule {
 /// The built-in CPU init rules in Ansor's order: FillTileSize, ChangeComputeLocation, Parallel,
 /// Unroll, Vectorization.
 const std::vector<InitRule>& cpu_init_rules();
-/// The built-in GPU init rules: FillTileSize, ThreadBind, Unroll, VerifyGpuProgram.
+/// The built-in GPU init rules: FillTileSize, ThreadBind, DoubleBuffer, Unroll, VerifyGpuProgram.
 const std::vector<InitRule>& gpu_init_rules();
 /// The init rules for the task's target.
 const std::vector<InitRule>& init_rules(const Target& target);
@@ -135,6 +139,11 @@ void annotate_vectorize(const SketchContext& ctx, sched::State& state, std::mt19
 /// GPU ThreadBind (see the file comment). Throws loom::user_error `[loom.search.E813]` when the
 /// drawn tiles give a multi-level-tiled stage too many vthreads or too few threads.
 void gpu_thread_bind(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
+/// GPU DoubleBuffer (see the file comment).
+void gpu_double_buffer(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
+/// The loops of `state` that DoubleBuffer may pipeline, as (stage, leaf position): reduction
+/// loops of two or more iterations, not annotated, at which shared stages are computed.
+std::vector<std::pair<std::string, int>> double_buffer_candidates(const sched::State& state);
 
 }  // namespace search
 LOOM_END_NAMESPACE

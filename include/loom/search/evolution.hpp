@@ -75,7 +75,7 @@ struct EvolutionOptions {
   /// Best measured programs added to the initial population, as a fraction of `population`
   /// (Ansor `sample_init_use_measured_ratio`).
   double init_measured_ratio = 0.2;
-  /// Mutation rules; empty means cpu_mutation_rules().
+  /// Mutation rules; empty means cpu_mutation_rules(), gpu_mutation_rules() for a CUDA target.
   std::vector<MutationRule> mutation_rules;
 };
 

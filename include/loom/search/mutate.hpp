@@ -18,7 +18,9 @@
 /// | MutateParallel        | 0.01   | change how many outer loops are fused and parallelized  |
 ///
 /// loom adds one opt-in rule, MutateRegisterTile (register_tile_mutation_rule(), weight 0.10):
-/// add it to EvolutionOptions::mutation_rules next to cpu_mutation_rules() to use it.
+/// add it to EvolutionOptions::mutation_rules next to cpu_mutation_rules() to use it. GPU
+/// targets use gpu_mutation_rules(): the CPU rules and MutateDoubleBuffer (weight 0.02), which
+/// switches one loop's double buffering (annotate.hpp, DoubleBuffer) on or off.
 ///
 /// Which steps random annotation made. A complete program's history is its sketch's steps (split
 /// lengths filled), then ChangeComputeLocation's compute_at steps, then the Parallel, Unroll and
@@ -59,6 +61,8 @@ struct MutationRule {
 
 /// The CPU rules of the table above, with Ansor's weights.
 const std::vector<MutationRule>& cpu_mutation_rules();
+/// cpu_mutation_rules() and MutateDoubleBuffer (below) with weight 0.02.
+const std::vector<MutationRule>& gpu_mutation_rules();
 /// MutateRegisterTile (below) as a rule of weight 0.10; not among cpu_mutation_rules().
 MutationRule register_tile_mutation_rule();
 
@@ -96,6 +100,12 @@ std::optional<sched::State> mutate_tile_size(const SketchContext& ctx, const sch
 /// programs ran as fast as those of runs with this rule (interleaved, within 5 %). So it stays
 /// opt-in until a measurement shows it helps.
 std::optional<sched::State> mutate_register_tile(const SketchContext& ctx,
+                                                 const sched::State& state, std::mt19937_64& rng);
+/// MutateDoubleBuffer: on sm_80 and later, one of the loops that are pipelined or could be
+/// (double_buffer_candidates) switches, uniformly: a pipelined loop is annotated back to serial
+/// by a step appended to the history, another gets a `pipeline` annotation. Nothing when there
+/// is no such loop or the target has no cp.async.
+std::optional<sched::State> mutate_double_buffer(const SketchContext& ctx,
                                                  const sched::State& state, std::mt19937_64& rng);
 /// MutateAutoUnroll: sets one `auto_unroll_max_step` pragma step, chosen uniformly, to another of
 /// the options' candidates (uniformly among the values other than its own).

@@ -34,6 +34,10 @@ struct SearchOptions {
   /// TensorCoreTilingGpu, search/sketch.hpp), on sm_80 and later; and of float32 tensors, as
   /// TF32, when the target allows it (Target::tf32).
   bool gpu_tensor_cores = true;
+  /// GPU, sm_80 and later: how often the annotation rule DoubleBuffer (search/annotate.hpp)
+  /// pipelines a loop that shared stages are computed at — their next tiles copied with cp.async
+  /// while the current ones are used (lower/gpu.hpp, point 6). 0 never, 1 always.
+  double gpu_double_buffer_probability = 0.5;
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
   bool enable_cache_write = true;

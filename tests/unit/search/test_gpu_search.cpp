@@ -68,14 +68,22 @@ const sched::Stage* find_stage(const sched::State& s, const std::string& name) {
   return nullptr;
 }
 
+bool has_pipelined_loop(const sched::State& s) {
+  for (const sched::Stage& st : s.stages())
+    for (int leaf : st.leaves)
+      if (st.iters[leaf].annotation == sched::Annotation::Pipelined) return true;
+  return false;
+}
+
 struct gpu_sample_stats {
-  int sketches = 0, programs = 0, wrong = 0;
+  int sketches = 0, programs = 0, wrong = 0, pipelined = 0;
 };
 
-gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, int count) {
+gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, int count,
+                                   const search::SearchOptions& options = {},
+                                   const Target& target = Target::cuda()) {
   gpu_sample_stats st;
-  const Task task(w.dag, Target::cuda());
-  const search::SearchOptions options;
+  const Task task(w.dag, target);
   const auto sketches = search::generate_sketches(task, options);
   st.sketches = static_cast<int>(sketches.size());
   const auto ref = loom_test::make_reference(w, static_cast<uint32_t>(seed));
@@ -88,10 +96,12 @@ gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, 
         w, ref, p,
         [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
     if (!r.ok) ++st.wrong;
+    st.pipelined += has_pipelined_loop(p);
     CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << p.to_string());
   }
   MESSAGE(w.name << ": " << st.sketches << " GPU sketches, " << st.programs
-                 << " programs emulated, " << st.wrong << " wrong");
+                 << " programs emulated (" << st.pipelined << " double-buffered), " << st.wrong
+                 << " wrong");
   return st;
 }
 
@@ -127,6 +137,65 @@ TEST_SUITE("search") {
     }
     CHECK(checked >= 20);
     CHECK(wrong == 0);
+  }
+
+  TEST_CASE("DoubleBuffer pipelines the k loops of shared copies on sm_80+; samples stay right") {
+    search::SearchOptions always;
+    always.gpu_double_buffer_probability = 1;
+    search::SearchOptions never;
+    never.gpu_double_buffer_probability = 0;
+    int wrong = 0;
+    for (const auto& [w, seed] : {std::pair{gpu_matmul(), 3801}, std::pair{gpu_conv2d(), 3802},
+                                  std::pair{loom_test::matmul_half<bfloat16>(32, 48, 64), 3803}}) {
+      CAPTURE(w.name);
+      // Every sample has a reduction loop of two or more steps that its shared copies are
+      // computed at, except where the tiling left one step: then none is pipelined.
+      const gpu_sample_stats on = check_gpu_samples(w, seed, 16, always);
+      CHECK(on.pipelined * 2 >= on.programs);
+      wrong += on.wrong;
+      CHECK(check_gpu_samples(w, seed, 8, never).pipelined == 0);
+      CHECK(check_gpu_samples(w, seed, 8, always, Target::cuda("sm_75")).pipelined == 0);
+    }
+    CHECK(wrong == 0);
+  }
+
+  TEST_CASE("MutateDoubleBuffer switches a loop's double buffering on and off") {
+    const loom_test::workload w = gpu_matmul();
+    const Task task(w.dag, Target::cuda());
+    search::SearchOptions never;
+    never.gpu_double_buffer_probability = 0;
+    const search::SketchContext ctx(task, never);
+    const auto ref = loom_test::make_reference(w, 7);
+    std::mt19937_64 rng(3811);
+    int on = 0, off = 0;
+    for (const sched::State& p :
+         search::sample_programs(search::generate_sketches(task, never), task, never, rng, 8)) {
+      const auto child = search::mutate_double_buffer(ctx, p, rng);
+      if (search::double_buffer_candidates(p).empty()) {
+        CHECK(!child);
+        continue;
+      }
+      REQUIRE(child);
+      CHECK(has_pipelined_loop(*child));
+      ++on;
+      // The only loop the matmul sketch can pipeline (its k loop of the shared copies) goes back.
+      const auto back = search::mutate_double_buffer(ctx, *child, rng);
+      REQUIRE(back);
+      CHECK(!has_pipelined_loop(*back));
+      ++off;
+      for (const sched::State* s : {&*child, &*back}) {
+        const lower::GpuProgram g = lower::lower_gpu(*s, task.target);
+        auto r = loom_test::run_and_compare(
+            w, ref, *s,
+            [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+        CHECK_MESSAGE(r.ok, r.message << "\n" << s->to_string());
+      }
+      CHECK(!search::mutate_double_buffer(
+          search::SketchContext(Task(w.dag, Target::cuda("sm_75")), never), p, rng));
+    }
+    CHECK(on >= 4);
+    CHECK(off == on);
+    CHECK(search::gpu_mutation_rules().back().name == "MutateDoubleBuffer");
   }
 
   TEST_CASE("a GPU matmul sketch: shared copies of A and B, a local accumulator, SSSRRSRS") {

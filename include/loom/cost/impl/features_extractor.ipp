@@ -123,7 +123,8 @@ class extractor final : public ir::StmtVisitor {
       case ir::ForKind::Parallel: parallel_loops_.push_back(depth); break;
       // A tensor-core tile: its loops as the serial loops they stand for.
       case ir::ForKind::Serial:
-      case ir::ForKind::Tensorized: break;
+      case ir::ForKind::Tensorized:
+      case ir::ForKind::Pipelined: break;
       default:
         // A GPU binding: its extent is the thread/block count (the innermost binding of an
         // index wins); virtual threads multiply.
@@ -358,6 +359,7 @@ class extractor final : public ir::StmtVisitor {
         return instances(i->then_case) + instances(i->else_case);
       }
       case ir::StmtKind::Allocate: return instances(s.as<ir::Allocate>()->body);
+      case ir::StmtKind::CopyAsync: return instances(s.as<ir::CopyAsync>()->body);
       case ir::StmtKind::Barrier:
       case ir::StmtKind::AllReduce: return 0;
     }

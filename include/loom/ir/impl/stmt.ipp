@@ -49,7 +49,8 @@ LOOM_DECL Stmt IfThenElse::make(Expr condition, Stmt then_case, Stmt else_case) 
   return new IfThenElse(std::move(condition), std::move(then_case), std::move(else_case));
 }
 
-LOOM_DECL Stmt Barrier::make() { return new Barrier(); }
+LOOM_DECL Stmt Barrier::make(bool wait_async) { return new Barrier(wait_async); }
+LOOM_DECL Stmt CopyAsync::make(Stmt body) { return new CopyAsync(std::move(body)); }
 
 LOOM_DECL Stmt AllReduce::make(ReduceOp op, Buffer buffer) {
   LOOM_INTERNAL_CHECK(buffer && buffer->dtype.lanes == 1 && buffer->scope == MemoryScope::Local)
@@ -86,6 +87,7 @@ LOOM_DECL void StmtVisitor::visit_IfThenElse(const IfThenElse* op) {
 }
 LOOM_DECL void StmtVisitor::visit_Barrier(const Barrier*) {}
 LOOM_DECL void StmtVisitor::visit_AllReduce(const AllReduce*) {}
+LOOM_DECL void StmtVisitor::visit_CopyAsync(const CopyAsync* op) { visit(op->body); }
 
 LOOM_DECL Stmt StmtMutator::mutate(const Stmt& s) {
   if (!s.defined()) return s;
@@ -129,6 +131,10 @@ LOOM_DECL Stmt StmtMutator::visit_IfThenElse(const IfThenElse* op, const Stmt& s
 }
 LOOM_DECL Stmt StmtMutator::visit_Barrier(const Barrier*, const Stmt& self) { return self; }
 LOOM_DECL Stmt StmtMutator::visit_AllReduce(const AllReduce*, const Stmt& self) { return self; }
+LOOM_DECL Stmt StmtMutator::visit_CopyAsync(const CopyAsync* op, const Stmt& self) {
+  Stmt b = mutate(op->body);
+  return b.same_as(op->body) ? self : CopyAsync::make(b);
+}
 
 namespace detail {
 
@@ -181,7 +187,14 @@ inline void print_stmt(std::ostream& os, const Stmt& s, int indent) {
       os << pad << "}\n";
       return;
     }
-    case StmtKind::Barrier: os << pad << "barrier\n"; return;
+    case StmtKind::Barrier:
+      os << pad << (s.as<Barrier>()->wait_async ? "wait_async_copies; barrier\n" : "barrier\n");
+      return;
+    case StmtKind::CopyAsync:
+      os << pad << "copy_async {\n";
+      print_stmt(os, s.as<CopyAsync>()->body, indent + 1);
+      os << pad << "}\n";
+      return;
     case StmtKind::AllReduce: {
       auto* r = s.as<AllReduce>();
       os << pad << r->buffer->name << "[0] = all_reduce_" << reduce_op_name(r->op)

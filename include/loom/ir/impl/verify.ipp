@@ -153,7 +153,8 @@ class verifier : public StmtVisitor {
         break;
       case StmtKind::Allocate:
       case StmtKind::Block:
-      case StmtKind::Barrier: os << "in a " << stmt_kind_name(at_->kind); break;
+      case StmtKind::Barrier:
+      case StmtKind::CopyAsync: os << "in a " << stmt_kind_name(at_->kind); break;
     }
     return os.str();
   }

@@ -209,6 +209,11 @@ class printer {
       case StmtKind::Barrier:
         os << pad << "/* barrier: all threads of the GPU block wait here */\n";
         return;
+
+      case StmtKind::CopyAsync:
+        os << pad << "/* asynchronous copies into GPU shared memory: */\n";
+        stmt(s.as<CopyAsync>()->body, indent);
+        return;
       case StmtKind::AllReduce: {
         auto* r = s.as<AllReduce>();
         os << pad << "/* " << r->buffer->name << "[0]: " << reduce_op_name(r->op)

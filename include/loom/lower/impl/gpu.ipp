@@ -525,6 +525,164 @@ class sync_planner {
   std::array<Expr, 3> tidx_;
 };
 
+// Double buffering (gpu.hpp, point 6). After the barriers are planned, a Pipelined loop's body
+// reads
+//     [barrier] fetch_1 .. fetch_m  barrier  rest
+// where the fetches write shared arrays S (and nothing else) from global memory and `rest`
+// reads S without writing it. Each array of S gets two slots, iteration i using slot i % 2, and
+// the loop becomes
+//     barrier; copy_async { fetch(first) }
+//     for i: wait_async_copies; barrier
+//            if (i + 1 < end) copy_async { fetch(i + 1) }
+//            rest(i)
+// The barrier at the top of iteration i makes fetch(i) visible to every thread and tells that
+// every thread is done with rest(i - 1), whose slot fetch(i + 1) overwrites; rest(i) reads the
+// other slot while those copies are in flight. The barrier before the prologue protects what
+// came before the loop (the previous run of it, inside an outer loop).
+class pipeliner : public StmtMutator {
+ public:
+  pipeliner(const std::string& kernel, const Target& target, const std::array<Expr, 3>& tidx,
+            std::vector<Buffer>& shared)
+      : kernel_(kernel), target_(target), tidx_(tidx), shared_(shared) {}
+
+  Stmt run(const Stmt& body) {
+    Stmt out = mutate(body);
+    if (doubled_.empty()) return out;
+    // A doubled array used outside its loop would read or write the wrong slot.
+    const buffer_use left = uses_of(out, true);
+    for (const auto& [old, twin] : doubled_)
+      LOOM_USER_CHECK(!left.reads.count(old) && !left.writes.count(old), "loom.lower.E428")
+          << "GPU kernel '" << kernel_ << "': shared array '" << old->name << "' is fetched in "
+          << "a pipelined loop but also used outside it; double buffering needs a shared stage "
+          << "computed at the pipelined loop and read only inside it";
+    for (Buffer& b : shared_)
+      if (auto it = doubled_.find(b.get()); it != doubled_.end()) b = it->second;
+    return out;
+  }
+
+ protected:
+  Stmt visit_For(const For* op, const Stmt& self) override {
+    if (op->for_kind != ForKind::Pipelined) return StmtMutator::visit_For(op, self);
+    const std::string loop = op->variable()->name;
+    auto fail = [&](const std::string& why) {
+      LOOM_USER_FAIL("loom.lower.E428")
+          << "GPU kernel '" << kernel_ << "': loop '" << loop << "' is pipelined (double-"
+          << "buffered shared memory), but " << why;
+    };
+    if (target_.compute_capability() < 80)
+      fail("asynchronous copies need sm_80 or later; the target is " + target_.to_string());
+    if (!uniform(op->min) || !uniform(op->extent)) fail("its bounds depend on the thread index");
+    if (in_pipeline_) fail("it lies inside another pipelined loop");
+    // Local arrays of the loop body stay around it; the fetches do not use them.
+    std::vector<Buffer> locals;
+    Stmt body = op->body;
+    while (auto* a = body.as<Allocate>()) {
+      locals.push_back(a->buffer);
+      body = a->body;
+    }
+    std::vector<Stmt> stmts;
+    if (auto* b = body.as<Block>())
+      stmts = b->stmts;
+    else
+      stmts = {body};
+    size_t i = 0;
+    if (i < stmts.size() && stmts[i].as<Barrier>()) ++i;
+    std::vector<Stmt> fetch;
+    std::unordered_set<const BufferNode*> fetched;
+    for (; i < stmts.size() && !stmts[i].as<Barrier>(); ++i) {
+      const buffer_use all = uses_of(stmts[i], false), in_shared = uses_of(stmts[i], true);
+      bool global_reads = true;
+      for (const BufferNode* r : all.reads)
+        global_reads = global_reads && r->scope == MemoryScope::Global;
+      if (!global_reads || in_shared.writes.empty() || all.writes != in_shared.writes ||
+          has_barrier(stmts[i]))
+        fail(
+            "its body does not start with copies from global memory into shared memory (a "
+            "shared stage computed at the loop), followed by the code that reads them");
+      fetched.insert(in_shared.writes.begin(), in_shared.writes.end());
+      fetch.push_back(stmts[i]);
+    }
+    if (fetch.empty() || i == stmts.size())
+      fail("nothing in its body reads shared memory fetched at the loop");
+    std::vector<Stmt> rest(stmts.begin() + static_cast<std::ptrdiff_t>(i) + 1, stmts.end());
+    const buffer_use rest_use = uses_of(Block::make(rest), true);
+    for (const BufferNode* b : fetched)
+      if (rest_use.writes.count(b))
+        fail("the code after the fetches writes shared array '" + b->name + "'");
+
+    // Two slots per fetched array, each a multiple of 16 bytes so that vector copies into the
+    // second slot stay aligned.
+    const Expr v = op->var;
+    const Expr slot = FloorMod::make(is_const_int(op->min, 0) ? v : v - op->min, Expr(int64_t{2}));
+    std::unordered_map<const BufferNode*, std::pair<Buffer, Expr>> slots;
+    for (const BufferNode* b : fetched) {
+      const int64_t per16 = std::max<int64_t>(1, 16 / b->dtype.bytes());
+      const int64_t n = (b->num_elements() + per16 - 1) / per16 * per16;
+      Buffer twin = make_buffer(b->name, b->dtype, {2 * n}, MemoryScope::Shared);
+      doubled_[b] = twin;
+      slots[b] = {twin, slot * Expr(n)};
+    }
+    auto in_slots = [&](const std::vector<Stmt>& part) {
+      return to_slots(Block::make(part), slots);
+    };
+    const Stmt fetch_here = in_slots(fetch);
+    const Stmt prologue = CopyAsync::make(substitute(fetch_here, {{op->variable(), op->min}}));
+    const Stmt next = IfThenElse::make(
+        v + Expr(int64_t{1}) < op->min + op->extent,
+        CopyAsync::make(substitute(fetch_here, {{op->variable(), v + Expr(int64_t{1})}})));
+    in_pipeline_ = true;
+    Stmt computed = mutate(in_slots(rest));
+    in_pipeline_ = false;
+    Stmt loop_body = Block::make({Barrier::make(true), next, computed});
+    for (auto it = locals.rbegin(); it != locals.rend(); ++it)
+      loop_body = Allocate::make(*it, loop_body);
+    return Block::make({Barrier::make(), prologue,
+                        For::make(op->var, op->min, op->extent, ForKind::Serial, loop_body)});
+  }
+
+ private:
+  bool uniform(const Expr& e) const {
+    for (const Expr& t : tidx_)
+      if (uses_var(e, t.as<Variable>())) return false;
+    return true;
+  }
+
+  // Every access to a fetched array goes to its twin, at the slot's offset.
+  static Stmt to_slots(const Stmt& s,
+                       const std::unordered_map<const BufferNode*, std::pair<Buffer, Expr>>& m) {
+    struct retarget : StmtMutator {
+      const std::unordered_map<const BufferNode*, std::pair<Buffer, Expr>>* m;
+      static Expr shift(const Expr& index, const Expr& offset) {
+        const int lanes = index.dtype().lanes;
+        return index + (lanes == 1 ? offset : Broadcast::make(offset, lanes));
+      }
+      Expr visit_Load(const Load* op, const Expr& self) override {
+        Expr i = mutate(op->index);
+        auto it = m->find(op->buffer.get());
+        if (it == m->end()) return i.same_as(op->index) ? self : Load::make(op->buffer, i);
+        return Load::make(it->second.first, shift(i, it->second.second));
+      }
+      Stmt visit_Store(const Store* op, const Stmt& self) override {
+        Expr i = mutate(op->index), val = mutate(op->value);
+        auto it = m->find(op->buffer.get());
+        if (it == m->end())
+          return i.same_as(op->index) && val.same_as(op->value) ? self
+                                                                : Store::make(op->buffer, i, val);
+        return Store::make(it->second.first, shift(i, it->second.second), val);
+      }
+    } r;
+    r.m = &m;
+    return r.mutate(s);
+  }
+
+  const std::string& kernel_;
+  const Target& target_;
+  std::array<Expr, 3> tidx_;
+  std::vector<Buffer>& shared_;
+  std::unordered_map<const BufferNode*, Buffer> doubled_;
+  bool in_pipeline_ = false;
+};
+
 // Calls f on every tensorized loop of `s`.
 template <class F>
 void for_each_tensorized(const Stmt& s, F&& f) {
@@ -608,6 +766,7 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
   Stmt body = b.mutate(s);
   k.shared = std::move(b.shared);
   k.body = sync_planner(name, k.thread_index).run(body);
+  k.body = pipeliner(name, target, k.thread_index, k.shared).run(k.body);
   for_each_tensorized(k.body, [&](const For& f) {
     const MmaTile t = match_mma(f, k.thread_index[0], k.block[0], name);
     LOOM_USER_CHECK(!t.is_tf32() || target.tf32, "loom.lower.E427")

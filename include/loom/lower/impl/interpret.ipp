@@ -319,6 +319,9 @@ class compiler {
       case ir::StmtKind::Barrier:
         // One thread at a time: every other thread has already run to the barrier.
         return [](frame&) {};
+      case ir::StmtKind::CopyAsync:
+        // The copies land at once: nothing reads them before the barrier that waits for them.
+        return compile(s.as<ir::CopyAsync>()->body);
       case ir::StmtKind::AllReduce:
         // Its meaning needs every thread's value at once: emulation_func expands it.
         LOOM_INTERNAL_CHECK(false) << "the interpreter runs a GPU AllReduce only as lower::emulate "

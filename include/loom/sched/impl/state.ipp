@@ -29,12 +29,13 @@ LOOM_DECL const char* annotation_name(Annotation a) {
     case Annotation::ThreadIdxY: return "threadIdx.y";
     case Annotation::ThreadIdxZ: return "threadIdx.z";
     case Annotation::Tensorized: return "tensorize";
+    case Annotation::Pipelined: return "pipeline";
   }
   return "?";
 }
 
 LOOM_DECL std::optional<Annotation> find_annotation(const std::string& s) {
-  for (int a = 0; a <= static_cast<int>(Annotation::Tensorized); ++a)
+  for (int a = 0; a <= static_cast<int>(Annotation::Pipelined); ++a)
     if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
   return std::nullopt;
 }

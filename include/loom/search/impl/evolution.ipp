@@ -84,7 +84,8 @@ LOOM_DECL EvolutionarySearch::EvolutionarySearch(Task task, SearchOptions space,
       << options_.crossover_probability << ", sketch_transfer_probability "
       << options_.sketch_transfer_probability << ", eps_greedy " << options_.eps_greedy
       << ", init_measured_ratio " << options_.init_measured_ratio << " must lie in [0, 1]";
-  if (options_.mutation_rules.empty()) options_.mutation_rules = cpu_mutation_rules();
+  if (options_.mutation_rules.empty())
+    options_.mutation_rules = task_.target.is_cuda() ? gpu_mutation_rules() : cpu_mutation_rules();
   sketches_ = generate_sketches(task_, space_, {}, constant_inputs);
   LOOM_USER_CHECK(!sketches_.empty(), "loom.search.E831")
       << "the search space of workload " << task_.workload_key()

@@ -193,11 +193,37 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
   }
 }
 
+LOOM_DECL std::vector<std::pair<std::string, int>> double_buffer_candidates(
+    const sched::State& state) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const sched::Stage& s : state.stages()) {
+    if (s.location != sched::ComputeLocation::At || s.scope != ir::MemoryScope::Shared) continue;
+    const sched::Stage& at = state.stage(s.attach_stage);
+    const int p = at.leaf_position(s.attach_iter);
+    if (p < 0) continue;
+    const sched::Iterator& it = at.leaf(p);
+    const std::pair<std::string, int> loop{at.name, p};
+    if (it.kind == sched::IterKind::Reduce && it.annotation == sched::Annotation::Serial &&
+        it.extent >= 2 && std::find(out.begin(), out.end(), loop) == out.end())
+      out.push_back(loop);
+  }
+  return out;
+}
+
+LOOM_DECL void gpu_double_buffer(const SketchContext& ctx, sched::State& state,
+                                 std::mt19937_64& rng) {
+  const double p = ctx.options().gpu_double_buffer_probability;
+  if (ctx.task().target.compute_capability() < 80 || p <= 0) return;
+  for (const auto& [stage, leaf] : double_buffer_candidates(state))
+    if (::loom::detail::chance(rng, p)) state.annotate(stage, leaf, sched::Annotation::Pipelined);
+}
+
 LOOM_DECL const std::vector<InitRule>& gpu_init_rules() {
   static const std::vector<InitRule> rules = {
       {"FillTileSize", [](const SketchContext& ctx, sched::State& s,
                           std::mt19937_64& rng) { s = fill_tile_sizes(s, ctx.options(), rng); }},
       {"ThreadBind", gpu_thread_bind, sched::StepPart::Annotation},
+      {"DoubleBuffer", gpu_double_buffer, sched::StepPart::Annotation},
       {"Unroll", annotate_unroll, sched::StepPart::Annotation},
       {"VerifyGpuProgram",
        [](const SketchContext& ctx, sched::State& s, std::mt19937_64&) {

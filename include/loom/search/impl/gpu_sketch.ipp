@@ -2,7 +2,6 @@
 #include "loom/search/sketch.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <numeric>
 #include <optional>
 
@@ -186,15 +185,6 @@ inline SketchRule rule_add_cache_write_gpu() {
   return r;
 }
 
-// The compute capability of a CUDA target's architecture ("sm_90a" -> 90), 0 when unknown.
-inline int sm_version(const Target& t) {
-  if (t.arch.rfind("sm_", 0) != 0) return 0;
-  int v = 0;
-  for (size_t c = 3; c < t.arch.size() && std::isdigit(static_cast<unsigned char>(t.arch[c])); ++c)
-    v = v * 10 + (t.arch[c] - '0');
-  return v;
-}
-
 // The axes TensorCoreTilingGpu gives an m16n8k16 tile (sketch.hpp): spatial axes m and n, the
 // innermost reduction axis k read by both operands; and the instruction's reduction length (16;
 // 8 for float32 operands, m16n8k8 in TF32, on a target that allows it).
@@ -206,7 +196,7 @@ struct tensor_core_axes {
 inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext& ctx,
                                                              const sched::State& st, int i) {
   const Target& target = ctx.task().target;
-  if (!target.is_cuda() || !ctx.options().gpu_tensor_cores || sm_version(target) < 80)
+  if (!target.is_cuda() || !ctx.options().gpu_tensor_cores || target.compute_capability() < 80)
     return std::nullopt;
   const sched::Stage& s = st.stages()[i];
   if (s.is_placeholder || !is_untouched(s) || s.op.dtype() != ir::DType::f32()) return std::nullopt;

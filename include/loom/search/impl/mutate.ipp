@@ -533,6 +533,36 @@ LOOM_DECL std::optional<sched::State> mutate_auto_unroll(const SketchContext& ct
   return detail::replay(state, edited, state.origins());
 }
 
+LOOM_DECL std::optional<sched::State> mutate_double_buffer(const SketchContext& ctx,
+                                                           const sched::State& state,
+                                                           std::mt19937_64& rng) {
+  if (ctx.task().target.compute_capability() < 80) return std::nullopt;
+  const std::vector<sched::Step>& steps = state.steps();
+  std::vector<int> pipelined;  // annotation steps that pipeline a loop still pipelined
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+    auto* a = std::get_if<sched::AnnotationStep>(&steps[i]);
+    if (!a || a->annotation != sched::Annotation::Pipelined) continue;
+    const sched::Stage& s = state.stage(a->stage);
+    if (a->iter < static_cast<int>(s.leaves.size()) &&
+        s.leaf(a->iter).annotation == sched::Annotation::Pipelined)
+      pipelined.push_back(i);
+  }
+  const std::vector<std::pair<std::string, int>> off = double_buffer_candidates(state);
+  if (pipelined.empty() && off.empty()) return std::nullopt;
+  const size_t choice = detail::draw(rng, pipelined.size() + off.size());
+  std::vector<sched::Step> edited = steps;
+  if (choice < pipelined.size()) {
+    // Annotated back to serial in place: later steps keep their indices (follow splits name
+    // earlier steps by index).
+    const auto& a = std::get<sched::AnnotationStep>(steps[pipelined[choice]]);
+    edited.push_back(sched::AnnotationStep{a.stage, a.iter, sched::Annotation::Serial});
+  } else {
+    const auto& [stage, leaf] = off[choice - pipelined.size()];
+    edited.push_back(sched::AnnotationStep{stage, leaf, sched::Annotation::Pipelined});
+  }
+  return detail::replay(state, edited, state.origins());
+}
+
 LOOM_DECL std::optional<sched::State> mutate_compute_location(const SketchContext& ctx,
                                                               const sched::State& state,
                                                               std::mt19937_64& rng) {
@@ -636,6 +666,15 @@ LOOM_DECL const std::vector<MutationRule>& cpu_mutation_rules() {
       {"MutateAutoUnroll", 0.04, mutate_auto_unroll},
       {"MutateComputeLocation", 0.05, mutate_compute_location},
       {"MutateParallel", 0.01, mutate_parallel}};
+  return rules;
+}
+
+LOOM_DECL const std::vector<MutationRule>& gpu_mutation_rules() {
+  static const std::vector<MutationRule> rules = [] {
+    std::vector<MutationRule> r = cpu_mutation_rules();
+    r.push_back({"MutateDoubleBuffer", 0.02, mutate_double_buffer});
+    return r;
+  }();
   return rules;
 }
 

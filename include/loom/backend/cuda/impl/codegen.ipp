@@ -270,6 +270,12 @@ class printer {
       }
       case StmtKind::Store: {
         auto* st = s.as<Store>();
+        auto* ld = st->value.as<Load>();
+        const int bytes = st->buffer->dtype.bytes();
+        if (async_ && ld && ld->buffer->dtype == st->buffer->dtype && (bytes == 4 || bytes == 8)) {
+          copy_async(st->buffer, st->index, ld->buffer, ld->index, bytes, pad);
+          return;
+        }
         os_ << pad << name(st->buffer.get(), st->buffer->name) << "[" << expr(st->index)
             << "] = " << expr(st->value) << ";\n";
         return;
@@ -292,7 +298,19 @@ class printer {
         os_ << pad << "}\n";
         return;
       }
-      case StmtKind::Barrier: os_ << pad << "__syncthreads();\n"; return;
+      case StmtKind::Barrier:
+        if (s.as<Barrier>()->wait_async)
+          os_ << pad << "asm volatile(\"cp.async.wait_all;\\n\" ::: \"memory\");\n";
+        os_ << pad << "__syncthreads();\n";
+        return;
+      case StmtKind::CopyAsync:
+        // Copies of 4, 8 or 16 bytes become cp.async (the others stay plain stores, which land
+        // before the barrier too); the statement's copies are one group.
+        async_ = true;
+        stmt(s.as<CopyAsync>()->body, indent);
+        async_ = false;
+        os_ << pad << "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n";
+        return;
       case StmtKind::AllReduce: all_reduce(s.as<AllReduce>(), pad); return;
     }
   }
@@ -377,11 +395,26 @@ class printer {
     const std::optional<Expr> d = base(st->index), s = base(ld->index);
     if (!d || !s) return false;
     if (guard) os_ << pad << "if (" << expr(guard->condition) << ") ";
+    if (async_) {
+      copy_async(st->buffer, *d, ld->buffer, *s, static_cast<int>(bytes), guard ? "" : pad);
+      return true;
+    }
     os_ << (guard ? "" : pad) << "*reinterpret_cast<" << vec << "*>(&"
         << name(st->buffer.get(), st->buffer->name) << "[" << expr(*d)
         << "]) = *reinterpret_cast<const " << vec << "*>(&"
         << name(ld->buffer.get(), ld->buffer->name) << "[" << expr(*s) << "]);\n";
     return true;
+  }
+
+  // An asynchronous copy of `bytes` (4, 8 or 16, aligned) from global into shared memory:
+  // cp.async.cg (around L1) for 16 bytes, which is all it takes, cp.async.ca otherwise.
+  void copy_async(const Buffer& dst, const Expr& di, const Buffer& src, const Expr& si, int bytes,
+                  const std::string& pad) {
+    os_ << pad << "asm volatile(\"cp.async." << (bytes == 16 ? "cg" : "ca")
+        << ".shared.global [%0], [%1], " << bytes
+        << ";\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared(&" << name(dst.get(), dst->name)
+        << "[" << expr(di) << "])), \"l\"(&" << name(src.get(), src->name) << "[" << expr(si)
+        << "]));\n";
   }
 
   // One tensor-core instruction: the lane loads the A and B elements its registers hold (two
@@ -500,6 +533,7 @@ class printer {
   std::unordered_map<const void*, std::string> names_;
   std::unordered_set<std::string> taken_;
   RangeMap ranges_;
+  bool async_ = false;  // printing the body of a CopyAsync
 };
 
 inline bool needs_wide_index(const lower::GpuProgram& p) {

@@ -605,9 +605,9 @@ class codegen {
       }
       case StmtKind::Barrier:
       case StmtKind::AllReduce:
+      case StmtKind::CopyAsync:
         LOOM_BACKEND_FAIL("loom.llvm.E530")
-            << "the kernel contains a GPU "
-            << (s.kind() == StmtKind::Barrier ? "barrier" : "AllReduce")
+            << "the kernel contains a GPU " << stmt_kind_name(s.kind())
             << "; the CPU backend compiles loop nests from lower::lower(), not GPU kernels from "
             << "lower::lower_gpu()";
         return;
@@ -699,8 +699,9 @@ class codegen {
     if (f->for_kind >= ForKind::BlockIdxX)
       LOOM_USER_FAIL("loom.llvm.E510")
           << "loop '" << f->variable()->name << "' is "
-          << (f->for_kind == ForKind::Tensorized
-                  ? "a tensor-core tile (tensorized)"
+          << (f->for_kind == ForKind::Tensorized ? "a tensor-core tile (tensorized)"
+              : f->for_kind == ForKind::Pipelined
+                  ? "double-buffered on a GPU (pipelined)"
                   : std::string("bound to ") + for_kind_name(f->for_kind))
           << ", which the CPU cannot run; build for a CUDA target";
     if (f->for_kind == ForKind::Parallel && !in_parallel_) return parallel_loop(f);
