@@ -29,6 +29,13 @@
 /// The warp's 32 lanes must all run the tile: the block's x extent is a multiple of 32 and no
 /// condition or loop bound around it depends on the thread index.
 ///
+/// Operands in shared memory go to the registers with `ldmatrix` where its rows fit: a lane
+/// gives the address of one row of 8 elements of an 8 x 8 matrix and receives, as the fragment
+/// needs, elements of rows other lanes gave (A as stored, B transposed, from its k-major rows).
+/// The conditions are checked as the lane conditions, and the alignment proven
+/// (ir::known_divisor). The emulation loads the registers the way ldmatrix does, from the rows
+/// the lanes give, so a wrong row address is a wrong result there too.
+///
 /// The emulation (lower::emulate) does not round float32 operands to TF32: it checks which
 /// elements meet, and a device's TF32 result differs from it (and from the interpreter) by the
 /// operands' rounding, up to about 1e-3 relative per product.
@@ -68,6 +75,12 @@ struct MmaTile {
   int per_register() const { return is_tf32() ? 1 : 2; }
   /// The C elements of accumulator registers 0..3.
   std::array<ir::Expr, 4> c_index;
+  /// `ldmatrix` (16-bit operands in shared memory, every logical 8-element row of the tile's
+  /// 8 x 8 quarters contiguous and 16-byte aligned): the element whose address the lane gives.
+  /// For A (`.x4`), lane l gives row l % 8 of quarter l / 8 (rows 8 (q % 2), columns 8 (q / 2)
+  /// of the 16 x 16 tile); for B (`.x2.trans`), lane l gives row l % 8 of quarter (l / 8) % 2
+  /// (k rows 8 q, along the 8 columns). Undefined where the operand is loaded element by element.
+  ir::Expr a_row, b_row;
 
   /// The PTX instruction, e.g. "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32".
   std::string instruction() const;

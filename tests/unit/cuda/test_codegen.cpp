@@ -328,8 +328,10 @@ TEST_SUITE("cuda") {
                                       (bf16 ? "bf16.bf16" : "f16.f16") + ".f32";
       // Unrolled over the 2 x 2 tiles of a warp, inside the loop over k.
       CHECK(src.find("asm volatile(\"" + instruction) != std::string::npos);
-      // A's pairs lie side by side along k in shared memory: one 32-bit load each.
-      CHECK(src.find("*reinterpret_cast<const unsigned*>(&A_shared[") != std::string::npos);
+      // A's rows lie along k in shared memory: ldmatrix. B's columns interleave two tiles
+      // (4t + 2nt + q): two 16-bit loads a register.
+      CHECK(src.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
+      CHECK(src.find("(unsigned)B_shared[") != std::string::npos);
       const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
       size_t found = 0;
       for (size_t at = ptx.find(instruction); at != std::string::npos;
@@ -337,6 +339,25 @@ TEST_SUITE("cuda") {
         ++found;
       CHECK(found == 4);
     }
+  }
+
+  TEST_CASE("operands whose rows fit load with ldmatrix: x4 for A, x2.trans for B") {
+    const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 64);
+    const lower::GpuProgram g = lower::lower_gpu(
+        loom_test::tensor_core_matmul(dag, {1, 2, 2, 1, true, true}), Target::cuda(), "ldm");
+    const std::string src = cuda::to_cuda_source(g);
+    INFO(src);
+    const std::string a = "ldmatrix.sync.aligned.m8n8.x4.shared.b16";
+    const std::string b = "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
+    CHECK(src.find(a) != std::string::npos);
+    CHECK(src.find(b) != std::string::npos);
+    const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
+    // One of each per tile: the warp's 2 x 1 tiles, unrolled.
+    size_t xa = 0, xb = 0;
+    for (size_t at = ptx.find(a); at != std::string::npos; at = ptx.find(a, at + 1)) ++xa;
+    for (size_t at = ptx.find(b); at != std::string::npos; at = ptx.find(b, at + 1)) ++xb;
+    CHECK(xa == 2);
+    CHECK(xb == 2);
   }
 
   TEST_CASE("a TF32 tile rounds its float32 operands and compiles to m16n8k8 for sm_90") {

@@ -167,6 +167,45 @@ TEST_SUITE("lower.mma") {
     CHECK(at(t.b_index[0][1], 9) == 3 * 16 + 2);
   }
 
+  TEST_CASE("operands in shared memory load with ldmatrix where their 8-element rows fit") {
+    struct config {
+      loom_test::mma_tiling t;
+      bool a_rows, b_rows;
+    };
+    // A's rows run along k in shared memory: one ldmatrix.x4. B's columns are contiguous when
+    // a lane has one tile along N (2t + q), interleaved with two (4t + 2 nt + q): then B is
+    // gathered element by element. From global memory, neither.
+    for (const config& c : {config{{1, 2, 2, 2, true, true}, true, false},
+                            config{{1, 2, 2, 1, true, true}, true, true},
+                            config{{2, 1, 1, 1, true, false}, true, true},
+                            config{{1, 1, 1, 1, false, true}, false, false}}) {
+      CAPTURE(c.t.nt);
+      CAPTURE(c.t.shared);
+      for (const bool bf : {true, false}) {
+        const auto dag = bf ? loom_test::half_matmul<bfloat16>(64, 64, 48)
+                            : loom_test::half_matmul<float16>(64, 64, 48);
+        const State s = loom_test::tensor_core_matmul(dag, c.t);
+        const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+        for (const lower::MmaTile& t : tiles_of(p.kernels[0])) {
+          CHECK(t.a_row.defined() == c.a_rows);
+          CHECK(t.b_row.defined() == c.b_rows);
+        }
+        // The emulation loads the registers from the rows the lanes give, as ldmatrix does.
+        const std::string r =
+            bf ? emulate_matmul<bfloat16>(s, 64, 64, 48) : emulate_matmul<float16>(s, 64, 64, 48);
+        CHECK(r == "");
+      }
+    }
+    // TF32 operands are 32-bit: never ldmatrix.
+    const State f = loom_test::tensor_core_matmul(loom_test::float_matmul(64, 64, 32),
+                                                  {1, 2, 2, 1, true, true, 8});
+    for (const lower::MmaTile& t :
+         tiles_of(lower::lower_gpu(f, Target::cuda().with_tf32()).kernels[0])) {
+      CHECK(!t.a_row.defined());
+      CHECK(!t.b_row.defined());
+    }
+  }
+
   TEST_CASE("tiles that are not m16n8k16 tiles are refused with what is wrong") {
     const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 32);
     const std::string c = dag->outputs()[0].name();

@@ -920,15 +920,34 @@ class emulation_builder {
       return x + Expr(k.block[0]) * (th[1] + Expr(k.block[1]) * th[2]);
     };
     const Expr own = thread_at(FloorMod::make(th[0], c32));
+    const Expr my_lane = FloorMod::make(th[0], c32);
+    const Expr my_g = FloorDiv::make(my_lane, Expr(int64_t{4}));
+    const Expr my_t = FloorMod::make(my_lane, Expr(int64_t{4}));
+    // ldmatrix (MmaTile::a_row, b_row): register r, half h of lane (g, t) is element 2t + h of
+    // the row lane 8r + g gives (A), or element g of the row lane 8r + 2t + h gives (B,
+    // transposed); the row addresses are the other lanes' expressions.
+    auto row_of_lane = [&](const Expr& row, const Expr& lane) {
+      return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + lane}});
+    };
+    auto a_value = [&](int r, int h) -> Expr {
+      if (!t.a_row.defined()) return Load::make(t.a, t.a_index[r][h]);
+      return Load::make(t.a, row_of_lane(t.a_row, Expr(int64_t{8 * r}) + my_g) +
+                                 my_t * Expr(int64_t{2}) + Expr(int64_t{h}));
+    };
+    auto b_value = [&](int r, int h) -> Expr {
+      if (!t.b_row.defined()) return Load::make(t.b, t.b_index[r][h]);
+      return Load::make(
+          t.b, row_of_lane(t.b_row, Expr(int64_t{8 * r + h}) + my_t * Expr(int64_t{2})) + my_g);
+    };
     std::vector<Stmt> seq;
     for (int r = 0; r < 4; ++r)
       for (int h = 0; h < per_reg; ++h)
         seq.push_back(Store::make(sa, own * Expr(int64_t{8}) + Expr(int64_t{r * 2 + h}),
-                                  Cast::make(DType::f32(), Load::make(t.a, t.a_index[r][h]))));
+                                  Cast::make(DType::f32(), a_value(r, h))));
     for (int r = 0; r < 2; ++r)
       for (int h = 0; h < per_reg; ++h)
         seq.push_back(Store::make(sb, own * Expr(int64_t{4}) + Expr(int64_t{r * 2 + h}),
-                                  Cast::make(DType::f32(), Load::make(t.b, t.b_index[r][h]))));
+                                  Cast::make(DType::f32(), b_value(r, h))));
     seq.push_back(Barrier::make());
     // Accumulator reg of lane (g, t) holds C's (g + 8 (reg / 2), 2t + reg % 2) (MmaTile::
     // c_element). With p elements a register (2 for 16-bit operands, 1 for TF32) and s = 4p

@@ -9,6 +9,7 @@
 #include "loom/sched/steps.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <unordered_map>
@@ -37,6 +38,57 @@ inline const Load* float32_operand(const Expr& e) {
 }
 
 using Bindings = std::unordered_map<const Variable*, Expr>;
+
+// An index expression's value with every variable bound (the integer arithmetic lowering makes
+// of indices); none for anything else. Evaluates thousands of lane positions in the time the
+// simplifier folds a few.
+inline std::optional<int64_t> eval_index(const Expr& e,
+                                         const std::unordered_map<const Variable*, int64_t>& v) {
+  auto both = [&](const Expr& a, const Expr& b) -> std::optional<std::pair<int64_t, int64_t>> {
+    auto x = eval_index(a, v), y = eval_index(b, v);
+    if (!x || !y) return std::nullopt;
+    return std::pair{*x, *y};
+  };
+  switch (e.kind()) {
+    case NodeKind::IntImm: return e.as<IntImm>()->value;
+    case NodeKind::Variable: {
+      auto it = v.find(e.as<Variable>());
+      if (it == v.end()) return std::nullopt;
+      return it->second;
+    }
+    case NodeKind::Cast:
+      if (!e.dtype().is_integral()) return std::nullopt;
+      return eval_index(e.as<Cast>()->value, v);
+    case NodeKind::Add:
+      if (auto p = both(e.as<Add>()->a, e.as<Add>()->b)) return p->first + p->second;
+      return std::nullopt;
+    case NodeKind::Sub:
+      if (auto p = both(e.as<Sub>()->a, e.as<Sub>()->b)) return p->first - p->second;
+      return std::nullopt;
+    case NodeKind::Mul:
+      if (auto p = both(e.as<Mul>()->a, e.as<Mul>()->b)) return p->first * p->second;
+      return std::nullopt;
+    case NodeKind::FloorDiv:
+      if (auto p = both(e.as<FloorDiv>()->a, e.as<FloorDiv>()->b); p && p->second != 0) {
+        const int64_t q = p->first / p->second;
+        return (p->first % p->second != 0 && ((p->first < 0) != (p->second < 0))) ? q - 1 : q;
+      }
+      return std::nullopt;
+    case NodeKind::FloorMod:
+      if (auto p = both(e.as<FloorMod>()->a, e.as<FloorMod>()->b); p && p->second != 0) {
+        const int64_t r = p->first % p->second;
+        return (r != 0 && ((r < 0) != (p->second < 0))) ? r + p->second : r;
+      }
+      return std::nullopt;
+    case NodeKind::Min:
+      if (auto p = both(e.as<Min>()->a, e.as<Min>()->b)) return std::min(p->first, p->second);
+      return std::nullopt;
+    case NodeKind::Max:
+      if (auto p = both(e.as<Max>()->a, e.as<Max>()->b)) return std::max(p->first, p->second);
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
 
 class mma_matcher {
  public:
@@ -138,6 +190,10 @@ class mma_matcher {
     for (int r = 0; r < 4; ++r)
       t.c_index[r] = simplify(
           substitute(st->index, {{h_, Expr(int64_t{r >> 1})}, {q_, Expr(int64_t{r & 1})}}));
+    if (!tf32) {
+      t.a_row = ldmatrix_rows_a();
+      t.b_row = ldmatrix_rows_b();
+    }
     return t;
   }
 
@@ -224,6 +280,83 @@ class mma_matcher {
         os << "the accumulator's index " << c_index << " is the same for two (h, q) pairs";
       });
     }
+  }
+
+  // The thread index of lane 0 of `x`'s warp, in the form the simplifier sees through (a
+  // multiple of 32).
+  static Expr warp_base(const Expr& x) {
+    return FloorDiv::make(x, Expr(int64_t{32})) * Expr(int64_t{32});
+  }
+
+  // ldmatrix's rows (mma.hpp, MmaTile::a_row): lane l gives row i = l % 8 of quarter j = l / 8,
+  // logical A row i + 8 (j % 2) from column 8 (j / 2): A's index for the lane with g = i at
+  // h = j % 2, k = 8 (j / 2). Undefined unless each such row is 8 consecutive elements starting
+  // at a multiple of 8 (16 bytes).
+  Expr ldmatrix_rows_a() const {
+    if (a_->buffer->scope != MemoryScope::Shared) return Expr();
+    const Expr j = FloorDiv::make(FloorMod::make(tx_, Expr(int64_t{32})), Expr(int64_t{8}));
+    const Expr row = simplify(substitute(
+        a_->index, {{k_, FloorDiv::make(j, Expr(int64_t{2})) * Expr(int64_t{8})},
+                    {h_, FloorMod::make(j, Expr(int64_t{2}))},
+                    {tx_.as<Variable>(),
+                     warp_base(tx_) + FloorMod::make(tx_, Expr(int64_t{8})) * Expr(int64_t{4})}}));
+    const bool rows_fit = contiguous_rows(row, 32, [&](int64_t wb, int64_t l, int64_t c) {
+      return std::unordered_map<const Variable*, int64_t>{
+          {tx_.as<Variable>(), wb + 4 * (l % 8)}, {k_, 8 * (l / 16) + c}, {h_, (l / 8) % 2}};
+    });
+    return rows_fit ? row : Expr();
+  }
+
+  // For B, lane l gives row i = l % 8 of quarter j = (l / 8) % 2: logical k = 8 j + i, columns
+  // 0..7 (column n is what the lane with t = n / 2 reads at q = n % 2).
+  Expr ldmatrix_rows_b() const {
+    if (b_->buffer->scope != MemoryScope::Shared) return Expr();
+    const Expr lane = FloorMod::make(tx_, Expr(int64_t{32}));
+    const Expr k = FloorMod::make(FloorDiv::make(lane, Expr(int64_t{8})), Expr(int64_t{2})) *
+                       Expr(int64_t{8}) +
+                   FloorMod::make(lane, Expr(int64_t{8}));
+    const Expr row = simplify(substitute(
+        b_->index, {{k_, k}, {q_, Expr(int64_t{0})}, {tx_.as<Variable>(), warp_base(tx_)}}));
+    const bool rows_fit = contiguous_rows(row, 16, [&](int64_t wb, int64_t l, int64_t c) {
+      return std::unordered_map<const Variable*, int64_t>{
+          {tx_.as<Variable>(), wb + c / 2}, {q_, c % 2}, {k_, l}};
+    });
+    return rows_fit ? row : Expr();
+  }
+
+  // Whether `row` (an index in the thread index and the loops around the tile) is, for lanes
+  // 0..lanes-1 of a few warps and values of the other variables, the element that `element(warp
+  // base, lane, c)` binds the operand's index to, minus c, for c = 0..7; and a proven multiple
+  // of 8.
+  template <class Element>
+  bool contiguous_rows(const Expr& row, int64_t lanes, Element&& element) const {
+    if (!row.defined() || known_divisor(row) % 8 != 0) return false;
+    const Load* operand = lanes == 32 ? a_ : b_;
+    std::vector<const Variable*> others;
+    for (const Expr& e : {operand->index, row})
+      for (const Variable* x : free_vars(e))
+        if (x != k_ && x != h_ && x != q_ && x != tx_.as<Variable>() &&
+            std::find(others.begin(), others.end(), x) == others.end())
+          others.push_back(x);
+    std::mt19937 rng(20261129);
+    auto pick = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
+    for (int sample = 0; sample < 4; ++sample) {
+      std::unordered_map<const Variable*, int64_t> base;
+      for (const Variable* x : others) base[x] = pick(4);
+      const int64_t wb = 32 * pick(block_x_ / 32);
+      for (int64_t l = 0; l < lanes; ++l) {
+        auto at_row = base;
+        at_row[tx_.as<Variable>()] = wb + l;
+        const std::optional<int64_t> start = eval_index(row, at_row);
+        if (!start) return false;
+        for (int64_t c = 0; c < 8; ++c) {
+          auto b = base;
+          for (auto& [v, e] : element(wb, l, c)) b[v] = e;
+          if (eval_index(operand->index, b) != *start + c) return false;
+        }
+      }
+    }
+    return true;
   }
 
   const For& loop_;

@@ -438,18 +438,37 @@ class printer {
       return "(unsigned)" + n + "[" + expr(i[0]) + "] | ((unsigned)" + n + "[" + expr(i[1]) +
              "] << 16)";
     };
+    // ldmatrix: the lane gives one row's shared address, the warp's registers come back.
+    auto shared_address = [&](const Buffer& b, const Expr& i) {
+      return "\"r\"((unsigned)__cvta_generic_to_shared(&" + name(b.get(), b->name) + "[" + expr(i) +
+             "]))";
+    };
     os_ << pad << "{  // " << t.instruction() << "\n";
-    for (int r = 0; r < 4; ++r) {
-      if (t.is_tf32())
-        tf32(t.a, t.a_index[r][0], "loom_a" + std::to_string(r));
-      else
-        os_ << in << "const unsigned loom_a" << r << " = " << pair(t.a, t.a_index[r]) << ";\n";
+    if (t.a_row.defined()) {
+      os_ << in << "unsigned loom_a0, loom_a1, loom_a2, loom_a3;\n"
+          << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+          << "[%4];\\n\" : \"=r\"(loom_a0), \"=r\"(loom_a1), \"=r\"(loom_a2), \"=r\"(loom_a3) : "
+          << shared_address(t.a, t.a_row) << ");\n";
+    } else {
+      for (int r = 0; r < 4; ++r) {
+        if (t.is_tf32())
+          tf32(t.a, t.a_index[r][0], "loom_a" + std::to_string(r));
+        else
+          os_ << in << "const unsigned loom_a" << r << " = " << pair(t.a, t.a_index[r]) << ";\n";
+      }
     }
-    for (int r = 0; r < 2; ++r) {
-      if (t.is_tf32())
-        tf32(t.b, t.b_index[r][0], "loom_b" + std::to_string(r));
-      else
-        os_ << in << "const unsigned loom_b" << r << " = " << pair(t.b, t.b_index[r]) << ";\n";
+    if (t.b_row.defined()) {
+      os_ << in << "unsigned loom_b0, loom_b1;\n"
+          << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, "
+          << "[%2];\\n\" : \"=r\"(loom_b0), \"=r\"(loom_b1) : " << shared_address(t.b, t.b_row)
+          << ");\n";
+    } else {
+      for (int r = 0; r < 2; ++r) {
+        if (t.is_tf32())
+          tf32(t.b, t.b_index[r][0], "loom_b" + std::to_string(r));
+        else
+          os_ << in << "const unsigned loom_b" << r << " = " << pair(t.b, t.b_index[r]) << ";\n";
+      }
     }
     const std::string c = name(t.c.get(), t.c->name);
     os_ << in << "asm volatile(\"" << t.instruction()
