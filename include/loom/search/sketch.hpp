@@ -100,10 +100,14 @@
 /// or of two float32 tensors for m16n8k8 TF32 ones on a target that allows TF32 (Target::tf32),
 /// (lower/mma.hpp) with `tensor_core_tiling_structure`: block, vthread, warp, lane, register and
 /// fragment levels for the spatial loops, three for the reduction. Of the spatial axes, the last
-/// one read by one operand only (M, extent a multiple of 16) takes lanes 8 and a fragment level
-/// 2, the last one after it read by the other operand only (N, a multiple of 8) lanes 4 and 2,
-/// every other axis 1 and 1; the innermost reduction axis read by both (K, a multiple of 16; 8
-/// for TF32) has an innermost level of 16 (8; tensorized), the others 1; the vthread level is 1.
+/// one read by one operand only is N and the last before it read by the other operand only is
+/// M. Where M's extent is no multiple of 16 (N's of 8), the shortest run of axes ending at it,
+/// each read by that operand only, whose extents multiply to one is fused into M (N) first, in
+/// the stage and in its consumer: a convolution's output rows and columns (and batch) become
+/// the M of an implicit GEMM in NHWC, its N in NCHW. M takes lanes 8 and a fragment level 2, N
+/// lanes 4 and 2, every other axis 1 and 1; the last reduction axis read by both whose extent
+/// is a multiple of 16 (8 for TF32; a convolution's input channels) is K, with an innermost
+/// level of 16 (8; tensorized), the others 1; the vthread level is 1.
 /// These lengths are set in the sketch and stay. The consumer (the cache_write copy) follows the
 /// block, vthread, warp and lane levels; its warp and lane levels fuse into threadIdx.x, lane
 /// fastest, so lane bits 2-4 select M and bits 0-1 select N as the instruction wants.

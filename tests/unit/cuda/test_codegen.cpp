@@ -293,6 +293,29 @@ TEST_SUITE("cuda") {
     }
   }
 
+  TEST_CASE("an fp16 NHWC convolution's tensor-core programs compile to mma.sync for sm_90") {
+    auto x = placeholder<float16>("X", {1, 8, 8, 16});
+    auto w = placeholder<float16>("W", {3, 3, 16, 32});
+    const auto dag = std::make_shared<const ComputeDAG>(
+        std::vector<ir::Tensor>{x, w},
+        std::vector<ir::Tensor>{ops::conv2d_nhwc(x, w, {.padding = {1, 1}})});
+    const Task task(dag, Target::cuda("sm_90"));
+    std::vector<sched::State> tc;
+    for (const sched::State& s : search::generate_sketches(task))
+      for (const sched::Stage& st : s.stages())
+        for (int leaf : st.leaves)
+          if (st.iters[leaf].annotation == sched::Annotation::Tensorized) tc.push_back(s);
+    REQUIRE(tc.size() == 1);
+    std::mt19937_64 rng(39);
+    std::string batch;
+    int n = 0;
+    for (const sched::State& p : search::sample_programs(tc, task, {}, rng, 6))
+      batch += cuda::to_cuda_source(lower::lower_gpu(p, task.target, "tc" + std::to_string(n++)));
+    REQUIRE(n >= 3);
+    const std::string ptx = cuda::compile_to_ptx(batch, "sm_90", {"-G"});
+    CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != std::string::npos);
+  }
+
   TEST_CASE("a generated kernel names its buffers, launch bounds, shared memory and barriers") {
     auto a = placeholder<float>("A", {256, 256});
     auto b = placeholder<float>("B", {256, 256});

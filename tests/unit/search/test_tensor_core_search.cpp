@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/mma_schedule.hpp"
+#include "support/random_schedule.hpp"
 
 using namespace loom;
 
@@ -130,6 +131,52 @@ TEST_SUITE("search.tensor_cores") {
         CHECK_MESSAGE(r == "", p.to_string());
       }
     }
+  }
+
+  TEST_CASE("16-bit convolutions as implicit GEMMs on tensor cores: every sample is right") {
+    // NHWC: the output's rows and columns (and batch) read only by the data, fused into M
+    // until a multiple of 16; the output channels are N, the input channels k. NCHW: the
+    // output channels read only by the filter are M, the fused rows and columns N.
+    struct conv_case {
+      const char* what;
+      loom_test::workload w;
+      bool tensor_cores;
+    };
+    auto nhwc = [](const char* name, int64_t n, int64_t h, int64_t c, int64_t k) {
+      auto x = placeholder<float16>("x", {n, h, h, c});
+      auto f = placeholder<float16>("f", {3, 3, c, k});
+      return loom_test::make_workload(name, {x, f}, {ops::conv2d_nhwc(x, f, {.padding = {1, 1}})},
+                                      9 * c);
+    };
+    auto x = placeholder<bfloat16>("x", {1, 16, 8, 8});
+    auto f = placeholder<bfloat16>("f", {16, 16, 3, 3});
+    const std::vector<conv_case> cases = {
+        {"nhwc 8x8", nhwc("conv_nhwc_8x8", 1, 8, 16, 16), true},
+        {"nhwc 2x4x4 (batch fused too)", nhwc("conv_nhwc_2x4x4", 2, 4, 16, 8), true},
+        {"nchw bf16",
+         loom_test::make_workload("conv_nchw", {x, f},
+                                  {ops::conv2d_nchw(x, f, {.padding = {1, 1}})}, 144),
+         true},
+        {"nhwc 5x5: M = 25", nhwc("conv_nhwc_5x5", 1, 5, 16, 16), false}};
+    int checked = 0;
+    for (const conv_case& c : cases) {
+      CAPTURE(c.what);
+      const Task task(c.w.dag, Target::cuda("sm_90"));
+      const auto tc = tensor_core_sketches(search::generate_sketches(task));
+      CHECK(tc.size() == (c.tensor_cores ? 1u : 0u));
+      if (tc.empty()) continue;
+      const auto ref = loom_test::make_reference(c.w, 17);
+      std::mt19937_64 rng(41);
+      for (const sched::State& p : search::sample_programs(tc, task, {}, rng, 10)) {
+        const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+        const auto r = loom_test::run_and_compare(
+            c.w, ref, p,
+            [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+        CHECK_MESSAGE(r.ok, r.message << "\n" << p.to_string());
+        ++checked;
+      }
+    }
+    CHECK(checked >= 20);
   }
 
   TEST_CASE("a bf16 batch matmul: the batch axis takes no lanes, every sample is right") {

@@ -191,6 +191,10 @@ inline SketchRule rule_add_cache_write_gpu() {
 struct tensor_core_axes {
   int m = -1, n = -1, k = -1;
   int64_t k_length = 16;
+  /// The first axis of the run of axes fused into m (n): m (n) itself unless its extent is no
+  /// multiple of 16 (8) but that of the run ending at it is — a convolution's output rows and
+  /// columns (and batch), read only by the data, as one M of an implicit GEMM.
+  int m_first = -1, n_first = -1;
 };
 
 inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext& ctx,
@@ -236,11 +240,28 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
     else if (by_p != reads(p, axes[a.n]))
       a.m = d;
   }
+  // k: the last reduction axis both read whose extent the instruction's divides (a NCHW
+  // convolution's channels, not its filter columns); the other reduction axes' innermost tiles
+  // are 1.
   for (int d = static_cast<int>(red->axes.size()) - 1; d >= 0 && a.k < 0; --d)
-    if (reads(p, red->axes[d]) && reads(q, red->axes[d])) a.k = d;
-  if (a.m < 0 || a.n < 0 || a.k < 0 || axes[a.m].extent % 16 != 0 || axes[a.n].extent % 8 != 0 ||
-      red->axes[a.k].extent % a.k_length != 0)
-    return std::nullopt;
+    if (reads(p, red->axes[d]) && reads(q, red->axes[d]) && red->axes[d].extent % a.k_length == 0)
+      a.k = d;
+  if (a.m < 0 || a.n < 0 || a.k < 0) return std::nullopt;
+  // The shortest run of axes ending at `last` (none before `floor`), each read by the same one
+  // operand, whose extents multiply to a multiple of `multiple`; -1 when there is none.
+  auto run_start = [&](int last, int floor, int64_t multiple) {
+    const bool by_p = reads(p, axes[last]);
+    int64_t extent = 1;
+    for (int d = last; d > floor; --d) {
+      if (reads(p, axes[d]) != by_p || reads(q, axes[d]) == by_p) return -1;
+      extent *= axes[d].extent;
+      if (extent % multiple == 0) return d;
+    }
+    return -1;
+  };
+  a.m_first = run_start(a.m, -1, 16);
+  a.n_first = run_start(a.n, a.m, 8);
+  if (a.m_first < 0 || a.n_first < 0) return std::nullopt;
   return a;
 }
 
@@ -255,12 +276,28 @@ inline SketchRule rule_tensor_core_tiling_gpu() {
                    : RuleCondition::Skip;
       },
       [](const SketchContext& ctx, const sched::State& st, int i) {
-        const tensor_core_axes axes = *tensor_core_tile_axes(ctx, st, i);
+        tensor_core_axes axes = *tensor_core_tile_axes(ctx, st, i);
         const sched::Stage& stage = st.stages()[i];
         const std::string producer = stage.name;
-        const int n_spatial = stage.num_spatial_axes;
-        const int n_reduce = static_cast<int>(stage.leaves.size()) - n_spatial;
+        const int n_reduce = static_cast<int>(stage.leaves.size()) - stage.num_spatial_axes;
         sched::State s = st;
+        // The runs of axes that make M and N, fused (N's first: it lies after M's), in the
+        // producer and in the consumer that follows its tiling.
+        const int c0 = single_elementwise_matched_consumer(ctx, s, i);
+        if (c0 < 0) return Successors{};
+        const std::string consumer = s.stages()[c0].name;
+        auto fuse_run = [&](int first, int last) {
+          if (first == last) return;
+          std::vector<int> run(static_cast<size_t>(last - first + 1));
+          std::iota(run.begin(), run.end(), first);
+          s.fuse(producer, run);
+          s.fuse(consumer, run);
+        };
+        fuse_run(axes.n_first, axes.n);
+        fuse_run(axes.m_first, axes.m);
+        axes.n -= (axes.n - axes.n_first) + (axes.m - axes.m_first);
+        axes.m = axes.m_first;
+        const int n_spatial = static_cast<int>(s.stages()[i].leaves.size()) - n_reduce;
         const size_t first = s.steps().size();
         multi_level_tile(s, i, tensor_core_tiling_structure);
         // The lengths the tile fixes; the split of root loop r is the r-th step made above.
@@ -285,9 +322,6 @@ inline SketchRule rule_tensor_core_tiling_gpu() {
              ++k)
           if (auto* sp = std::get_if<sched::SplitStep>(&s.steps()[k]); sp && sp->stage == producer)
             spatial_steps.push_back(static_cast<int>(k));
-        const int c = single_elementwise_matched_consumer(ctx, s, i);
-        if (c < 0) return Successors{};
-        const std::string consumer = s.stages()[c].name;
         const int at = follow_tiling(s, consumer, spatial_steps, 4);
         s.compute_at(producer, consumer, at);
         // Block, vthread, then warp and lane levels together as the threads.
