@@ -3,8 +3,8 @@
 // LoomTuned and LoomDefault (fp32 workloads; the TF32 GEMM: the fp32 DAG on a target that allows
 // TF32, Target::with_tf32, tuned with TF32 tensor-core and SIMT sketches; and the bf16 and fp16
 // GEMMs and batched GEMMs: 16-bit placeholders, float32 products summed in float32, tuned with
-// tensor-core and SIMT sketches; not the fp16 convs) and the vendor library's call for that
-// precision:
+// tensor-core and SIMT sketches; the fp16 NHWC convs likewise, their float32 sums rounded to an
+// fp16 output as cuDNN's) and the vendor library's call for that precision:
 //   - gemm4096_{fp32,tf32,bf16,fp16}: C[4096,4096] = A[4096,4096] B[4096,4096];
 //   - bert_ffn{1,2}_m{128,4096}_{fp32,bf16}: BERT-base's feed-forward products, ffn1 [M,768] x
 //     [768,3072], ffn2 [M,3072] x [3072,768];
@@ -14,7 +14,8 @@
 //   - conv2d_nchw_n1_64x56x56_k64_3x3_fp32: NCHW N=1 C=64 H=W=56 K=64 3x3 pad 1;
 //   - conv2d_nhwc_n{1,32}_<C>x<H>x<W>_k<K>_<R>x<S>_fp16: ResNet-50's stride-1 layers (3x3 64,
 //     128, 256, 512 channels at 56, 28, 14, 7; 1x1 64->256 and 256->64 at 56, 1024->256 at 14),
-//     NHWC, cuDNN only;
+//     NHWC, fp16 in and out (tensor-core sketches where the batch, rows and columns make M a
+//     multiple of 16: all at batch 32, the 56 and 28 layers at batch 1);
 //   - softmax and layer norm over the rows of 4096 x 4096 and of BERT-base's 128 x 768: LoomTuned
 //     and LoomDefault, measured against the DRAM's peak bandwidth (counter DRAM: bytes of the
 //     inputs and the output, each moved once, per second, as a fraction of the peak).
@@ -53,6 +54,7 @@
 // only removes its contenders. Exits with 77 when there is no GPU.
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
+#include <loom/ops/untyped.hpp>
 #include <loom/backend/measure_data.hpp>
 
 #include <benchmark/benchmark.h>
@@ -214,6 +216,18 @@ void loom_16bit_gemm(Spec& s) {
   }
 }
 
+/// Sets the loom DAG of an fp16 NHWC convolution spec: 16-bit placeholders shaped as the fp32
+/// DAG's inputs (HWIO filter), float32 products summed in float32, the sum rounded to fp16 as
+/// cuDNN's output (Workload::output_elem).
+void loom_fp16_conv_nhwc(Spec& s) {
+  const std::vector<int64_t> sx = s.inputs[0].shape(), sw = s.inputs[1].shape();
+  auto x = placeholder<float16>(s.inputs[0].name(), {sx[0], sx[1], sx[2], sx[3]});
+  auto w = placeholder<float16>(s.inputs[1].name(), {sw[0], sw[1], sw[2], sw[3]});
+  const ir::Tensor y = ops::conv2d_nhwc(x, w, {.padding = {s.conv.pad, s.conv.pad}});
+  s.loom_inputs = {x, w};
+  s.loom_output = ops::untyped::cast(y, ir::DType::f16(), "y_fp16");
+}
+
 /// LoomDefault's program and output for a DAG (the default schedule: one thread per output
 /// element, checked against the interpreter in the tests), made once per workload key:
 /// workloads of one shape in several precisions share them, their inputs holding the same
@@ -342,6 +356,7 @@ std::vector<Spec> workload_specs(const std::function<bool(const std::string&)>& 
     if (!keep(s.name)) return;
     if (s.gemm.m > 0 && s.precision == Precision::bf16) loom_16bit_gemm<bfloat16>(s);
     if (s.gemm.m > 0 && s.precision == Precision::fp16) loom_16bit_gemm<float16>(s);
+    if (s.conv.n > 0 && s.precision == Precision::fp16) loom_fp16_conv_nhwc(s);
     specs.push_back(std::move(s));
   };
   for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16}) {

@@ -136,6 +136,13 @@ std::vector<workload> workloads() {
     w.push_back(make("fp16 conv2d_nhwc 32->32 14x14 n2", {x, wt},
                      {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
   }
+  // Rows and columns make M = 64 per image: tensor-core (implicit GEMM) and SIMT programs.
+  {
+    auto x = placeholder<float16>("X", {2, 8, 8, 32});
+    auto wt = placeholder<float16>("W", {3, 3, 32, 64});
+    w.push_back(make("fp16 conv2d_nhwc 32->64 8x8 n2", {x, wt},
+                     {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
+  }
   // float32 operands on a TF32 target: m16n8k8 tensor-core and SIMT programs.
   {
     auto a = placeholder<float>("A", {128, 96});

@@ -133,6 +133,27 @@ TEST_SUITE("search.tensor_cores") {
     }
   }
 
+  TEST_CASE("a product fused into its element-wise consumer accumulates in the thread's array") {
+    // D = bf16(C * 0.5): no cache_write stage; the product is computed inside the consumer's
+    // thread loops, in an array each thread has (labelled global, as stages without a scope of
+    // their own are), which the tile accumulates into.
+    const loom_test::workload w = loom_test::matmul_half<bfloat16>(32, 48, 64, true);
+    const Task task(w.dag, Target::cuda("sm_90"));
+    const auto tc = tensor_core_sketches(search::generate_sketches(task));
+    REQUIRE(tc.size() == 1);
+    const auto ref = loom_test::make_reference(w, 23);
+    std::mt19937_64 rng(43);
+    const auto programs = search::sample_programs(tc, task, {}, rng, 10);
+    CHECK(programs.size() >= 4);
+    for (const sched::State& p : programs) {
+      const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+      const auto r = loom_test::run_and_compare(
+          w, ref, p,
+          [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+      CHECK_MESSAGE(r.ok, r.message << "\n" << p.to_string());
+    }
+  }
+
   TEST_CASE("16-bit convolutions as implicit GEMMs on tensor cores: every sample is right") {
     // NHWC: the output's rows and columns (and batch) read only by the data, fused into M
     // until a multiple of 16; the output channels are N, the input channels k. NCHW: the

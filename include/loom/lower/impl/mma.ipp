@@ -109,7 +109,10 @@ class mma_matcher {
     });
     store_ = st;
     c_ = st->buffer;
-    check(c_->scope == MemoryScope::Local && c_->dtype == DType::f32(), [&](std::ostream& os) {
+    // A stage computed inside the thread loops without a scope of its own (a product fused
+    // into its element-wise consumer) is labelled global but is each thread's array: the
+    // kernel checker refuses a global store whose index ignores the thread unless it is.
+    check(c_->scope != MemoryScope::Shared && c_->dtype == DType::f32(), [&](std::ostream& os) {
       os << "it accumulates into '" << c_->name << "' (" << sched::scope_name(c_->scope) << ' '
          << c_->dtype << "); the accumulator is a thread's own float32 array";
     });
