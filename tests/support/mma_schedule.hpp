@@ -6,6 +6,7 @@
 #pragma once
 
 #include <loom/loom.hpp>
+#include <loom/lower/gpu.hpp>
 
 #include "support/random_schedule.hpp"
 
@@ -113,6 +114,17 @@ std::string check_half_matmul(const loom::ComputeDAG& dag, int64_t m, int64_t n,
          << ", expected " << want[i];
       return os.str();
     }
+  return "";
+}
+
+/// What loom::user_error lower::lower_gpu throws for `s` on `target`; empty when it lowers.
+inline std::string lowering_error(const loom::sched::State& s,
+                                  const loom::Target& target = loom::Target::cuda()) {
+  try {
+    loom::lower::lower_gpu(s, target);
+  } catch (const loom::user_error& e) {
+    return e.what();
+  }
   return "";
 }
 

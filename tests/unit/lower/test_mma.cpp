@@ -68,15 +68,6 @@ std::vector<lower::MmaTile> tiles_of(const lower::GpuKernel& k) {
   return tiles;
 }
 
-std::string lowering_error(const State& s) {
-  try {
-    lower::lower_gpu(s, Target::cuda());
-  } catch (const user_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_SUITE("lower.mma") {
@@ -224,7 +215,7 @@ TEST_SUITE("lower.mma") {
       s.split(local, 2, {16});         // h q ko kk
       s.reorder(local, {2, 3, 0, 1});  // ko kk h q
       s.annotate(local, 1, Annotation::Tensorized);
-      const std::string e = lowering_error(s);
+      const std::string e = loom_test::lowering_error(s);
       CHECK(e.find("[loom.lower.E427]") != std::string::npos);
       CHECK(e.find("B's index") != std::string::npos);
     }
@@ -243,13 +234,13 @@ TEST_SUITE("lower.mma") {
       t.split(local, 2, {8});  // h q ko kk(8)
       t.reorder(local, {2, 3, 0, 1});
       t.annotate(local, 1, Annotation::Tensorized);
-      const std::string e = lowering_error(t);
+      const std::string e = loom_test::lowering_error(t);
       CHECK(e.find("[loom.lower.E427]") != std::string::npos);
       CHECK(e.find("runs 16 from 0") != std::string::npos);
     }
     // 8 x 8 tiles per warp: 256 accumulators per thread.
     {
-      const std::string e = lowering_error(loom_test::tensor_core_matmul(
+      const std::string e = loom_test::lowering_error(loom_test::tensor_core_matmul(
           loom_test::half_matmul<bfloat16>(128, 64, 16), {1, 1, 8, 8, false, true}));
       CHECK(e.find("[loom.lower.E427]") != std::string::npos);
       CHECK(e.find("256 elements per thread") != std::string::npos);
@@ -269,7 +260,7 @@ TEST_SUITE("lower.mma") {
       s.split(local, 2, {16});
       s.reorder(local, {2, 3, 0, 1});
       s.annotate(local, 1, Annotation::Tensorized);
-      const std::string e = lowering_error(s);
+      const std::string e = loom_test::lowering_error(s);
       CHECK(e.find("[loom.lower.E427]") != std::string::npos);
       CHECK(e.find("not a whole number of warps") != std::string::npos);
     }
@@ -348,7 +339,7 @@ TEST_SUITE("lower.mma") {
   TEST_CASE("a TF32 tile needs a target that allows TF32, and a reduction step of 8") {
     const State s = loom_test::tensor_core_matmul(loom_test::float_matmul(32, 16, 16),
                                                   {1, 1, 1, 1, false, true, 8});
-    const std::string e = lowering_error(s);  // Target::cuda(): TF32 not allowed
+    const std::string e = loom_test::lowering_error(s);  // Target::cuda(): TF32 not allowed
     CHECK(e.find("[loom.lower.E427]") != std::string::npos);
     CHECK(e.find("does not allow TF32") != std::string::npos);
     CHECK(e.find("with_tf32") != std::string::npos);

@@ -61,15 +61,6 @@ int64_t shared_elements(const lower::GpuKernel& k, const std::string& name) {
   return -1;
 }
 
-std::string lowering_error(const State& s, const Target& target = Target::cuda()) {
-  try {
-    lower::lower_gpu(s, target);
-  } catch (const user_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_SUITE("lower.pipeline") {
@@ -134,9 +125,9 @@ TEST_SUITE("lower.pipeline") {
     const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 64);
     // Before Ampere there is no cp.async.
     {
-      const std::string e =
-          lowering_error(loom_test::tensor_core_matmul(dag, {1, 2, 2, 2, true, true, 16, true}),
-                         Target::cuda("sm_75"));
+      const std::string e = loom_test::lowering_error(
+          loom_test::tensor_core_matmul(dag, {1, 2, 2, 2, true, true, 16, true}),
+          Target::cuda("sm_75"));
       CHECK(e.find("[loom.lower.E428]") != std::string::npos);
       CHECK(e.find("sm_80") != std::string::npos);
     }
@@ -144,7 +135,7 @@ TEST_SUITE("lower.pipeline") {
     {
       State s = loom_test::tensor_core_matmul(dag, {1, 2, 2, 2, false, true, 16, false});
       s.annotate(dag->outputs()[0].name() + ".local", 0, Annotation::Pipelined);
-      const std::string e = lowering_error(s);
+      const std::string e = loom_test::lowering_error(s);
       CHECK(e.find("[loom.lower.E428]") != std::string::npos);
       CHECK(e.find("copies from global memory into shared memory") != std::string::npos);
     }
