@@ -32,7 +32,8 @@
 // Every cuDNN contender runs the fastest algorithm cudnnFindConvolutionForwardAlgorithm reports
 // (printed with its math type when the plan is made).
 //
-//   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [Google Benchmark flags]
+//   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
+//             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
 // --workloads keeps the workloads whose names start with one of the given prefixes (all by
@@ -42,7 +43,10 @@
 // on this GPU (cuda::tune, resuming from FILE, default gpu_tuned.jsonl); its tuning wall time is
 // printed, and its best-so-far curve (TuneReport::curve: trial of this run, best time so far in
 // microseconds, seconds since tuning began; a resumed run starts from the log's best) written to
-// FILE.<workload>.curve.csv. The LoomTuned contender is the best program of FILE.
+// FILE.<workload>.curve.csv. The LoomTuned contender is the best program of FILE; a line says
+// whether it uses tensor cores, ldmatrix and cp.async. --double-buffer=P sets how often tuning
+// draws double-buffered programs (SearchOptions::gpu_double_buffer_probability, 0.5 by
+// default): tuning into two record files with 0 and 1 measures what double buffering is worth.
 //
 // The inputs are random multiples of 1/64 in [0.5, 1.5], exact in bf16, fp16 and TF32: every
 // precision of a shape multiplies the same numbers. Before timing, every contender's output is
@@ -739,6 +743,7 @@ int main(int argc, char** argv) {
   // Line by line: a run cut short by a time limit still shows how far it got.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int trials = 0;
+  double double_buffer = search::SearchOptions{}.gpu_double_buffer_probability;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -748,6 +753,8 @@ int main(int argc, char** argv) {
       trials = std::atoi(argv[i] + 9);
     } else if (std::strncmp(argv[i], "--records=", 10) == 0) {
       records = argv[i] + 10;
+    } else if (std::strncmp(argv[i], "--double-buffer=", 16) == 0) {
+      double_buffer = std::atof(argv[i] + 16);
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
       list_only = true;
     } else if (std::strncmp(argv[i], "--workloads=", 12) == 0) {
@@ -799,6 +806,7 @@ int main(int argc, char** argv) {
       o.trials = trials;
       o.records = records;
       o.name = w->name;
+      o.space.gpu_double_buffer_probability = double_buffer;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;
       const cuda::TuneResult r = cuda::tune(*w->loom_task, o);
@@ -842,6 +850,12 @@ int main(int argc, char** argv) {
         auto tuned = std::make_shared<cuda::Program>(c.image, std::move(c.plan));
         keep.push_back(tuned);
         add_contender(w, "LoomTuned", [tuned, args] { tuned->launch(args); }, dram);
+        // What the best program is made of, for reading the numbers.
+        auto has = [&](const char* what) {
+          return c.source.find(what) != std::string::npos ? "yes" : "no";
+        };
+        std::printf("%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s\n",
+                    w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"));
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",
