@@ -3,6 +3,7 @@
 // only the traversal (the allocation, GPU and outer-scope features) itself and calls the other
 // parts at each store.
 #include "loom/cost/features.hpp"
+#include "loom/detail/int_math.hpp"
 #include "loom/ir/simplify.hpp"
 
 #include <algorithm>
@@ -52,11 +53,7 @@ inline Interval iv_mul(Interval a, Interval b) {
                    static_cast<__int128>(a.max) * b.min, static_cast<__int128>(a.max) * b.max};
   return {clamp128(*std::min_element(c, c + 4)), clamp128(*std::max_element(c, c + 4))};
 }
-inline int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
+using ::loom::detail::floor_div;
 // x / c and x % c for a constant c > 0. Both truncating and floor division are monotonic in x.
 inline Interval iv_div(Interval x, int64_t c, bool floor) {
   if (!x.bounded()) return {};

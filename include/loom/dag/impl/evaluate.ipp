@@ -1,6 +1,7 @@
 // Bodies of loom/dag/evaluate.hpp.
 #include "loom/dag/evaluate.hpp"
 
+#include "loom/detail/int_math.hpp"
 #include "loom/ir/printer.hpp"
 
 #include <cmath>
@@ -79,12 +80,6 @@ inline int64_t wrap(ir::DType t, int64_t v) {
 inline double round_to(ir::DType t, double v) {
   if (t.is_16bit_float()) return round_to_half(t.is_bfloat(), v);
   return t.bits == 32 ? static_cast<float>(v) : v;
-}
-
-inline int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
 }
 
 /// What `s` becomes once stored in a tensor of type `t` and read back: what evaluate() passes

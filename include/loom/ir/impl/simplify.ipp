@@ -1,6 +1,7 @@
 // Bodies of loom/ir/simplify.hpp.
 #include "loom/ir/simplify.hpp"
 
+#include "loom/detail/int_math.hpp"
 #include "loom/ir/equal_hash.hpp"
 #include "loom/ir/visitor.hpp"
 
@@ -25,12 +26,8 @@ inline int64_t clamp128(__int128 v, bool is_min) {
   return static_cast<int64_t>(v);
 }
 
-inline int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-inline int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+using ::loom::detail::floor_div;
+using ::loom::detail::floor_mod;
 
 inline Interval add(Interval a, Interval b) {
   Interval r;

@@ -1,6 +1,8 @@
 // Bodies of loom/lower/interpret.hpp.
 #include "loom/lower/interpret.hpp"
 
+#include "loom/detail/int_math.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -150,11 +152,7 @@ inline int64_t wrap(ir::DType t, int64_t v) {
 
 inline double round_to(bool f32, double v) { return f32 ? static_cast<float>(v) : v; }
 
-inline int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
+using ::loom::detail::floor_div;
 
 /// float -> int64 truncating towards zero. C++ leaves NaN and out-of-range conversions undefined;
 /// they give x86's "integer indefinite" value instead, so that poisoned NaNs convert reproducibly.

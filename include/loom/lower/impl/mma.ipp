@@ -1,6 +1,7 @@
 // Body of loom/lower/mma.hpp: recognising a tensor-core tile and the registers of its lanes.
 #include "loom/lower/mma.hpp"
 
+#include "loom/detail/int_math.hpp"
 #include "loom/error.hpp"
 #include "loom/ir/equal_hash.hpp"
 #include "loom/ir/printer.hpp"
@@ -69,16 +70,12 @@ inline std::optional<int64_t> eval_index(const Expr& e,
       if (auto p = both(e.as<Mul>()->a, e.as<Mul>()->b)) return p->first * p->second;
       return std::nullopt;
     case NodeKind::FloorDiv:
-      if (auto p = both(e.as<FloorDiv>()->a, e.as<FloorDiv>()->b); p && p->second != 0) {
-        const int64_t q = p->first / p->second;
-        return (p->first % p->second != 0 && ((p->first < 0) != (p->second < 0))) ? q - 1 : q;
-      }
+      if (auto p = both(e.as<FloorDiv>()->a, e.as<FloorDiv>()->b); p && p->second != 0)
+        return ::loom::detail::floor_div(p->first, p->second);
       return std::nullopt;
     case NodeKind::FloorMod:
-      if (auto p = both(e.as<FloorMod>()->a, e.as<FloorMod>()->b); p && p->second != 0) {
-        const int64_t r = p->first % p->second;
-        return (r != 0 && ((r < 0) != (p->second < 0))) ? r + p->second : r;
-      }
+      if (auto p = both(e.as<FloorMod>()->a, e.as<FloorMod>()->b); p && p->second != 0)
+        return ::loom::detail::floor_mod(p->first, p->second);
       return std::nullopt;
     case NodeKind::Min:
       if (auto p = both(e.as<Min>()->a, e.as<Min>()->b)) return std::min(p->first, p->second);
@@ -303,7 +300,7 @@ class mma_matcher {
                     {h_, FloorMod::make(j, Expr(int64_t{2}))},
                     {tx_.as<Variable>(),
                      warp_base(tx_) + FloorMod::make(tx_, Expr(int64_t{8})) * Expr(int64_t{4})}}));
-    const bool rows_fit = contiguous_rows(row, 32, [&](int64_t wb, int64_t l, int64_t c) {
+    const bool rows_fit = contiguous_rows(*a_, row, 32, [&](int64_t wb, int64_t l, int64_t c) {
       return std::unordered_map<const Variable*, int64_t>{
           {tx_.as<Variable>(), wb + 4 * (l % 8)}, {k_, 8 * (l / 16) + c}, {h_, (l / 8) % 2}};
     });
@@ -320,7 +317,7 @@ class mma_matcher {
                    FloorMod::make(lane, Expr(int64_t{8}));
     const Expr row = simplify(substitute(
         b_->index, {{k_, k}, {q_, Expr(int64_t{0})}, {tx_.as<Variable>(), warp_base(tx_)}}));
-    const bool rows_fit = contiguous_rows(row, 16, [&](int64_t wb, int64_t l, int64_t c) {
+    const bool rows_fit = contiguous_rows(*b_, row, 16, [&](int64_t wb, int64_t l, int64_t c) {
       return std::unordered_map<const Variable*, int64_t>{
           {tx_.as<Variable>(), wb + c / 2}, {q_, c % 2}, {k_, l}};
     });
@@ -332,11 +329,11 @@ class mma_matcher {
   // base, lane, c)` binds the operand's index to, minus c, for c = 0..7; and a proven multiple
   // of 8.
   template <class Element>
-  bool contiguous_rows(const Expr& row, int64_t lanes, Element&& element) const {
+  bool contiguous_rows(const Load& operand, const Expr& row, int64_t lanes,
+                       Element&& element) const {
     if (!row.defined() || known_divisor(row) % 8 != 0) return false;
-    const Load* operand = lanes == 32 ? a_ : b_;
     std::vector<const Variable*> others;
-    for (const Expr& e : {operand->index, row})
+    for (const Expr& e : {operand.index, row})
       for (const Variable* x : free_vars(e))
         if (x != k_ && x != h_ && x != q_ && x != tx_.as<Variable>() &&
             std::find(others.begin(), others.end(), x) == others.end())
@@ -355,7 +352,7 @@ class mma_matcher {
         for (int64_t c = 0; c < 8; ++c) {
           auto b = base;
           for (auto& [v, e] : element(wb, l, c)) b[v] = e;
-          if (eval_index(operand->index, b) != *start + c) return false;
+          if (eval_index(operand.index, b) != *start + c) return false;
         }
       }
     }
