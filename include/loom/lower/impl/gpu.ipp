@@ -97,6 +97,41 @@ inline bool has_barrier(const Stmt& s) {
   return f.found;
 }
 
+// Whether `e` is the same for every thread of a block (uses none of its thread indices).
+inline bool uniform(const Expr& e, const std::array<Expr, 3>& thread_index) {
+  for (const Expr& t : thread_index)
+    if (uses_var(e, t.as<Variable>())) return false;
+  return true;
+}
+
+// Every load and store of a buffer in `moves` goes to the buffer it maps to, its index shifted
+// by the offset: a pipelined array's slot, a thread's copy of its own array.
+using buffer_moves = std::unordered_map<const BufferNode*, std::pair<Buffer, Expr>>;
+inline Stmt move_buffers(const Stmt& s, const buffer_moves& moves) {
+  struct mover : StmtMutator {
+    const buffer_moves* m;
+    static Expr shift(const Expr& index, const Expr& offset) {
+      const int lanes = index.dtype().lanes;
+      return index + (lanes == 1 ? offset : Broadcast::make(offset, lanes));
+    }
+    Expr visit_Load(const Load* op, const Expr& self) override {
+      Expr i = mutate(op->index);
+      auto it = m->find(op->buffer.get());
+      if (it == m->end()) return i.same_as(op->index) ? self : Load::make(op->buffer, i);
+      return Load::make(it->second.first, shift(i, it->second.second));
+    }
+    Stmt visit_Store(const Store* op, const Stmt& self) override {
+      Expr i = mutate(op->index), v = mutate(op->value);
+      auto it = m->find(op->buffer.get());
+      if (it == m->end())
+        return i.same_as(op->index) && v.same_as(op->value) ? self : Store::make(op->buffer, i, v);
+      return Store::make(it->second.first, shift(i, it->second.second), v);
+    }
+  } r;
+  r.m = &moves;
+  return r.mutate(s);
+}
+
 // A store that combines across the iterations of thread loop `t`: `b[i] = reduce_combine(op,
 // b[i], v)` where i does not depend on t and v does not read b. Each thread keeps a partial
 // and the binder combines them with an AllReduce.
@@ -282,11 +317,7 @@ class binder : public StmtMutator {
   }
 
  private:
-  bool uniform(const Expr& e) const {
-    for (const Expr& t : tidx_)
-      if (uses_var(e, t.as<Variable>())) return false;
-    return true;
-  }
+  bool uniform(const Expr& e) const { return detail::uniform(e, tidx_); }
 
   Stmt bind(const For* op, const Stmt& loop_body) {
     const int d = gpu_dim(op->for_kind);
@@ -450,11 +481,7 @@ class sync_planner {
     return false;
   }
 
-  bool uniform(const Expr& e) const {
-    for (const Expr& t : tidx_)
-      if (uses_var(e, t.as<Variable>())) return false;
-    return true;
-  }
+  bool uniform(const Expr& e) const { return detail::uniform(e, tidx_); }
 
   Stmt process(const Stmt& s, pending& p) {
     std::vector<Stmt> out;
@@ -614,7 +641,7 @@ class pipeliner : public StmtMutator {
     // second slot stay aligned.
     const Expr v = op->var;
     const Expr slot = FloorMod::make(is_const_int(op->min, 0) ? v : v - op->min, Expr(int64_t{2}));
-    std::unordered_map<const BufferNode*, std::pair<Buffer, Expr>> slots;
+    buffer_moves slots;
     for (const BufferNode* b : fetched) {
       const int64_t per16 = std::max<int64_t>(1, 16 / b->dtype.bytes());
       const int64_t n = (b->num_elements() + per16 - 1) / per16 * per16;
@@ -623,7 +650,7 @@ class pipeliner : public StmtMutator {
       slots[b] = {twin, slot * Expr(n)};
     }
     auto in_slots = [&](const std::vector<Stmt>& part) {
-      return to_slots(Block::make(part), slots);
+      return move_buffers(Block::make(part), slots);
     };
     const Stmt fetch_here = in_slots(fetch);
     const Stmt prologue = CopyAsync::make(substitute(fetch_here, {{op->variable(), op->min}}));
@@ -641,39 +668,7 @@ class pipeliner : public StmtMutator {
   }
 
  private:
-  bool uniform(const Expr& e) const {
-    for (const Expr& t : tidx_)
-      if (uses_var(e, t.as<Variable>())) return false;
-    return true;
-  }
-
-  // Every access to a fetched array goes to its twin, at the slot's offset.
-  static Stmt to_slots(const Stmt& s,
-                       const std::unordered_map<const BufferNode*, std::pair<Buffer, Expr>>& m) {
-    struct retarget : StmtMutator {
-      const std::unordered_map<const BufferNode*, std::pair<Buffer, Expr>>* m;
-      static Expr shift(const Expr& index, const Expr& offset) {
-        const int lanes = index.dtype().lanes;
-        return index + (lanes == 1 ? offset : Broadcast::make(offset, lanes));
-      }
-      Expr visit_Load(const Load* op, const Expr& self) override {
-        Expr i = mutate(op->index);
-        auto it = m->find(op->buffer.get());
-        if (it == m->end()) return i.same_as(op->index) ? self : Load::make(op->buffer, i);
-        return Load::make(it->second.first, shift(i, it->second.second));
-      }
-      Stmt visit_Store(const Store* op, const Stmt& self) override {
-        Expr i = mutate(op->index), val = mutate(op->value);
-        auto it = m->find(op->buffer.get());
-        if (it == m->end())
-          return i.same_as(op->index) && val.same_as(op->value) ? self
-                                                                : Store::make(op->buffer, i, val);
-        return Store::make(it->second.first, shift(i, it->second.second), val);
-      }
-    } r;
-    r.m = &m;
-    return r.mutate(s);
-  }
+  bool uniform(const Expr& e) const { return detail::uniform(e, tidx_); }
 
   const std::string& kernel_;
   const Target& target_;
@@ -919,25 +914,24 @@ class emulation_builder {
       Expr x = th[0] - FloorMod::make(th[0], c32) + lane;
       return x + Expr(k.block[0]) * (th[1] + Expr(k.block[1]) * th[2]);
     };
-    const Expr own = thread_at(FloorMod::make(th[0], c32));
-    const Expr my_lane = FloorMod::make(th[0], c32);
-    const Expr my_g = FloorDiv::make(my_lane, Expr(int64_t{4}));
-    const Expr my_t = FloorMod::make(my_lane, Expr(int64_t{4}));
+    const Expr lane = FloorMod::make(th[0], c32);
+    const Expr own = thread_at(lane);
+    const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
+    const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
     // ldmatrix (MmaTile::a_row, b_row): register r, half h of lane (g, t) is element 2t + h of
     // the row lane 8r + g gives (A), or element g of the row lane 8r + 2t + h gives (B,
     // transposed); the row addresses are the other lanes' expressions.
-    auto row_of_lane = [&](const Expr& row, const Expr& lane) {
-      return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + lane}});
+    auto row_of_lane = [&](const Expr& row, const Expr& giver) {
+      return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + giver}});
     };
     auto a_value = [&](int r, int h) -> Expr {
       if (!t.a_row.defined()) return Load::make(t.a, t.a_index[r][h]);
-      return Load::make(t.a, row_of_lane(t.a_row, Expr(int64_t{8 * r}) + my_g) +
-                                 my_t * Expr(int64_t{2}) + Expr(int64_t{h}));
+      return Load::make(t.a,
+                        row_of_lane(t.a_row, Expr(int64_t{8 * r}) + g) + t2 + Expr(int64_t{h}));
     };
     auto b_value = [&](int r, int h) -> Expr {
       if (!t.b_row.defined()) return Load::make(t.b, t.b_index[r][h]);
-      return Load::make(
-          t.b, row_of_lane(t.b_row, Expr(int64_t{8 * r + h}) + my_t * Expr(int64_t{2})) + my_g);
+      return Load::make(t.b, row_of_lane(t.b_row, Expr(int64_t{8 * r + h}) + t2) + g);
     };
     std::vector<Stmt> seq;
     for (int r = 0; r < 4; ++r)
@@ -955,9 +949,6 @@ class emulation_builder {
     // kk % s / p), register row / 8 + 2 (kk / s), half kk % p; B's (kk, col) in lane (col,
     // kk % s / p), register kk / s, half kk % p (the inverses of a_element and b_element,
     // tf32_a_element and tf32_b_element).
-    const Expr lane = FloorMod::make(th[0], c32);
-    const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
-    const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
     const int span = 4 * per_reg;
     for (int kk = 0; kk < t.k; ++kk)
       for (int reg = 0; reg < 4; ++reg) {
@@ -982,32 +973,8 @@ class emulation_builder {
                                 a->buffer->scope);
     Expr tid = k_.thread_index[0] +
                Expr(k_.block[0]) * (k_.thread_index[1] + Expr(k_.block[1]) * k_.thread_index[2]);
-    struct retarget : StmtMutator {
-      const BufferNode* from;
-      Buffer to;
-      Expr offset;
-      Expr shift(const Expr& index) {
-        const int lanes = index.dtype().lanes;
-        return index + (lanes == 1 ? offset : Broadcast::make(offset, lanes));
-      }
-      Expr visit_Load(const Load* op, const Expr& self) override {
-        Expr i = mutate(op->index);
-        if (op->buffer.get() != from)
-          return i.same_as(op->index) ? self : Load::make(op->buffer, i);
-        return Load::make(to, shift(i));
-      }
-      Stmt visit_Store(const Store* op, const Stmt& self) override {
-        Expr i = mutate(op->index), v = mutate(op->value);
-        if (op->buffer.get() != from)
-          return i.same_as(op->index) && v.same_as(op->value) ? self
-                                                              : Store::make(op->buffer, i, v);
-        return Store::make(to, shift(i), v);
-      }
-    } r;
-    r.from = a->buffer.get();
-    r.to = copies;
-    r.offset = tid * Expr(n);
-    return Allocate::make(copies, rewrite(r.mutate(a->body)));
+    return Allocate::make(
+        copies, rewrite(move_buffers(a->body, {{a->buffer.get(), {copies, tid * Expr(n)}}})));
   }
 
   const GpuKernel& k_;

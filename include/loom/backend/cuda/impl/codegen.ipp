@@ -411,10 +411,14 @@ class printer {
   void copy_async(const Buffer& dst, const Expr& di, const Buffer& src, const Expr& si, int bytes,
                   const std::string& pad) {
     os_ << pad << "asm volatile(\"cp.async." << (bytes == 16 ? "cg" : "ca")
-        << ".shared.global [%0], [%1], " << bytes
-        << ";\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared(&" << name(dst.get(), dst->name)
-        << "[" << expr(di) << "])), \"l\"(&" << name(src.get(), src->name) << "[" << expr(si)
-        << "]));\n";
+        << ".shared.global [%0], [%1], " << bytes << ";\\n\" :: " << shared_address(dst, di)
+        << ", \"l\"(&" << name(src.get(), src->name) << "[" << expr(si) << "]));\n";
+  }
+
+  // The asm operand of element `i` of shared buffer `b`: its 32-bit shared-memory address.
+  std::string shared_address(const Buffer& b, const Expr& i) {
+    return "\"r\"((unsigned)__cvta_generic_to_shared(&" + name(b.get(), b->name) + "[" + expr(i) +
+           "]))";
   }
 
   // One tensor-core instruction: the lane loads the A and B elements its registers hold (two
@@ -439,10 +443,6 @@ class printer {
              "] << 16)";
     };
     // ldmatrix: the lane gives one row's shared address, the warp's registers come back.
-    auto shared_address = [&](const Buffer& b, const Expr& i) {
-      return "\"r\"((unsigned)__cvta_generic_to_shared(&" + name(b.get(), b->name) + "[" + expr(i) +
-             "]))";
-    };
     os_ << pad << "{  // " << t.instruction() << "\n";
     if (t.a_row.defined()) {
       os_ << in << "unsigned loom_a0, loom_a1, loom_a2, loom_a3;\n"
