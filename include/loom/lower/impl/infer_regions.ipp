@@ -2,6 +2,7 @@
 #include "loom/lower/infer_regions.hpp"
 
 #include "loom/ir/simplify.hpp"
+#include "loom/ir/visitor.hpp"
 #include "loom/lower/bounds.hpp"
 #include "loom/lower/inline_stages.hpp"
 

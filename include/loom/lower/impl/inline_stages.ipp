@@ -1,6 +1,8 @@
 // Bodies of loom/lower/inline_stages.hpp.
 #include "loom/lower/inline_stages.hpp"
 
+#include "loom/ir/visitor.hpp"
+
 #include <unordered_map>
 
 LOOM_BEGIN_NAMESPACE

@@ -2,6 +2,7 @@
 #include "loom/sched/layout_rewrite.hpp"
 
 #include "loom/ir/equal_hash.hpp"
+#include "loom/ir/printer.hpp"
 #include "loom/ir/visitor.hpp"
 
 #include <algorithm>

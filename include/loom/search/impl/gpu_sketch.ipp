@@ -1,6 +1,8 @@
 // Bodies of loom/search/sketch.hpp: the GPU sketch rules (Ansor's GPU rule list).
 #include "loom/search/sketch.hpp"
 
+#include "loom/ir/visitor.hpp"
+
 #include <algorithm>
 #include <numeric>
 #include <optional>

@@ -1,6 +1,8 @@
 // Bodies of loom/search/sketch.hpp: the derivation engine and the built-in CPU sketch rules.
 #include "loom/search/sketch.hpp"
 
+#include "loom/ir/visitor.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
