@@ -102,10 +102,13 @@
 /// fragment levels for the spatial loops, three for the reduction. Of the spatial axes, the last
 /// one read by one operand only is N and the last before it read by the other operand only is
 /// M. Where M's extent is no multiple of 16 (N's of 8), the shortest run of axes ending at it,
-/// each read by that operand only, whose extents multiply to one is fused into M (N) first, in
-/// the stage and in its consumer: a convolution's output rows and columns (and batch) become
-/// the M of an implicit GEMM in NHWC, its N in NCHW. M takes lanes 8 and a fragment level 2, N
-/// lanes 4 and 2, every other axis 1 and 1; the last reduction axis read by both whose extent
+/// each read by that operand only, whose extents multiply to one makes M (N): a convolution's
+/// output rows and columns (and batch) are the M of an implicit GEMM in NHWC, its N in NCHW.
+/// M's lanes (8) and fragment level (2) are spread over its run, N's (4 and 2) over its own,
+/// innermost axis first, each axis taking the powers of two its extent has; every other axis
+/// takes 1 and 1. A thread's rows are so a box of the run's axes, whose region (and
+/// accumulator array) is exact, where tiles of the fused run would straddle image rows and
+/// have whole rows in their bounding box. The last reduction axis read by both whose extent
 /// is a multiple of 16 (8 for TF32; a convolution's input channels) is K, with an innermost
 /// level of 16 (8; tensorized), the others 1; the vthread level is 1.
 /// These lengths are set in the sketch and stay. The consumer (the cache_write copy) follows the

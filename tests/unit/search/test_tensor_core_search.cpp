@@ -7,6 +7,7 @@
 
 #include <loom/lower/gpu.hpp>
 #include <loom/ops.hpp>
+#include <loom/ops/untyped.hpp>
 #include <loom/search/annotate.hpp>
 #include <loom/search/mutate.hpp>
 #include <loom/search/sketch.hpp>
@@ -155,9 +156,9 @@ TEST_SUITE("search.tensor_cores") {
   }
 
   TEST_CASE("16-bit convolutions as implicit GEMMs on tensor cores: every sample is right") {
-    // NHWC: the output's rows and columns (and batch) read only by the data, fused into M
-    // until a multiple of 16; the output channels are N, the input channels k. NCHW: the
-    // output channels read only by the filter are M, the fused rows and columns N.
+    // NHWC: the output's rows and columns (and batch) read only by the data make M, a box of
+    // them per fragment; the output channels are N, the input channels k. NCHW: the output
+    // channels read only by the filter are M, the rows and columns N.
     struct conv_case {
       const char* what;
       loom_test::workload w;
@@ -173,7 +174,10 @@ TEST_SUITE("search.tensor_cores") {
     auto f = placeholder<bfloat16>("f", {16, 16, 3, 3});
     const std::vector<conv_case> cases = {
         {"nhwc 8x8", nhwc("conv_nhwc_8x8", 1, 8, 16, 16), true},
-        {"nhwc 2x4x4 (batch fused too)", nhwc("conv_nhwc_2x4x4", 2, 4, 16, 8), true},
+        {"nhwc 2x4x4 (batch in M too)", nhwc("conv_nhwc_2x4x4", 2, 4, 16, 8), true},
+        {"nhwc 12x12 (M: 4 columns x 4 rows a fragment)", nhwc("conv_nhwc_12x12", 1, 12, 16, 8),
+         true},
+        {"nhwc 16x7x7 (M: 16 images)", nhwc("conv_nhwc_16x7x7", 16, 7, 16, 8), true},
         {"nchw bf16",
          loom_test::make_workload("conv_nchw", {x, f},
                                   {ops::conv2d_nchw(x, f, {.padding = {1, 1}})}, 144),
@@ -198,6 +202,46 @@ TEST_SUITE("search.tensor_cores") {
       }
     }
     CHECK(checked >= 20);
+  }
+
+  TEST_CASE("ResNet-50's fp16 NHWC convolutions draw tensor-core programs that fit") {
+    // Widths 56 and 28 are no multiple of 16: a fragment's 16 rows are a box of output rows and
+    // columns (and images), so a thread's accumulators are its tile and not the rows its tile
+    // would straddle. 14 x 14 and 7 x 7 images of one batch have no 16 rows to give (196, 49).
+    struct layer {
+      int64_t n, h, c, k, r;
+      bool tensor_cores;
+    };
+    const std::vector<layer> layers = {
+        {1, 56, 64, 64, 3, true},   {1, 56, 64, 256, 1, true},   {1, 56, 256, 64, 1, true},
+        {1, 28, 128, 128, 3, true}, {32, 56, 64, 64, 3, true},   {32, 14, 256, 256, 3, true},
+        {32, 7, 512, 512, 3, true}, {1, 14, 256, 256, 3, false}, {1, 7, 512, 512, 3, false}};
+    for (const layer& l : layers) {
+      CAPTURE(l.n);
+      CAPTURE(l.h);
+      CAPTURE(l.c);
+      CAPTURE(l.k);
+      auto x = placeholder<float16>("x", {l.n, l.h, l.h, l.c});
+      auto f = placeholder<float16>("f", {l.r, l.r, l.c, l.k});
+      auto y = ops::untyped::cast(ops::conv2d_nhwc(x, f, {.padding = {l.r / 2, l.r / 2}}),
+                                  ir::DType::f16(), "y");
+      auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{x, f},
+                                                    std::vector<ir::Tensor>{y});
+      const Task task(dag, Target::cuda("sm_90"));
+      const auto tc = tensor_core_sketches(search::generate_sketches(task));
+      REQUIRE(tc.size() == (l.tensor_cores ? 1u : 0u));
+      if (tc.empty()) continue;
+      std::mt19937_64 rng(7);
+      int fit = 0;
+      for (int draw = 0; draw < 40; ++draw)
+        if (auto p = search::try_sample_program(tc[0], task, {}, rng)) {
+          CHECK(has_tensorized_loop(*p));
+          ++fit;
+        }
+      MESSAGE(l.n << "x" << l.h << "x" << l.h << " " << l.c << "->" << l.k << " " << l.r << "x"
+                  << l.r << ": " << fit << " of 40 draws fit");
+      CHECK(fit >= 4);  // 0 to 2 of 200 when M was the fused rows and columns
+    }
   }
 
   TEST_CASE("a bf16 batch matmul: the batch axis takes no lanes, every sample is right") {

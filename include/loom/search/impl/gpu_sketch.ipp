@@ -193,10 +193,16 @@ inline SketchRule rule_add_cache_write_gpu() {
 struct tensor_core_axes {
   int m = -1, n = -1, k = -1;
   int64_t k_length = 16;
-  /// The first axis of the run of axes fused into m (n): m (n) itself unless its extent is no
+  /// The first axis of the run of axes that make M (N): m (n) itself unless its extent is no
   /// multiple of 16 (8) but that of the run ending at it is — a convolution's output rows and
-  /// columns (and batch), read only by the data, as one M of an implicit GEMM.
+  /// columns (and batch), read only by the data, as the M of an implicit GEMM.
   int m_first = -1, n_first = -1;
+  /// Per spatial axis, its lane and fragment lengths: over M's run they multiply to 8 and 2,
+  /// over N's to 4 and 2, 1 elsewhere. Each axis of a run takes the powers of two its extent
+  /// allows, innermost axis first and lanes before fragments, so that a thread's rows are a box
+  /// of the run's axes (2 rows × 8 columns of a 56-wide image) rather than a stretch of their
+  /// fused range, whose bounding box would span whole rows.
+  std::vector<int64_t> lanes, fragments;
 };
 
 inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext& ctx,
@@ -264,6 +270,22 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
   a.m_first = run_start(a.m, -1, 16);
   a.n_first = run_start(a.n, a.m, 8);
   if (a.m_first < 0 || a.n_first < 0) return std::nullopt;
+  a.lanes.assign(axes.size(), 1);
+  a.fragments.assign(axes.size(), 1);
+  auto assign_run = [&](int first, int last, int64_t lanes, int64_t fragments) {
+    for (int d = last; d >= first; --d) {
+      int64_t room = axes[d].extent & -axes[d].extent;  // its largest power-of-two divisor
+      const int64_t l = std::min(room, lanes);
+      room /= l;
+      lanes /= l;
+      const int64_t f = std::min(room, fragments);
+      fragments /= f;
+      a.lanes[d] = l;
+      a.fragments[d] = f;
+    }
+  };
+  assign_run(a.m_first, a.m, 8, 2);
+  assign_run(a.n_first, a.n, 4, 2);
   return a;
 }
 
@@ -278,28 +300,15 @@ inline SketchRule rule_tensor_core_tiling_gpu() {
                    : RuleCondition::Skip;
       },
       [](const SketchContext& ctx, const sched::State& st, int i) {
-        tensor_core_axes axes = *tensor_core_tile_axes(ctx, st, i);
+        const tensor_core_axes axes = *tensor_core_tile_axes(ctx, st, i);
         const sched::Stage& stage = st.stages()[i];
         const std::string producer = stage.name;
         const int n_reduce = static_cast<int>(stage.leaves.size()) - stage.num_spatial_axes;
+        const int n_spatial = stage.num_spatial_axes;
         sched::State s = st;
-        // The runs of axes that make M and N, fused (N's first: it lies after M's), in the
-        // producer and in the consumer that follows its tiling.
         const int c0 = single_elementwise_matched_consumer(ctx, s, i);
         if (c0 < 0) return Successors{};
         const std::string consumer = s.stages()[c0].name;
-        auto fuse_run = [&](int first, int last) {
-          if (first == last) return;
-          std::vector<int> run(static_cast<size_t>(last - first + 1));
-          std::iota(run.begin(), run.end(), first);
-          s.fuse(producer, run);
-          s.fuse(consumer, run);
-        };
-        fuse_run(axes.n_first, axes.n);
-        fuse_run(axes.m_first, axes.m);
-        axes.n -= (axes.n - axes.n_first) + (axes.m - axes.m_first);
-        axes.m = axes.m_first;
-        const int n_spatial = static_cast<int>(s.stages()[i].leaves.size()) - n_reduce;
         const size_t first = s.steps().size();
         multi_level_tile(s, i, tensor_core_tiling_structure);
         // The lengths the tile fixes; the split of root loop r is the r-th step made above.
@@ -309,11 +318,9 @@ inline SketchRule rule_tensor_core_tiling_gpu() {
           if (!sp || sp->stage != producer) continue;
           const int axis = static_cast<int>(r++);
           if (axis < n_spatial) {  // vthread, warp, lane, register, fragment
-            const int64_t lanes = axis == axes.m ? 8 : axis == axes.n ? 4 : 1;
-            const int64_t fragment = axis == axes.m || axis == axes.n ? 2 : 1;
             sp->lengths[0] = 1;
-            sp->lengths[tensor_core_lane_length] = lanes;
-            sp->lengths[4] = fragment;
+            sp->lengths[tensor_core_lane_length] = axes.lanes[static_cast<size_t>(axis)];
+            sp->lengths[4] = axes.fragments[static_cast<size_t>(axis)];
           } else {  // middle, innermost
             sp->lengths[1] = axis - n_spatial == axes.k ? axes.k_length : 1;
           }
