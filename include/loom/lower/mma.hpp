@@ -23,8 +23,11 @@
 /// array. The conditions are checked on the index expressions at sampled values of every variable,
 /// so any schedule that meets them is accepted, however it got there.
 ///
-/// The accumulator array may hold at most `max_mma_accumulators` elements: a thread has 255
-/// registers, and a tile whose accumulators spill to local memory runs slower than SIMT code.
+/// The accumulator array may hold at most `mma_accumulator_limit(threads)` elements: a tile
+/// whose accumulators spill to local memory runs slower than SIMT code, and a thread's registers
+/// are 255 at most and the block's share of the 64 Ki-register file (65536 / threads, 64 at 1024
+/// threads). ptxas compiling sampled ResNet convolution tiles for sm_90: 112 accumulators at 512
+/// threads and 56 or 64 at 896 spilled; 56 at 128 threads took 80 registers.
 ///
 /// The warp's 32 lanes must all run the tile: the block's x extent is a multiple of 32 and no
 /// condition or loop bound around it depends on the thread index.
@@ -55,6 +58,16 @@ LOOM_BEGIN_NAMESPACE
 namespace lower {
 
 inline constexpr int64_t max_mma_accumulators = 128;
+
+/// The accumulators a thread of a block of `threads_per_block` threads may hold: its registers
+/// (255, or the register file's 65536 shared out, in allocation units of 8), less 32 for the
+/// fragments, addresses and loop state, and never above max_mma_accumulators.
+constexpr int64_t mma_accumulator_limit(int64_t threads_per_block) {
+  const int64_t share = threads_per_block > 0 ? 65536 / threads_per_block / 8 * 8 : 255;
+  const int64_t registers = share < 255 ? share : 255;
+  const int64_t limit = registers - 32;
+  return limit < max_mma_accumulators ? limit : max_mma_accumulators;
+}
 
 /// One tensorized loop, as the registers of the lane that runs it: every index below is an
 /// expression in the kernel's thread index (and the loops around the tile).

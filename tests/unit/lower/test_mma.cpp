@@ -245,6 +245,17 @@ TEST_SUITE("lower.mma") {
       CHECK(e.find("[loom.lower.E427]") != std::string::npos);
       CHECK(e.find("256 elements per thread") != std::string::npos);
     }
+    // 4 x 4 tiles per warp (64 accumulators) fit a block of 2 warps, not one of 32, whose
+    // threads have 64 registers each.
+    {
+      CHECK(loom_test::lowering_error(loom_test::tensor_core_matmul(
+                loom_test::half_matmul<bfloat16>(64, 64, 16), {1, 2, 4, 4, false, true})) == "");
+      const std::string e = loom_test::lowering_error(loom_test::tensor_core_matmul(
+          loom_test::half_matmul<bfloat16>(256, 256, 16), {4, 8, 4, 4, false, true}));
+      CHECK(e.find("[loom.lower.E427]") != std::string::npos);
+      CHECK(e.find("64 elements per thread; at most 32") != std::string::npos);
+      CHECK(e.find("a block of 1024 threads") != std::string::npos);
+    }
     // Half a warp: 16 threads.
     {
       State s(dag);

@@ -113,10 +113,12 @@ class mma_matcher {
       os << "it accumulates into '" << c_->name << "' (" << sched::scope_name(c_->scope) << ' '
          << c_->dtype << "); the accumulator is a thread's own float32 array";
     });
-    check(c_->num_elements() <= max_mma_accumulators, [&](std::ostream& os) {
+    // The block's x extent: TensorCoreTilingGpu binds threadIdx.x only (a hand schedule that
+    // also binds y or z gets a limit too high).
+    check(c_->num_elements() <= mma_accumulator_limit(block_x_), [&](std::ostream& os) {
       os << "its accumulator '" << c_->name << "' holds " << c_->num_elements()
-         << " elements per thread; at most " << max_mma_accumulators
-         << " stay in registers (255 per thread) beside the fragments";
+         << " elements per thread; at most " << mma_accumulator_limit(block_x_)
+         << " stay in registers beside the fragments in a block of " << block_x_ << " threads";
     });
     // C = C + float(A) * float(B), in either order.
     const Expr cur = Load::make(c_, st->index);
