@@ -8,7 +8,7 @@
 /// up over the stores and every other feature comes from the *last* store in program order — the
 /// update of a reduction overwrites its init, as in Ansor.
 ///
-/// **Layout** (`kFeatureVersion` 1, `kNumFeatures` = 164, names in feature_names()):
+/// **Layout** (`kFeatureVersion` 2, `kNumFeatures` = 167, names in feature_names()):
 ///
 /// | index   | group        | contents                                                      |
 /// |---------|--------------|---------------------------------------------------------------|
@@ -25,6 +25,15 @@
 /// | 157-160 | allocation   | allocated bytes, bytes × outer product, outer product at the  |
 /// |         |              | allocation, inner product                                     |
 /// | 161-163 | outer scope  | product of the enclosing extents, their number, unroll step   |
+/// | 164-166 | GPU kernel   | multiply-adds on tensor cores, extent of the pipelined loop,  |
+/// |         |              | shared-memory bytes allocated around the store                |
+///
+/// Versions: 1 is Ansor's 164 features (0-163). 2 appends 164-166, which Ansor's features
+/// cannot see: whether a product runs on tensor cores (Ansor never tensorized) and whether its
+/// operands are double-buffered with cp.async (both loops are serial loops to the rest of the
+/// row), and the block's shared memory, which bounds the blocks an SM holds. A layout only grows
+/// at its end, so a model trained on an older one ranks newer rows by their prefix
+/// (GbdtCostModel::predict; the pretrained CPU model is a version-1 model).
 ///
 /// Every feature except the one-hot ones and `is_gpu` is stored as log2(1 + |x|) with x's sign
 /// (`log_scale`); `unscale` inverts it.
@@ -93,9 +102,12 @@ namespace cost {
 
 /// Version of the layout and semantics below; bump it whenever a feature's meaning changes, so
 /// that saved models and training data from another version are not silently reused.
-inline constexpr int kFeatureVersion = 1;
-/// Floats per row (Ansor's DEFAULT_FEATURE_VEC_LEN).
-inline constexpr int kNumFeatures = 164;
+inline constexpr int kFeatureVersion = 2;
+/// Floats per row.
+inline constexpr int kNumFeatures = 167;
+/// Floats per row of version 1, Ansor's DEFAULT_FEATURE_VEC_LEN: the prefix every later version
+/// keeps.
+inline constexpr int kNumAnsorFeatures = 164;
 /// Buffers described per row (Ansor's DEFAULT_MAX_N_BUFS).
 inline constexpr int kMaxFeatureBuffers = 5;
 /// Access features per buffer.
@@ -202,9 +214,21 @@ inline constexpr int kFeatureOuterProd = 161;
 inline constexpr int kFeatureNumLoops = 162;
 inline constexpr int kFeatureAutoUnrollMaxStep = 163;
 
+/// Group 6 (version 2): GPU kernels.
+/// The multiply-adds of the store that run as tensor-core instructions (its instances under a
+/// Tensorized loop, lower/mma.hpp); 0 elsewhere.
+inline constexpr int kFeatureTensorCoreMacs = 164;
+/// The extent of the innermost Pipelined loop around the store (its steps overlap the next
+/// step's cp.async copies, lower/gpu.hpp); 0 outside one.
+inline constexpr int kFeaturePipelinedLen = 165;
+/// Bytes of the shared-memory arrays allocated around the store (before double buffering
+/// doubles the pipelined ones).
+inline constexpr int kFeatureSharedBytes = 166;
+
 static_assert(kFeatureBuffers + kMaxFeatureBuffers * kFeaturesPerBuffer == kFeatureIntensityCurve);
 static_assert(kFeatureIntensityCurve + kIntensityCurvePoints == kFeatureAllocSize);
-static_assert(kFeatureAutoUnrollMaxStep + 1 == kNumFeatures);
+static_assert(kFeatureAutoUnrollMaxStep + 1 == kNumAnsorFeatures);
+static_assert(kFeatureSharedBytes + 1 == kNumFeatures);
 
 /// The float-operation features whose (unscaled) sum is a row's float operation count, for
 /// analytic models. float_mad is left out: its pairs are already in add/sub and mul.

@@ -89,12 +89,14 @@ class GbdtCostModel final : public CostModel {
   LOOM_DECL explicit GbdtCostModel(GbdtCostModelOptions options = {});
 
   /// Adds the samples; trains when at least `warmup_samples` have been seen (or after load()).
-  /// Throws `[loom.cost.E967]` for a feature count that differs from earlier samples'.
+  /// Throws `[loom.cost.E967]` for a feature count that differs from earlier samples' (the
+  /// first batch after load() may bring a newer layout's: the model is retrained on it).
   LOOM_DECL void update(const std::vector<ProgramFeatures>& programs,
                         const std::vector<double>& throughputs) override;
   /// Predicted throughputs (pack-sum of row predictions) once trained, uniform random scores in
-  /// [0, 1) before; −∞ for a program without rows. Throws `[loom.cost.E967]` for a feature
-  /// count other than the model's.
+  /// [0, 1) before; −∞ for a program without rows. Rows longer than the model's are read by
+  /// their prefix (a model of an older feature layout, cost/features.hpp). Throws
+  /// `[loom.cost.E967]` for rows shorter than the model's.
   LOOM_DECL std::vector<double> predict(
       const std::vector<ProgramFeatures>& programs) const override;
   /// Writes `loom-cost-model gbdt 1` and the trained Gbdt. Throws `[loom.cost.E964]` before

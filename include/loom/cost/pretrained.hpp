@@ -13,8 +13,10 @@
 ///     user find it alike (this needs the include directory to be given as an absolute path, as
 ///     CMake does; otherwise set `LOOM_COST_MODEL`).
 ///
-/// The file is what GbdtCostModel::save writes; a model for another feature count
-/// (cost/features.hpp, kNumFeatures) is refused. It was trained on one machine (its vector width
+/// The file is what GbdtCostModel::save writes. The shipped model learned feature version 1
+/// (Ansor's 164 features), the prefix of this build's layout (cost/features.hpp), and ranks by
+/// it; a model of more than kNumFeatures or fewer than 164 is refused. It was trained on one
+/// machine (its vector width
 /// and caches); on another it still ranks better than chance, but tuning there is what makes a
 /// kernel fast.
 ///
@@ -36,8 +38,8 @@ LOOM_DECL std::string pretrained_model_path();
 
 /// Reads the model at `path`. Throws `[loom.cost.E970]` when the file cannot be opened,
 /// `[loom.cost.E971]` when it is not a saved GbdtCostModel (GbdtCostModel::load's own errors are
-/// rethrown under this id, with its message) and `[loom.cost.E972]` when it was trained on another
-/// feature count than this build's.
+/// rethrown under this id, with its message) and `[loom.cost.E972]` when it was trained on a
+/// feature count this build cannot read.
 LOOM_DECL std::shared_ptr<const GbdtCostModel> load_pretrained_model(const std::string& path);
 
 /// The pretrained model from pretrained_model_path(), read once per process and path

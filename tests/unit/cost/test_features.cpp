@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "support/mma_schedule.hpp"
+
 using namespace loom;
 using namespace loom::cost;
 
@@ -84,7 +86,8 @@ TEST_SUITE("cost") {
   TEST_CASE("the name table has one unique name per feature, in Ansor's layout") {
     const auto& names = feature_names();
     REQUIRE(names.size() == static_cast<size_t>(kNumFeatures));
-    CHECK(kNumFeatures == 164);
+    CHECK(kNumFeatures == 167);
+    CHECK(kNumAnsorFeatures == 164);
     std::set<std::string_view> unique(names.begin(), names.end());
     CHECK(unique.size() == names.size());
     for (auto n : names) CHECK(!n.empty());
@@ -101,6 +104,9 @@ TEST_SUITE("cost") {
     CHECK(names[kFeatureIntensityCurve + 9] == "arith_intensity_curve.9");
     CHECK(names[kFeatureAllocSize] == "alloc_size");
     CHECK(names[kFeatureAutoUnrollMaxStep] == "auto_unroll_max_step");
+    CHECK(names[kFeatureTensorCoreMacs] == "tensor_core_macs");
+    CHECK(names[kFeaturePipelinedLen] == "pipelined_len");
+    CHECK(names[kFeatureSharedBytes] == "shared_bytes");
     // 3 × 8 annotation positions + 5 × 6 buffer one-hots + is_gpu stay unscaled.
     int one_hot = 0;
     for (int k = 0; k < kNumFeatures; ++k) one_hot += !is_log_scaled(k);
@@ -394,6 +400,37 @@ TEST_SUITE("cost") {
     CHECK(raw(p, 0, kFeatureVThread) == 0);
     CHECK(raw(p, 0, kFeatureParallelNum) == 0);  // bindings are not parallel loops
     CHECK(raw(p, 0, kFeatureOuterProd) == doctest::Approx(256));
+  }
+
+  TEST_CASE("group 6: tensor-core multiply-adds, the pipelined loop, the shared bytes") {
+    // 64^3 bf16 on tensor cores: blocks of 32 x 32, A and B through shared memory per 16-step of
+    // k (32 x 16 and 16 x 32 bf16 elements: 1 KiB each), 4 steps.
+    const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 64);
+    for (bool pipelined : {false, true}) {
+      CAPTURE(pipelined);
+      loom_test::mma_tiling t;
+      t.pipeline = pipelined;
+      const auto p = extract_features(loom_test::tensor_core_matmul(dag, t), Target::cuda("sm_90"));
+      int accumulators = 0, copies = 0;
+      for (int r = 0; r < p.num_rows; ++r) {
+        CAPTURE(r);
+        if (raw(p, r, kFeatureTensorCoreMacs) > 0) {
+          ++accumulators;
+          CHECK(raw(p, r, kFeatureTensorCoreMacs) == doctest::Approx(64 * 64 * 64));
+          CHECK(raw(p, r, kFeaturePipelinedLen) == doctest::Approx(pipelined ? 4 : 0));
+          CHECK(raw(p, r, kFeatureSharedBytes) == doctest::Approx(2048));
+        } else if (raw(p, r, kFeatureSharedBytes) > 0) {
+          ++copies;  // the copies into shared memory, inside the same loop over k-steps
+          CHECK(raw(p, r, kFeaturePipelinedLen) == doctest::Approx(pipelined ? 4 : 0));
+        }
+      }
+      CHECK(accumulators == 1);
+      CHECK(copies == 2);
+    }
+    // A CPU program has none of them.
+    const auto cpu = extract_features(sched::State(matmul(64, 64, 64)), Target::host());
+    for (int r = 0; r < cpu.num_rows; ++r)
+      for (int k = kNumAnsorFeatures; k < kNumFeatures; ++k) CHECK(raw(cpu, r, k) == 0);
   }
 
   TEST_CASE("sampled programs: deterministic, batch equals one by one, exact flops") {

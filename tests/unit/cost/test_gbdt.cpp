@@ -591,10 +591,35 @@ TEST_SUITE("cost") {
     loaded.load(file);
     CHECK(loaded.trained());
     CHECK(loaded.predict(test) == scores);
+    // Rows of a later feature layout (3 more features at the end) are read by their prefix.
+    auto widen = [](std::vector<ProgramFeatures> programs) {
+      for (ProgramFeatures& p : programs) {
+        std::vector<float> wide;
+        for (int r = 0; r < p.num_rows; ++r) {
+          const auto row = p.values.begin() + static_cast<ptrdiff_t>(r) * p.num_features;
+          wide.insert(wide.end(), row, row + p.num_features);
+          wide.insert(wide.end(), {7.0f, -1.0f, 0.5f});
+        }
+        p.num_features += 3;
+        p.values = std::move(wide);
+      }
+      return programs;
+    };
+    const std::vector<ProgramFeatures> wide_test = widen(test);
+    CHECK(loaded.predict(wide_test) == scores);
+    // A loaded model learns the layout of the samples it is given next.
+    GbdtCostModel relearning(o);
+    std::stringstream again(file.str());
+    relearning.load(again);
+    const std::vector<ProgramFeatures> wide_train = widen(train);
+    relearning.update(wide_train, y_train);
+    CHECK(relearning.model().num_features() == 9);
+    CHECK(error_id([&] { (void)relearning.predict(test); }) == "[loom.cost.E967]");
+    CHECK(pairwise_accuracy(relearning.predict(wide_test), y_test) > 0.85);
     loaded.update({train.begin(), train.begin() + 5}, {y_train.begin(), y_train.begin() + 5});
     CHECK(loaded.num_samples() == 5);
 
-    // A program without rows scores -inf; a different feature count is refused.
+    // A program without rows scores -inf; fewer features than the model's are refused.
     std::vector<ProgramFeatures> odd(2);
     odd[1].num_rows = 1;
     odd[1].num_features = 4;

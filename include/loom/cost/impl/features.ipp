@@ -81,6 +81,9 @@ LOOM_DECL const std::array<std::string_view, kNumFeatures>& feature_names() {
     n[kFeatureOuterProd] = "outer_prod";
     n[kFeatureNumLoops] = "num_loops";
     n[kFeatureAutoUnrollMaxStep] = "auto_unroll_max_step";
+    n[kFeatureTensorCoreMacs] = "tensor_core_macs";
+    n[kFeaturePipelinedLen] = "pipelined_len";
+    n[kFeatureSharedBytes] = "shared_bytes";
     return n;
   }();
   static const std::array<std::string_view, kNumFeatures> views = [] {

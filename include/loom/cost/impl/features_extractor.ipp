@@ -118,10 +118,10 @@ class extractor final : public ir::StmtVisitor {
       case ir::ForKind::Vectorized: vec_loops_.push_back(depth); break;
       case ir::ForKind::Unrolled: unroll_loops_.push_back(depth); break;
       case ir::ForKind::Parallel: parallel_loops_.push_back(depth); break;
-      // A tensor-core tile: its loops as the serial loops they stand for.
-      case ir::ForKind::Serial:
-      case ir::ForKind::Tensorized:
-      case ir::ForKind::Pipelined: break;
+      // A tensor-core tile, a pipelined loop: the serial loops they stand for, and group 6.
+      case ir::ForKind::Serial: break;
+      case ir::ForKind::Tensorized: ++tensorized_; break;
+      case ir::ForKind::Pipelined: pipelined_.push_back(extent); break;
       default:
         // A GPU binding: its extent is the thread/block count (the innermost binding of an
         // index wins); virtual threads multiply.
@@ -144,6 +144,8 @@ class extractor final : public ir::StmtVisitor {
       case ir::ForKind::Vectorized: vec_loops_.pop_back(); break;
       case ir::ForKind::Unrolled: unroll_loops_.pop_back(); break;
       case ir::ForKind::Parallel: parallel_loops_.pop_back(); break;
+      case ir::ForKind::Tensorized: --tensorized_; break;
+      case ir::ForKind::Pipelined: pipelined_.pop_back(); break;
       default: break;
     }
     pop_loop();
@@ -151,7 +153,12 @@ class extractor final : public ir::StmtVisitor {
 
   void visit_Allocate(const ir::Allocate* op) override {
     allocations_.push_back({op->buffer.get(), static_cast<int>(loops_.size()), outer_prod_});
+    const double bytes =
+        static_cast<double>(op->buffer->num_elements()) * op->buffer->dtype.bytes();
+    const bool shared = op->buffer->scope == ir::MemoryScope::Shared;
+    if (shared) shared_bytes_ += bytes;
     visit(op->body);
+    if (shared) shared_bytes_ -= bytes;
     const allocation a = allocations_.back();
     allocations_.pop_back();
     if (row* r = find_row(a.buffer)) {
@@ -218,6 +225,11 @@ class extractor final : public ir::StmtVisitor {
     r.raw[kFeatureOuterProd] = outer_prod_;
     r.raw[kFeatureNumLoops] = static_cast<double>(loops_.size());
     r.raw[kFeatureAutoUnrollMaxStep] = unroll_steps_;
+
+    // Group 6: GPU kernels.
+    r.raw[kFeatureTensorCoreMacs] = tensorized_ > 0 ? scalar_prod : 0.0;
+    r.raw[kFeaturePipelinedLen] = pipelined_.empty() ? 0.0 : static_cast<double>(pipelined_.back());
+    r.raw[kFeatureSharedBytes] = shared_bytes_;
 
     if (lanes > 1) {
       vec_loops_.pop_back();
@@ -292,6 +304,9 @@ class extractor final : public ir::StmtVisitor {
     is_gpu_ = target.is_cuda();
     gpu_len_.fill(0);
     unroll_steps_ = 0;
+    tensorized_ = 0;
+    pipelined_.clear();
+    shared_bytes_ = 0;
   }
 
   int push_loop(const ir::Variable* var, int64_t min, int64_t extent, ir::ForKind kind) {
@@ -403,6 +418,9 @@ class extractor final : public ir::StmtVisitor {
   bool is_gpu_ = false;
   std::array<int64_t, 7> gpu_len_{};  // blockIdx.xyz, vthread, threadIdx.xyz (ForKind order)
   double unroll_steps_ = 0;
+  int tensorized_ = 0;              // Tensorized loops around the visit
+  std::vector<int64_t> pipelined_;  // extents of the Pipelined loops around it
+  double shared_bytes_ = 0;         // of the shared arrays allocated around it
 
   // Per-store scratch.
   std::vector<std::pair<const ir::BufferNode*, const ir::Expr*>> loads_;

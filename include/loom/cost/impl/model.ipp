@@ -83,7 +83,9 @@ LOOM_DECL void GbdtCostModel::update(const std::vector<ProgramFeatures>& program
   detail::check_programs(programs, "GbdtCostModel::update");
   detail::check_throughputs(programs, throughputs, "GbdtCostModel::update");
   // Check every program before keeping any, so a rejected batch leaves the model unchanged.
-  int nf = data_.num_features;
+  // With no samples yet (a new or a loaded model) the first batch sets the feature count: a
+  // loaded model may have learned an older layout, and it is retrained on the new samples only.
+  int nf = num_samples() > 0 ? data_.num_features : 0;
   for (size_t i = 0; i < programs.size(); ++i) {
     const ProgramFeatures& p = programs[i];
     if (p.num_rows == 0) continue;
@@ -129,11 +131,20 @@ LOOM_DECL std::vector<double> GbdtCostModel::predict(
   for (size_t i = 0; i < programs.size(); ++i) {
     const ProgramFeatures& p = programs[i];
     if (p.num_rows == 0) continue;
-    LOOM_USER_CHECK(p.num_features == nf, "loom.cost.E967")
+    // A feature layout grows only at its end (cost/features.hpp): a model trained on an older
+    // one reads the prefix of each row.
+    LOOM_USER_CHECK(p.num_features >= nf, "loom.cost.E967")
         << "GbdtCostModel::predict: program " << i << " has " << p.num_features
         << " features per row but the model was trained on " << nf
         << "; extract the features with the feature set the model learned from";
-    rows.insert(rows.end(), p.values.begin(), p.values.end());
+    if (p.num_features == nf) {
+      rows.insert(rows.end(), p.values.begin(), p.values.end());
+    } else {
+      for (int r = 0; r < p.num_rows; ++r) {
+        auto row = p.values.begin() + static_cast<ptrdiff_t>(r) * p.num_features;
+        rows.insert(rows.end(), row, row + nf);
+      }
+    }
     offsets.push_back(offsets.back() + static_cast<size_t>(p.num_rows));
     which.push_back(i);
   }

@@ -45,10 +45,14 @@ LOOM_DECL std::shared_ptr<const GbdtCostModel> load_pretrained_model(const std::
         << "the pretrained cost model '" << path << "' is not a saved GBDT cost model (" << e.what()
         << "); regenerate it with scripts/train-cost-model.sh";
   }
-  LOOM_USER_CHECK(model->model().num_features() == kNumFeatures, "loom.cost.E972")
+  // An older layout is a prefix of this one (cost/features.hpp), which the model reads.
+  LOOM_USER_CHECK(model->model().num_features() >= kNumAnsorFeatures &&
+                      model->model().num_features() <= kNumFeatures,
+                  "loom.cost.E972")
       << "the pretrained cost model '" << path << "' was trained on "
       << model->model().num_features() << " features per row but this build extracts "
-      << kNumFeatures << " (feature version " << kFeatureVersion
+      << kNumFeatures << " (feature version " << kFeatureVersion << ", which reads models of "
+      << kNumAnsorFeatures << " to " << kNumFeatures
       << "); regenerate it with scripts/train-cost-model.sh";
   return model;
 }
