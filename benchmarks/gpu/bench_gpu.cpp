@@ -33,7 +33,7 @@
 // (printed with its math type when the plan is made).
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
-//             [Google Benchmark flags]
+//             [--ansor-features] [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
 // --workloads keeps the workloads whose names start with one of the given prefixes (all by
@@ -47,6 +47,9 @@
 // whether it uses tensor cores, ldmatrix and cp.async. --double-buffer=P sets how often tuning
 // draws double-buffered programs (SearchOptions::gpu_double_buffer_probability, 0.5 by
 // default): tuning into two record files with 0 and 1 measures what double buffering is worth.
+// --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
+// loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
+// against a run without it, into another record file, it measures what they are worth.
 //
 // The inputs are random multiples of 1/64 in [0.5, 1.5], exact in bf16, fp16 and TF32: every
 // precision of a shape multiplies the same numbers. Before timing, every contender's output is
@@ -60,6 +63,7 @@
 #include <loom/ops.hpp>
 #include <loom/ops/untyped.hpp>
 #include <loom/backend/measure_data.hpp>
+#include <loom/cost/features.hpp>
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -744,6 +748,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int trials = 0;
   double double_buffer = search::SearchOptions{}.gpu_double_buffer_probability;
+  bool ansor_features = false;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -755,6 +760,8 @@ int main(int argc, char** argv) {
       records = argv[i] + 10;
     } else if (std::strncmp(argv[i], "--double-buffer=", 16) == 0) {
       double_buffer = std::atof(argv[i] + 16);
+    } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
+      ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
       list_only = true;
     } else if (std::strncmp(argv[i], "--workloads=", 12) == 0) {
@@ -807,6 +814,7 @@ int main(int argc, char** argv) {
       o.records = records;
       o.name = w->name;
       o.space.gpu_double_buffer_probability = double_buffer;
+      if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;
       const cuda::TuneResult r = cuda::tune(*w->loom_task, o);

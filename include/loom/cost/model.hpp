@@ -74,6 +74,9 @@ struct GbdtCostModelOptions {
   /// Weight each sample by its throughput (Ansor: w = y, so fast programs dominate the loss
   /// and failed ones are ignored); otherwise every sample weighs 1.
   bool weight_by_throughput = true;
+  /// Learn from the first `num_features` features of each row only (0: all of them), e.g.
+  /// kNumAnsorFeatures (cost/features.hpp) to measure what the later ones are worth.
+  int num_features = 0;
   /// Seed of the random scores returned while warming up.
   uint64_t seed = 43;
 };

@@ -616,6 +616,15 @@ TEST_SUITE("cost") {
     CHECK(relearning.model().num_features() == 9);
     CHECK(error_id([&] { (void)relearning.predict(test); }) == "[loom.cost.E967]");
     CHECK(pairwise_accuracy(relearning.predict(wide_test), y_test) > 0.85);
+    // Told to learn from the first 6 features, a model of 9-feature rows is the 6-feature one.
+    GbdtCostModelOptions prefix = o;
+    prefix.num_features = 6;
+    GbdtCostModel ablated(prefix);
+    ablated.update(wide_train, y_train);
+    CHECK(ablated.model().num_features() == 6);
+    CHECK(ablated.predict(wide_test) == scores);
+    ablated.update(test, y_test);  // rows of just those 6 are the same samples
+    CHECK(ablated.num_samples() == train.size() + test.size());
     loaded.update({train.begin(), train.begin() + 5}, {y_train.begin(), y_train.begin() + 5});
     CHECK(loaded.num_samples() == 5);
 

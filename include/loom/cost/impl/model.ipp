@@ -85,21 +85,31 @@ LOOM_DECL void GbdtCostModel::update(const std::vector<ProgramFeatures>& program
   // Check every program before keeping any, so a rejected batch leaves the model unchanged.
   // With no samples yet (a new or a loaded model) the first batch sets the feature count: a
   // loaded model may have learned an older layout, and it is retrained on the new samples only.
-  int nf = num_samples() > 0 ? data_.num_features : 0;
+  int given = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
     const ProgramFeatures& p = programs[i];
     if (p.num_rows == 0) continue;
-    if (nf == 0) nf = p.num_features;
-    LOOM_USER_CHECK(p.num_features == nf && nf > 0, "loom.cost.E967")
+    if (given == 0) given = p.num_features;
+    LOOM_USER_CHECK(p.num_features == given && given > 0, "loom.cost.E967")
         << "GbdtCostModel::update: program " << i << " has " << p.num_features
-        << " features per row but the model learns from " << nf
+        << " features per row but the batch's first has " << given
         << "; extract every program's features with the same feature set";
   }
+  if (given == 0) return;  // nothing to learn from
+  const int wanted = options_.num_features > 0 ? std::min(options_.num_features, given) : given;
+  const int nf = num_samples() > 0 ? data_.num_features : wanted;
+  LOOM_USER_CHECK(wanted == nf, "loom.cost.E967")
+      << "GbdtCostModel::update: the programs have " << given
+      << " features per row but the model learns from " << nf
+      << "; extract every program's features with the same feature set";
   data_.num_features = nf;
   for (size_t i = 0; i < programs.size(); ++i) {
     const ProgramFeatures& p = programs[i];
     if (p.num_rows == 0) continue;
-    data_.features.insert(data_.features.end(), p.values.begin(), p.values.end());
+    for (int r = 0; r < p.num_rows; ++r) {
+      const auto row = p.values.begin() + static_cast<ptrdiff_t>(r) * p.num_features;
+      data_.features.insert(data_.features.end(), row, row + nf);
+    }
     data_.group_offsets.push_back(data_.group_offsets.back() + static_cast<size_t>(p.num_rows));
     data_.labels.push_back(throughputs[i]);
     data_.weights.push_back(options_.weight_by_throughput ? throughputs[i] : 1.0);
