@@ -143,6 +143,14 @@ std::vector<workload> workloads() {
     w.push_back(make("fp16 conv2d_nhwc 32->64 8x8 n2", {x, wt},
                      {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
   }
+  // Width 28, as ResNet-50's second stage (no multiple of 16): a fragment's 16 rows are 4
+  // columns x 4 rows of the image.
+  {
+    auto x = placeholder<float16>("X", {1, 28, 28, 32});
+    auto wt = placeholder<float16>("W", {3, 3, 32, 64});
+    w.push_back(make("fp16 conv2d_nhwc 32->64 28x28", {x, wt},
+                     {ops::conv2d_nhwc(x, wt, {.padding = {1, 1}})}));
+  }
   // float32 operands on a TF32 target: m16n8k8 tensor-core and SIMT programs.
   {
     auto a = placeholder<float>("A", {128, 96});
