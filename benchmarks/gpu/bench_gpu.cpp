@@ -33,7 +33,7 @@
 // (printed with its math type when the plan is made).
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
-//             [--ansor-features] [Google Benchmark flags]
+//             [--pad-shared=P] [--ansor-features] [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
 // --workloads keeps the workloads whose names start with one of the given prefixes (all by
@@ -47,6 +47,8 @@
 // whether it uses tensor cores, ldmatrix and cp.async. --double-buffer=P sets how often tuning
 // draws double-buffered programs (SearchOptions::gpu_double_buffer_probability, 0.5 by
 // default): tuning into two record files with 0 and 1 measures what double buffering is worth.
+// --pad-shared=P: how often tensor-core operands' shared rows are padded against bank conflicts
+// (SearchOptions::gpu_pad_shared_probability, 1 by default); 0 against 1 measures the padding.
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -749,6 +751,7 @@ int main(int argc, char** argv) {
   int trials = 0;
   double double_buffer = search::SearchOptions{}.gpu_double_buffer_probability;
   bool ansor_features = false;
+  double pad_shared = search::SearchOptions{}.gpu_pad_shared_probability;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -760,6 +763,8 @@ int main(int argc, char** argv) {
       records = argv[i] + 10;
     } else if (std::strncmp(argv[i], "--double-buffer=", 16) == 0) {
       double_buffer = std::atof(argv[i] + 16);
+    } else if (std::strncmp(argv[i], "--pad-shared=", 13) == 0) {
+      pad_shared = std::atof(argv[i] + 13);
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
@@ -814,6 +819,7 @@ int main(int argc, char** argv) {
       o.records = records;
       o.name = w->name;
       o.space.gpu_double_buffer_probability = double_buffer;
+      o.space.gpu_pad_shared_probability = pad_shared;
       if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;

@@ -28,7 +28,11 @@
 ///    `gpu_thread_candidates` (threadIdx.x alone when they fit in a warp); a shared-memory copy
 ///    fuses its loops and splits them by the thread count of the stage it is computed in
 ///    (follow_fused_split of that stage's thread level), the inner part bound to threadIdx.x:
-///    cooperative fetching.
+///    cooperative fetching. A copy feeding a tensor-core tile has its rows padded
+///    (storage_align) to an odd number of 16 bytes with probability
+///    `gpu_pad_shared_probability` (not in Ansor): consecutive rows an `ldmatrix` phase reads
+///    then hit 8 different bank groups, and rows two apart (a lane's two fragment rows are
+///    adjacent, so its neighbours' are two apart) 4 instead of 1 or 2.
 ///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
 ///    iterations that shared stages are computed at is annotated `pipeline` with probability
 ///    `gpu_double_buffer_probability`: their tiles are double-buffered, the next copied

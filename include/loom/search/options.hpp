@@ -38,6 +38,11 @@ struct SearchOptions {
   /// pipelines a loop that shared stages are computed at — their next tiles copied with cp.async
   /// while the current ones are used (lower/gpu.hpp, point 6). 0 never, 1 always.
   double gpu_double_buffer_probability = 0.5;
+  /// GPU: how often ThreadBind pads the rows of a shared stage that feeds a tensor-core tile
+  /// (storage_align, so that a row's stride in 16-byte units is odd): the 8 rows an `ldmatrix`
+  /// reads at once then fall in 8 different bank groups, where rows of 32 or 64 bytes share
+  /// 4 or 2 of them (2- and 4-way bank conflicts). 0 never, 1 always.
+  double gpu_pad_shared_probability = 1.0;
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
   bool enable_cache_write = true;

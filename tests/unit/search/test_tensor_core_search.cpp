@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <loom/lower/gpu.hpp>
+#include <loom/lower/infer_regions.hpp>
+#include <loom/lower/plan_buffers.hpp>
 #include <loom/ops.hpp>
 #include <loom/ops/untyped.hpp>
 #include <loom/search/annotate.hpp>
@@ -106,6 +108,35 @@ TEST_SUITE("search.tensor_cores") {
           CHECK_MESSAGE(r == "", p.to_string());
         }
       }
+    }
+  }
+
+  TEST_CASE("tensor-core operands in shared memory have rows of an odd number of 16 bytes") {
+    // The 8 rows one ldmatrix phase reads then fall into different 16-byte bank groups where
+    // they are consecutive. Every sample above is padded (the default), and right.
+    const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 64);
+    const Task task(dag, Target::cuda("sm_90"));
+    const auto tc = tensor_core_sketches(search::generate_sketches(task));
+    REQUIRE(tc.size() == 1);
+    for (double probability : {1.0, 0.0}) {
+      CAPTURE(probability);
+      search::SearchOptions o;
+      o.gpu_pad_shared_probability = probability;
+      std::mt19937_64 rng(5);
+      int shared = 0, odd = 0;
+      for (const sched::State& p : search::sample_programs(tc, task, o, rng, 12)) {
+        const lower::BufferPlan plan = lower::plan_buffers(p, lower::infer_regions(p));
+        for (size_t si = 0; si < p.stages().size(); ++si) {
+          const sched::Stage& st = p.stages()[si];
+          if (st.scope != ir::MemoryScope::Shared || !plan.stages[si].buffer) continue;
+          ++shared;
+          const int64_t row_bytes = plan.stages[si].strides[0] * st.op.dtype().bytes();
+          odd += row_bytes % 16 == 0 && (row_bytes / 16) % 2 == 1;
+        }
+      }
+      CHECK(shared > 0);
+      // Unpadded, the rows of 16 or 32 columns (the k-step, or N's tile) are 2 or 4 units.
+      CHECK(odd == (probability == 1.0 ? shared : 0));
     }
   }
 

@@ -166,6 +166,12 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       if (tensor_core)
         steps = detail::gpu_spatial_split_steps(state, s.attach_stage, tensor_core_levels);
       if (steps.empty()) continue;
+      // A tensor-core operand's rows padded to an odd number of 16-byte units (applied last:
+      // `s` is read until the state changes).
+      const int rows_axis = static_cast<int>(s.op.shape().size()) - 2;
+      const int64_t units = 16 / s.op.dtype().bytes();  // elements per 16 bytes
+      const bool pad = tensor_core && rows_axis >= 0 && s.storage_aligns.empty() &&
+                       ::loom::detail::unit_draw(rng) < o.gpu_pad_shared_probability;
       // Each thread copies a vector of consecutive elements (Ansor splits one out too): 1, 2,
       // 4 or 8 lanes of at most 16 bytes that divide the copy's innermost extent, drawn.
       const int64_t inner = s.leaf(static_cast<int>(s.leaves.size()) - 1).extent;
@@ -189,6 +195,7 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       }
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
       if (vector > 1) state.annotate(name, 2, sched::Annotation::Vectorized);
+      if (pad) state.storage_align(name, rows_axis, 2 * units, units);
     }
   }
 }
