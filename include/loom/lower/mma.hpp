@@ -35,6 +35,8 @@
 /// Operands in shared memory go to the registers with `ldmatrix` where its rows fit: a lane
 /// gives the address of one row of 8 elements of an 8 x 8 matrix and receives, as the fragment
 /// needs, elements of rows other lanes gave (A as stored, B transposed, from its k-major rows).
+/// TF32 A loads so too, a 16-byte row being 4 float32 elements and each lane's 32 bits one
+/// element (rounded to TF32 after the load); TF32 B, whose transpose would split elements, not.
 /// The conditions are checked as the lane conditions, and the alignment proven
 /// (ir::known_divisor). The emulation loads the registers the way ldmatrix does, from the rows
 /// the lanes give, so a wrong row address is a wrong result there too.
@@ -88,11 +90,12 @@ struct MmaTile {
   int per_register() const { return is_tf32() ? 1 : 2; }
   /// The C elements of accumulator registers 0..3.
   std::array<ir::Expr, 4> c_index;
-  /// `ldmatrix` (16-bit operands in shared memory, every logical 8-element row of the tile's
-  /// 8 x 8 quarters contiguous and 16-byte aligned): the element whose address the lane gives.
-  /// For A (`.x4`), lane l gives row l % 8 of quarter l / 8 (rows 8 (q % 2), columns 8 (q / 2)
-  /// of the 16 x 16 tile); for B (`.x2.trans`), lane l gives row l % 8 of quarter (l / 8) % 2
-  /// (k rows 8 q, along the 8 columns). Undefined where the operand is loaded element by element.
+  /// `ldmatrix` (operands in shared memory, every logical 16-byte row of the tile's quarters
+  /// contiguous and 16-byte aligned): the element whose address the lane gives. For A (`.x4`),
+  /// lane l gives row l % 8 of quarter l / 8 (rows 8 (q % 2), columns w (q / 2) of the 16 x 16
+  /// tile, w = 8; of the 16 x 8 TF32 tile, w = 4); for B (`.x2.trans`, 16-bit only), lane l
+  /// gives row l % 8 of quarter (l / 8) % 2 (k rows 8 q, along the 8 columns). Undefined where
+  /// the operand is loaded element by element.
   ir::Expr a_row, b_row;
 
   /// The PTX instruction, e.g. "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32".

@@ -396,6 +396,9 @@ TEST_SUITE("cuda") {
     const std::string instruction = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
     CHECK(src.find("asm volatile(\"" + instruction) != std::string::npos);
     CHECK(src.find("cvt.rna.tf32.f32") != std::string::npos);
+    // A's rows of 4 floats load with ldmatrix.x4 and are rounded after it.
+    CHECK(src.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
+    CHECK(src.find("__uint_as_float(loom_a0)") != std::string::npos);
     const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
     size_t found = 0, rounded = 0;
     for (size_t at = ptx.find(instruction); at != std::string::npos;

@@ -187,14 +187,18 @@ TEST_SUITE("lower.mma") {
         CHECK(r == "");
       }
     }
-    // TF32 operands are 32-bit: never ldmatrix.
-    const State f = loom_test::tensor_core_matmul(loom_test::float_matmul(64, 64, 32),
-                                                  {1, 2, 2, 1, true, true, 8});
-    for (const lower::MmaTile& t :
-         tiles_of(lower::lower_gpu(f, Target::cuda().with_tf32()).kernels[0])) {
-      CHECK(!t.a_row.defined());
+    // TF32: A's rows of 4 float32 elements load with ldmatrix (each lane's 32 bits one
+    // element); B, whose transpose would split them, element by element.
+    const auto fdag = loom_test::float_matmul(64, 64, 32);
+    const State f = loom_test::tensor_core_matmul(fdag, {1, 2, 2, 1, true, true, 8});
+    const lower::GpuProgram fp = lower::lower_gpu(f, Target::cuda().with_tf32());
+    for (const lower::MmaTile& t : tiles_of(fp.kernels[0])) {
+      CHECK(t.a_row.defined());
       CHECK(!t.b_row.defined());
     }
+    const std::string tf32 = loom_test::check_half_matmul<float>(
+        *fdag, 64, 64, 32, [&](std::vector<void*> args) { lower::emulate(fp, args); });
+    CHECK(tf32 == "");
   }
 
   TEST_CASE("tiles that are not m16n8k16 tiles are refused with what is wrong") {

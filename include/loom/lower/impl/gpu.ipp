@@ -919,15 +919,17 @@ class emulation_builder {
     const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
     const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
     // ldmatrix (MmaTile::a_row, b_row): register r, half h of lane (g, t) is element 2t + h of
-    // the row lane 8r + g gives (A), or element g of the row lane 8r + 2t + h gives (B,
-    // transposed); the row addresses are the other lanes' expressions.
+    // the row lane 8r + g gives (A; TF32: element t, the lane's 32 bits of the 16-byte row), or
+    // element g of the row lane 8r + 2t + h gives (B, transposed); the row addresses are the
+    // other lanes' expressions.
     auto row_of_lane = [&](const Expr& row, const Expr& giver) {
       return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + giver}});
     };
     auto a_value = [&](int r, int h) -> Expr {
       if (!t.a_row.defined()) return Load::make(t.a, t.a_index[r][h]);
-      return Load::make(t.a,
-                        row_of_lane(t.a_row, Expr(int64_t{8 * r}) + g) + t2 + Expr(int64_t{h}));
+      const Expr element =
+          per_reg == 2 ? t2 + Expr(int64_t{h}) : FloorMod::make(lane, Expr(int64_t{4}));
+      return Load::make(t.a, row_of_lane(t.a_row, Expr(int64_t{8 * r}) + g) + element);
     };
     auto b_value = [&](int r, int h) -> Expr {
       if (!t.b_row.defined()) return Load::make(t.b, t.b_index[r][h]);

@@ -192,10 +192,9 @@ class mma_matcher {
     for (int r = 0; r < 4; ++r)
       t.c_index[r] = simplify(
           substitute(st->index, {{h_, Expr(int64_t{r >> 1})}, {q_, Expr(int64_t{r & 1})}}));
-    if (!tf32) {
-      t.a_row = ldmatrix_rows_a();
-      t.b_row = ldmatrix_rows_b();
-    }
+    t.a_row = ldmatrix_rows_a(tf32 ? 4 : 8);
+    // TF32's B would need its 32-bit elements split by ldmatrix's transpose.
+    if (!tf32) t.b_row = ldmatrix_rows_b();
     return t;
   }
 
@@ -291,20 +290,20 @@ class mma_matcher {
   }
 
   // ldmatrix's rows (mma.hpp, MmaTile::a_row): lane l gives row i = l % 8 of quarter j = l / 8,
-  // logical A row i + 8 (j % 2) from column 8 (j / 2): A's index for the lane with g = i at
-  // h = j % 2, k = 8 (j / 2). Undefined unless each such row is 8 consecutive elements starting
-  // at a multiple of 8 (16 bytes).
-  Expr ldmatrix_rows_a() const {
+  // logical A row i + 8 (j % 2) from column w (j / 2), where a 16-byte row holds w elements (8
+  // 16-bit ones, 4 TF32 ones): A's index for the lane with g = i at h = j % 2, k = w (j / 2).
+  // Undefined unless each such row is w consecutive elements starting at a multiple of w.
+  Expr ldmatrix_rows_a(int64_t w) const {
     if (a_->buffer->scope != MemoryScope::Shared) return Expr();
     const Expr j = FloorDiv::make(FloorMod::make(tx_, Expr(int64_t{32})), Expr(int64_t{8}));
     const Expr row = simplify(substitute(
-        a_->index, {{k_, FloorDiv::make(j, Expr(int64_t{2})) * Expr(int64_t{8})},
+        a_->index, {{k_, FloorDiv::make(j, Expr(int64_t{2})) * Expr(w)},
                     {h_, FloorMod::make(j, Expr(int64_t{2}))},
                     {tx_.as<Variable>(),
                      warp_base(tx_) + FloorMod::make(tx_, Expr(int64_t{8})) * Expr(int64_t{4})}}));
-    const bool rows_fit = contiguous_rows(*a_, row, 32, [&](int64_t wb, int64_t l, int64_t c) {
+    const bool rows_fit = contiguous_rows(*a_, row, 32, w, [&](int64_t wb, int64_t l, int64_t c) {
       return std::unordered_map<const Variable*, int64_t>{
-          {tx_.as<Variable>(), wb + 4 * (l % 8)}, {k_, 8 * (l / 16) + c}, {h_, (l / 8) % 2}};
+          {tx_.as<Variable>(), wb + 4 * (l % 8)}, {k_, w * (l / 16) + c}, {h_, (l / 8) % 2}};
     });
     return rows_fit ? row : Expr();
   }
@@ -319,7 +318,7 @@ class mma_matcher {
                    FloorMod::make(lane, Expr(int64_t{8}));
     const Expr row = simplify(substitute(
         b_->index, {{k_, k}, {q_, Expr(int64_t{0})}, {tx_.as<Variable>(), warp_base(tx_)}}));
-    const bool rows_fit = contiguous_rows(*b_, row, 16, [&](int64_t wb, int64_t l, int64_t c) {
+    const bool rows_fit = contiguous_rows(*b_, row, 16, 8, [&](int64_t wb, int64_t l, int64_t c) {
       return std::unordered_map<const Variable*, int64_t>{
           {tx_.as<Variable>(), wb + c / 2}, {q_, c % 2}, {k_, l}};
     });
@@ -328,12 +327,12 @@ class mma_matcher {
 
   // Whether `row` (an index in the thread index and the loops around the tile) is, for lanes
   // 0..lanes-1 of a few warps and values of the other variables, the element that `element(warp
-  // base, lane, c)` binds the operand's index to, minus c, for c = 0..7; and a proven multiple
-  // of 8.
+  // base, lane, c)` binds the operand's index to, minus c, for c = 0..width-1; and a proven
+  // multiple of `width` (the elements of 16 bytes).
   template <class Element>
-  bool contiguous_rows(const Load& operand, const Expr& row, int64_t lanes,
+  bool contiguous_rows(const Load& operand, const Expr& row, int64_t lanes, int64_t width,
                        Element&& element) const {
-    if (!row.defined() || known_divisor(row) % 8 != 0) return false;
+    if (!row.defined() || known_divisor(row) % width != 0) return false;
     std::vector<const Variable*> others;
     for (const Expr& e : {operand.index, row})
       for (const Variable* x : free_vars(e))
@@ -351,7 +350,7 @@ class mma_matcher {
         at_row[tx_.as<Variable>()] = wb + l;
         const std::optional<int64_t> start = eval_index(row, at_row);
         if (!start) return false;
-        for (int64_t c = 0; c < 8; ++c) {
+        for (int64_t c = 0; c < width; ++c) {
           auto b = base;
           for (auto& [v, e] : element(wb, l, c)) b[v] = e;
           if (eval_index(operand.index, b) != *start + c) return false;

@@ -449,6 +449,11 @@ class printer {
           << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
           << "[%4];\\n\" : \"=r\"(loom_a0), \"=r\"(loom_a1), \"=r\"(loom_a2), \"=r\"(loom_a3) : "
           << shared_address(t.a, t.a_row) << ");\n";
+      // ldmatrix moves bits: TF32 elements arrive as float32 and are rounded here.
+      if (t.is_tf32())
+        for (int r = 0; r < 4; ++r)
+          os_ << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(loom_a" << r
+              << ") : \"f\"(__uint_as_float(loom_a" << r << ")));\n";
     } else {
       for (int r = 0; r < 4; ++r) {
         if (t.is_tf32())
