@@ -39,12 +39,12 @@ inline const Load* float32_operand(const Expr& e) {
 }
 
 using Bindings = std::unordered_map<const Variable*, Expr>;
+using Values = std::unordered_map<const Variable*, int64_t>;
 
 // An index expression's value with every variable bound (the integer arithmetic lowering makes
 // of indices); none for anything else. Evaluates thousands of lane positions in the time the
 // simplifier folds a few.
-inline std::optional<int64_t> eval_index(const Expr& e,
-                                         const std::unordered_map<const Variable*, int64_t>& v) {
+inline std::optional<int64_t> eval_index(const Expr& e, const Values& v) {
   auto both = [&](const Expr& a, const Expr& b) -> std::optional<std::pair<int64_t, int64_t>> {
     auto x = eval_index(a, v), y = eval_index(b, v);
     if (!x || !y) return std::nullopt;
@@ -212,8 +212,12 @@ class mma_matcher {
         << os.str();
   }
 
-  int64_t at(const Expr& e, const Bindings& values) const {
-    const Expr v = simplify(substitute(e, values));
+  int64_t at(const Expr& e, const Values& values) const {
+    if (std::optional<int64_t> x = eval_index(e, values)) return *x;
+    // A node eval_index does not know: the simplifier folds it.
+    Bindings bound;
+    for (const auto& [var, value] : values) bound[var] = Expr(value);
+    const Expr v = simplify(substitute(e, bound));
     const int64_t* c = as_const_int(v);
     LOOM_INTERNAL_CHECK(c) << "index " << e << " did not evaluate to a constant: " << v;
     return *c;
@@ -236,18 +240,18 @@ class mma_matcher {
     auto pick = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
     const Variable* tx = tx_.as<Variable>();
     for (int sample = 0; sample < 24; ++sample) {
-      Bindings base;
-      for (const Variable* x : others) base[x] = Expr(pick(4));
+      Values base;
+      for (const Variable* x : others) base[x] = pick(4);
       const int64_t thread = pick(block_x_), k = pick(k_extent_), h = pick(2), q = pick(2);
       auto with = [&](int64_t th, int64_t kk, int64_t hh, int64_t qq) {
-        Bindings b = base;
-        b[tx] = Expr(th);
-        b[k_] = Expr(kk);
-        b[h_] = Expr(hh);
-        b[q_] = Expr(qq);
+        Values b = base;
+        b[tx] = th;
+        b[k_] = kk;
+        b[h_] = hh;
+        b[q_] = qq;
         return b;
       };
-      const Bindings here = with(thread, k, h, q);
+      const Values here = with(thread, k, h, q);
       const int64_t a0 = at(a_->index, here), b0 = at(b_->index, here), c0 = at(c_index, here);
       for (int64_t bit : {1, 2}) {
         check(at(a_->index, with(thread ^ bit, k, h, q)) == a0, [&](std::ostream& os) {
@@ -302,7 +306,7 @@ class mma_matcher {
                     {tx_.as<Variable>(),
                      warp_base(tx_) + FloorMod::make(tx_, Expr(int64_t{8})) * Expr(int64_t{4})}}));
     const bool rows_fit = contiguous_rows(*a_, row, 32, w, [&](int64_t wb, int64_t l, int64_t c) {
-      return std::unordered_map<const Variable*, int64_t>{
+      return Values{
           {tx_.as<Variable>(), wb + 4 * (l % 8)}, {k_, w * (l / 16) + c}, {h_, (l / 8) % 2}};
     });
     return rows_fit ? row : Expr();
@@ -319,8 +323,7 @@ class mma_matcher {
     const Expr row = simplify(substitute(
         b_->index, {{k_, k}, {q_, Expr(int64_t{0})}, {tx_.as<Variable>(), warp_base(tx_)}}));
     const bool rows_fit = contiguous_rows(*b_, row, 16, 8, [&](int64_t wb, int64_t l, int64_t c) {
-      return std::unordered_map<const Variable*, int64_t>{
-          {tx_.as<Variable>(), wb + c / 2}, {q_, c % 2}, {k_, l}};
+      return Values{{tx_.as<Variable>(), wb + c / 2}, {q_, c % 2}, {k_, l}};
     });
     return rows_fit ? row : Expr();
   }
@@ -342,7 +345,7 @@ class mma_matcher {
     std::mt19937 rng(20261129);
     auto pick = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
     for (int sample = 0; sample < 4; ++sample) {
-      std::unordered_map<const Variable*, int64_t> base;
+      Values base;
       for (const Variable* x : others) base[x] = pick(4);
       const int64_t wb = 32 * pick(block_x_ / 32);
       for (int64_t l = 0; l < lanes; ++l) {
