@@ -31,8 +31,9 @@
 ///    cooperative fetching. A copy feeding a tensor-core tile has its rows padded
 ///    (storage_align) to an odd number of 16 bytes with probability
 ///    `gpu_pad_shared_probability` (not in Ansor): consecutive rows an `ldmatrix` phase reads
-///    then hit 8 different bank groups, and rows two apart (a lane's two fragment rows are
-///    adjacent, so its neighbours' are two apart) 4 instead of 1 or 2.
+///    then hit 8 different bank groups (B's k rows: no bank conflict), rows two apart 4 (A's,
+///    whose lanes' two fragment rows are adjacent: 2-way conflicts, against 4- or 8-way
+///    unpadded).
 ///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
 ///    iterations that shared stages are computed at is annotated `pipeline` with probability
 ///    `gpu_double_buffer_probability`: their tiles are double-buffered, the next copied

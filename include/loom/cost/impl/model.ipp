@@ -69,6 +69,19 @@ inline std::vector<size_t> by_score_desc(const std::vector<double>& scores) {
   return order;
 }
 
+// Appends the first `nf` features of each row of `p` to `out`: all of a row, or the prefix a
+// model of an older (shorter) feature layout reads.
+inline void append_rows(std::vector<float>& out, const ProgramFeatures& p, int nf) {
+  if (p.num_features == nf) {
+    out.insert(out.end(), p.values.begin(), p.values.end());
+    return;
+  }
+  for (int r = 0; r < p.num_rows; ++r) {
+    const auto row = p.values.begin() + static_cast<ptrdiff_t>(r) * p.num_features;
+    out.insert(out.end(), row, row + nf);
+  }
+}
+
 }  // namespace detail
 
 // --- GbdtCostModel -------------------------------------------------------------------------------
@@ -106,10 +119,7 @@ LOOM_DECL void GbdtCostModel::update(const std::vector<ProgramFeatures>& program
   for (size_t i = 0; i < programs.size(); ++i) {
     const ProgramFeatures& p = programs[i];
     if (p.num_rows == 0) continue;
-    for (int r = 0; r < p.num_rows; ++r) {
-      const auto row = p.values.begin() + static_cast<ptrdiff_t>(r) * p.num_features;
-      data_.features.insert(data_.features.end(), row, row + nf);
-    }
+    detail::append_rows(data_.features, p, nf);
     data_.group_offsets.push_back(data_.group_offsets.back() + static_cast<size_t>(p.num_rows));
     data_.labels.push_back(throughputs[i]);
     data_.weights.push_back(options_.weight_by_throughput ? throughputs[i] : 1.0);
@@ -147,14 +157,7 @@ LOOM_DECL std::vector<double> GbdtCostModel::predict(
         << "GbdtCostModel::predict: program " << i << " has " << p.num_features
         << " features per row but the model was trained on " << nf
         << "; extract the features with the feature set the model learned from";
-    if (p.num_features == nf) {
-      rows.insert(rows.end(), p.values.begin(), p.values.end());
-    } else {
-      for (int r = 0; r < p.num_rows; ++r) {
-        auto row = p.values.begin() + static_cast<ptrdiff_t>(r) * p.num_features;
-        rows.insert(rows.end(), row, row + nf);
-      }
-    }
+    detail::append_rows(rows, p, nf);
     offsets.push_back(offsets.back() + static_cast<size_t>(p.num_rows));
     which.push_back(i);
   }
