@@ -162,9 +162,8 @@ class extractor final : public ir::StmtVisitor {
     const allocation a = allocations_.back();
     allocations_.pop_back();
     if (row* r = find_row(a.buffer)) {
-      const double elements = static_cast<double>(a.buffer->num_elements());
-      r->raw[kFeatureAllocSize] = elements * a.buffer->dtype.bytes();
-      r->raw[kFeatureAllocProd] = elements * a.outer_prod;
+      r->raw[kFeatureAllocSize] = bytes;
+      r->raw[kFeatureAllocProd] = static_cast<double>(a.buffer->num_elements()) * a.outer_prod;
       r->raw[kFeatureAllocOuterProd] = a.outer_prod;
       r->raw[kFeatureAllocInnerProd] =
           a.outer_prod > 0 ? r->raw[kFeatureOuterProd] / a.outer_prod : 0.0;
