@@ -33,7 +33,7 @@
 // (printed with its math type when the plan is made).
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
-//             [--pad-shared=P] [--ansor-features] [Google Benchmark flags]
+//             [--max-stages=S] [--pad-shared=P] [--ansor-features] [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
 // --workloads keeps the workloads whose names start with one of the given prefixes (all by
@@ -44,9 +44,12 @@
 // printed, and its best-so-far curve (TuneReport::curve: trial of this run, best time so far in
 // microseconds, seconds since tuning began; a resumed run starts from the log's best) written to
 // FILE.<workload>.curve.csv. The LoomTuned contender is the best program of FILE; a line says
-// whether it uses tensor cores, ldmatrix and cp.async. --double-buffer=P sets how often tuning
-// draws double-buffered programs (SearchOptions::gpu_double_buffer_probability, 0.5 by
-// default): tuning into two record files with 0 and 1 measures what double buffering is worth.
+// whether it uses tensor cores, ldmatrix and cp.async, and in how many pipeline stages.
+// --double-buffer=P sets how often tuning draws pipelined programs
+// (SearchOptions::gpu_double_buffer_probability, 0.5 by default): tuning into two record files
+// with 0 and 1 measures what pipelining is worth. --max-stages=S: the most pipeline stages
+// tuning draws (SearchOptions::gpu_max_pipeline_stages, 2 to 4, 4 by default); 2 against 4
+// measures what the deeper pipelines are worth.
 // --pad-shared=P: how often tensor-core operands' shared rows are padded against bank conflicts
 // (SearchOptions::gpu_pad_shared_probability, 1 by default); 0 against 1 measures the padding.
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
@@ -750,6 +753,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int trials = 0;
   double double_buffer = search::SearchOptions{}.gpu_double_buffer_probability;
+  int max_stages = search::SearchOptions{}.gpu_max_pipeline_stages;
   bool ansor_features = false;
   double pad_shared = search::SearchOptions{}.gpu_pad_shared_probability;
   std::string records = "gpu_tuned.jsonl";
@@ -763,6 +767,8 @@ int main(int argc, char** argv) {
       records = argv[i] + 10;
     } else if (std::strncmp(argv[i], "--double-buffer=", 16) == 0) {
       double_buffer = std::atof(argv[i] + 16);
+    } else if (std::strncmp(argv[i], "--max-stages=", 13) == 0) {
+      max_stages = std::atoi(argv[i] + 13);
     } else if (std::strncmp(argv[i], "--pad-shared=", 13) == 0) {
       pad_shared = std::atof(argv[i] + 13);
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
@@ -819,6 +825,7 @@ int main(int argc, char** argv) {
       o.records = records;
       o.name = w->name;
       o.space.gpu_double_buffer_probability = double_buffer;
+      o.space.gpu_max_pipeline_stages = max_stages;
       o.space.gpu_pad_shared_probability = pad_shared;
       if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
@@ -868,8 +875,11 @@ int main(int argc, char** argv) {
         auto has = [&](const char* what) {
           return c.source.find(what) != std::string::npos ? "yes" : "no";
         };
-        std::printf("%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s\n",
-                    w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"));
+        // A loop of s pipeline stages waits for all but s - 2 copy groups.
+        const size_t wait = c.source.find("cp.async.wait_group ");
+        const int stages = wait == std::string::npos ? 0 : 2 + std::atoi(&c.source[wait + 20]);
+        std::printf("%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages)\n",
+                    w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages);
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",

@@ -39,7 +39,8 @@ struct mma_tiling {
   bool shared = true;                ///< A and B through shared memory, one k-step of 16
   bool unroll = true;                ///< the mt / nt loops unrolled (accumulators in registers)
   int64_t k_step = 16;               ///< the instruction's k: 16, 8 for TF32 (float32 operands)
-  bool pipeline = false;             ///< the loop over k-steps double-buffers A and B (shared)
+  int pipeline_stages = 0;           ///< the loop over k-steps keeps A and B (shared) in this
+                                     ///< many slots (ir::pipeline_stages); 0: not pipelined
 };
 
 /// The schedule of the matmul computed by `dag`'s only output. M must be a multiple of warps_m * 16
@@ -79,7 +80,7 @@ inline loom::sched::State tensor_core_matmul(std::shared_ptr<const loom::Compute
       s.split(sh, 0, {threads});
       s.annotate(sh, 1, Annotation::ThreadIdxX);
     }
-    if (t.pipeline) s.annotate(local, 0, Annotation::Pipelined);
+    if (t.pipeline_stages > 0) s.annotate(local, 0, loom::ir::pipelined_kind(t.pipeline_stages));
   }
   return s;
 }

@@ -26,11 +26,11 @@
 /// |         |              | allocation, inner product                                     |
 /// | 161-163 | outer scope  | product of the enclosing extents, their number, unroll step   |
 /// | 164-166 | GPU kernel   | multiply-adds on tensor cores, extent of the pipelined loop,  |
-/// |         |              | shared-memory bytes allocated around the store                |
+/// |         |              | shared-memory bytes allocated around the store (per stage)    |
 ///
 /// Versions: 1 is Ansor's 164 features (0-163). 2 appends 164-166, which Ansor's features
 /// cannot see: whether a product runs on tensor cores (Ansor never tensorized) and whether its
-/// operands are double-buffered with cp.async (both loops are serial loops to the rest of the
+/// operands are pipelined with cp.async (both loops are serial loops to the rest of the
 /// row), and the block's shared memory, which bounds the blocks an SM holds. A layout only grows
 /// at its end, so a model trained on an older one ranks newer rows by their prefix
 /// (GbdtCostModel::predict; the pretrained CPU model is a version-1 model).
@@ -221,8 +221,8 @@ inline constexpr int kFeatureTensorCoreMacs = 164;
 /// The extent of the innermost Pipelined loop around the store (its steps overlap the next
 /// step's cp.async copies, lower/gpu.hpp); 0 outside one.
 inline constexpr int kFeaturePipelinedLen = 165;
-/// Bytes of the shared-memory arrays allocated around the store (before double buffering
-/// doubles the pipelined ones).
+/// Bytes of the shared-memory arrays allocated around the store, those a pipelined loop fetches
+/// once per slot (ir::pipeline_stages: 2 when double-buffered).
 inline constexpr int kFeatureSharedBytes = 166;
 
 static_assert(kFeatureBuffers + kMaxFeatureBuffers * kFeaturesPerBuffer == kFeatureIntensityCurve);

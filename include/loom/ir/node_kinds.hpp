@@ -120,9 +120,10 @@ constexpr const char* stmt_kind_name(StmtKind k) {
 /// Vectorized loops become vector code (the vectorizer falls back to Serial where it cannot);
 /// Unrolled loops are replicated by the unroller. GPU bindings map a loop to a hardware index.
 /// A Tensorized loop and the loops inside it are one tensor-core instruction on a GPU
-/// (lower/mma.hpp); a Pipelined loop fetches the shared-memory tiles of its next iteration while
-/// it computes with those of this one (double buffering, lower/gpu.hpp). Everywhere else, the
-/// interpreter included, both are serial loops.
+/// (lower/mma.hpp); a Pipelined loop fetches the shared-memory tiles of its next iterations while
+/// it computes with those of this one, in 2 (Pipelined: double buffering), 3 or 4 slots
+/// (pipeline_stages, lower/gpu.hpp). Everywhere else, the interpreter included, they are serial
+/// loops.
 enum class ForKind : uint8_t {
   Serial,
   Parallel,
@@ -136,7 +137,9 @@ enum class ForKind : uint8_t {
   ThreadIdxY,
   ThreadIdxZ,
   Tensorized,
-  Pipelined
+  Pipelined,
+  Pipelined3,
+  Pipelined4
 };
 
 constexpr const char* for_kind_name(ForKind k) {
@@ -154,9 +157,34 @@ constexpr const char* for_kind_name(ForKind k) {
     case ForKind::ThreadIdxZ: return "threadIdx.z";
     case ForKind::Tensorized: return "tensorized";
     case ForKind::Pipelined: return "pipelined";
+    case ForKind::Pipelined3: return "pipelined3";
+    case ForKind::Pipelined4: return "pipelined4";
   }
   return "?";
 }
+
+/// The most slots a pipelined loop keeps of each array it fetches.
+inline constexpr int kMaxPipelineStages = 4;
+
+/// The slots (pipeline stages) a pipelined loop keeps of each shared array it fetches: the one
+/// its iteration computes with and those its next iterations are copied into. 0 for a loop that
+/// is not pipelined.
+constexpr int pipeline_stages(ForKind k) {
+  switch (k) {
+    case ForKind::Pipelined: return 2;
+    case ForKind::Pipelined3: return 3;
+    case ForKind::Pipelined4: return 4;
+    default: return 0;
+  }
+}
+
+constexpr bool is_pipelined(ForKind k) { return pipeline_stages(k) > 0; }
+
+/// The kind of a loop pipelined in `stages` slots, 2 to kMaxPipelineStages.
+constexpr ForKind pipelined_kind(int stages) {
+  return stages <= 2 ? ForKind::Pipelined : stages == 3 ? ForKind::Pipelined3 : ForKind::Pipelined4;
+}
+static_assert(pipeline_stages(pipelined_kind(kMaxPipelineStages)) == kMaxPipelineStages);
 
 /// Intrinsic functions of a Call node.
 #define LOOM_FOR_EACH_CALL_OP(X) \

@@ -100,13 +100,16 @@ struct IfThenElse final : StmtNode {
 /// arrived, and the shared-memory writes made before it are visible to every thread after it
 /// (CUDA's `__syncthreads()`). It must be reached by all threads of a block or by none; the
 /// loop-nest interpreter treats it as a no-op (it runs one thread at a time). With
-/// `wait_async`, each thread first waits for its own `CopyAsync` copies to land, so that after
-/// the barrier every thread sees every thread's copies.
+/// `wait_async`, each thread first waits until no more than `pending_groups` of its own
+/// `CopyAsync` groups, the ones it started last, are still in flight (CUDA's
+/// `cp.async.wait_group`), so that after the barrier every thread sees every thread's copies of
+/// the older groups.
 struct Barrier final : StmtNode {
   static constexpr StmtKind node_kind = StmtKind::Barrier;
   bool wait_async = false;
-  explicit Barrier(bool w) : StmtNode(node_kind), wait_async(w) {}
-  static Stmt make(bool wait_async = false);
+  int pending_groups = 0;
+  Barrier(bool w, int pending) : StmtNode(node_kind), wait_async(w), pending_groups(pending) {}
+  static Stmt make(bool wait_async = false, int pending_groups = 0);
 };
 
 /// GPU kernels only (lower/gpu.hpp): a reduction across the threads of a block. Every thread
@@ -124,10 +127,12 @@ struct AllReduce final : StmtNode {
 };
 
 /// GPU kernels only (lower/gpu.hpp): the stores of `body` that copy global memory into shared
-/// memory may land after the statement has run, up to the next Barrier with `wait_async`; the
-/// copies of one CopyAsync are one group (CUDA prints `cp.async` and `cp.async.commit_group`,
-/// sm_80 and later). Nothing may read what they write before that barrier. The loop-nest
-/// interpreter runs `body` as it stands.
+/// memory may land at any time after the statement has started, up to the first Barrier with
+/// `wait_async` that waits for their group; the copies of one CopyAsync are one group, committed
+/// even when the body copies nothing (CUDA prints `cp.async` and `cp.async.commit_group`, sm_80
+/// and later). Nothing may read or write what they write until that barrier. The loop-nest
+/// interpreter runs `body` as it stands; the GPU emulation (lower::emulation_func) lands the
+/// copies as late as allowed and poisons their destinations until then.
 struct CopyAsync final : StmtNode {
   static constexpr StmtKind node_kind = StmtKind::CopyAsync;
   Stmt body;

@@ -30,14 +30,17 @@
 ///     partial of its own, an `ir::AllReduce` (warp shuffles, and shared memory past a warp)
 ///     gives every thread the whole combination, and `b[i]` takes it: a thread's own copy of b
 ///     in every thread, a global one from thread 0.
-///  6. Double buffering: a loop annotated `pipeline` (ForKind::Pipelined; sm_80 and later), at
-///     which shared stages are computed, gets two slots of each array those stages fill. Each
-///     iteration starts the asynchronous copies (`ir::CopyAsync`, CUDA's `cp.async`) of the
-///     next iteration's tiles into the other slot and computes with its own, which a barrier
-///     that waits for the copies (`Barrier::wait_async`) made visible; a prologue before the
-///     loop fetches the first. The loop's body must be those copies from global memory, a
-///     barrier, then code that reads but does not write them (what lowering makes of shared
-///     stages computed at the loop).
+///  6. Software pipelining: a loop annotated `pipeline`, `pipeline3` or `pipeline4`
+///     (ir::pipeline_stages: 2, 3 or 4 stages; sm_80 and later), at which shared stages are
+///     computed, gets a slot per stage of each array those stages fill. Each iteration starts the
+///     asynchronous copies (`ir::CopyAsync`, CUDA's `cp.async`) of the tiles of the iteration
+///     stages - 1 ahead into the slot the previous iteration used, and computes with its own,
+///     which a barrier that waits for all but the last stages - 2 copy groups
+///     (`Barrier::pending_groups`, `cp.async.wait_group`) made visible; a prologue before the
+///     loop fetches the first stages - 1 (2 stages: double buffering). The loop's body must be
+///     those copies from global memory, a barrier, then code that reads but does not write them
+///     (what lowering makes of shared stages computed at the loop). The emulation lands copies
+///     as late as the waits allow and poisons their destinations until then.
 ///
 /// Programs whose GPU meaning could differ from their sequential one, or that the device cannot
 /// run, are rejected with loom::user_error (the search drops them before measuring):
@@ -57,7 +60,7 @@
 ///    threads of a block diverge;
 ///  - `[loom.lower.E425]` more threads per block, shared memory per block, or local memory per
 ///    thread than the target allows, or a grid dimension beyond CUDA's limits.
-///  - `[loom.lower.E428]` a pipelined loop that cannot be double-buffered (point 6): a target
+///  - `[loom.lower.E428]` a pipelined loop that cannot be pipelined (point 6): a target
 ///    before sm_80, bounds that depend on the thread index, a pipelined loop inside another,
 ///    a body not of the form above, or a fetched array also used outside the loop.
 #ifndef LOOM_LOWER_GPU_HPP
@@ -133,8 +136,11 @@ GpuProgram make_gpu_program(const ir::LoweredFunc& f, const Target& target);
 /// The program as one sequential loop nest that computes what the GPU computes: the grid and
 /// the threads of each block become loops, split at every barrier (all threads run up to a
 /// barrier before any goes on), and a thread's arrays that live across a barrier get one copy
-/// per thread. Run by the loop-nest interpreter, it checks a GPU program on the CPU: a missing
-/// barrier shows up as a read of poison or of a stale value.
+/// per thread. Asynchronous copies (ir::CopyAsync) land at the first barrier that waits for
+/// their group, after every thread has reached it, and their destinations hold poison from the
+/// start of the copy until then. Run by the loop-nest interpreter, it checks a GPU program on
+/// the CPU: a missing barrier, a wait for too few copy groups, or a copy into memory still being
+/// read shows up as a read of poison or of a stale value.
 ir::LoweredFunc emulation_func(const GpuProgram& program);
 
 /// Runs `program` on the CPU through `emulation_func` and the loop-nest interpreter (`args` as

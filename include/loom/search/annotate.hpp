@@ -35,9 +35,10 @@
 ///    whose lanes' two fragment rows are adjacent: 2-way conflicts, against 4- or 8-way
 ///    unpadded).
 ///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
-///    iterations that shared stages are computed at is annotated `pipeline` with probability
-///    `gpu_double_buffer_probability`: their tiles are double-buffered, the next copied
-///    asynchronously while the current is used (lower/gpu.hpp, point 6).
+///    iterations that shared stages are computed at is pipelined with probability
+///    `gpu_double_buffer_probability`, in 2 to `gpu_max_pipeline_stages` stages drawn uniformly
+///    (`pipeline`, `pipeline3`, `pipeline4`): the tiles of the next stages - 1 iterations are
+///    copied asynchronously while the current ones are used (lower/gpu.hpp, point 6).
 ///  - VerifyGpuProgram: the draw is rejected if lower::lower_gpu refuses the program (too many
 ///    threads or too much shared memory for the target, see lower/gpu.hpp).
 ///

@@ -20,7 +20,8 @@
 /// loom adds one opt-in rule, MutateRegisterTile (register_tile_mutation_rule(), weight 0.10):
 /// add it to EvolutionOptions::mutation_rules next to cpu_mutation_rules() to use it. GPU
 /// targets use gpu_mutation_rules(): the CPU rules and MutateDoubleBuffer (weight 0.02), which
-/// switches one loop's double buffering (annotate.hpp, DoubleBuffer) on or off.
+/// switches one loop's pipelining (annotate.hpp, DoubleBuffer) on, off, or to another number of
+/// stages.
 ///
 /// Which steps random annotation made. A complete program's history is its sketch's steps (split
 /// lengths filled), then ChangeComputeLocation's compute_at steps, then the Parallel, Unroll and
@@ -103,8 +104,10 @@ std::optional<sched::State> mutate_register_tile(const SketchContext& ctx,
                                                  const sched::State& state, std::mt19937_64& rng);
 /// MutateDoubleBuffer: on sm_80 and later, one of the loops that are pipelined or could be
 /// (double_buffer_candidates) switches, uniformly: a pipelined loop is annotated back to serial
-/// by a step appended to the history, another gets a `pipeline` annotation. Nothing when there
-/// is no such loop or the target has no cp.async.
+/// or to another number of stages (up to `gpu_max_pipeline_stages`, uniformly among those
+/// choices) by steps appended to the history; another gets a pipeline annotation of 2 to
+/// `gpu_max_pipeline_stages` stages. Nothing when there is no such loop or the target has no
+/// cp.async.
 std::optional<sched::State> mutate_double_buffer(const SketchContext& ctx,
                                                  const sched::State& state, std::mt19937_64& rng);
 /// MutateAutoUnroll: sets one `auto_unroll_max_step` pragma step, chosen uniformly, to another of

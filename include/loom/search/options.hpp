@@ -7,6 +7,7 @@
 #define LOOM_SEARCH_OPTIONS_HPP
 
 #include "loom/config.hpp"
+#include "loom/ir/node_kinds.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -38,6 +39,10 @@ struct SearchOptions {
   /// pipelines a loop that shared stages are computed at — their next tiles copied with cp.async
   /// while the current ones are used (lower/gpu.hpp, point 6). 0 never, 1 always.
   double gpu_double_buffer_probability = 0.5;
+  /// GPU: the most stages (shared-memory slots per fetched array, 2 to ir::kMaxPipelineStages)
+  /// of a loop DoubleBuffer pipelines; it draws the number uniformly from 2 to this. With s
+  /// stages the copies of the next s - 1 iterations are in flight while one computes.
+  int gpu_max_pipeline_stages = ir::kMaxPipelineStages;
   /// GPU: how often ThreadBind pads the rows of a shared stage that feeds a tensor-core tile
   /// (storage_align, so that a row's stride in 16-byte units is odd): the 8 rows an `ldmatrix`
   /// reads at once then fall in 8 different bank groups, where rows of 32 or 64 bytes share

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -406,10 +407,11 @@ TEST_SUITE("cost") {
     // 64^3 bf16 on tensor cores: blocks of 32 x 32, A and B through shared memory per 16-step of
     // k (32 x 16 and 16 x 32 bf16 elements: 1 KiB each), 4 steps.
     const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 64);
-    for (bool pipelined : {false, true}) {
-      CAPTURE(pipelined);
+    for (const int stages : {0, 2, 4}) {
+      CAPTURE(stages);
+      const bool pipelined = stages > 0;
       loom_test::mma_tiling t;
-      t.pipeline = pipelined;
+      t.pipeline_stages = stages;
       const auto p = extract_features(loom_test::tensor_core_matmul(dag, t), Target::cuda("sm_90"));
       int accumulators = 0, copies = 0;
       for (int r = 0; r < p.num_rows; ++r) {
@@ -418,7 +420,8 @@ TEST_SUITE("cost") {
           ++accumulators;
           CHECK(raw(p, r, kFeatureTensorCoreMacs) == doctest::Approx(64 * 64 * 64));
           CHECK(raw(p, r, kFeaturePipelinedLen) == doctest::Approx(pipelined ? 4 : 0));
-          CHECK(raw(p, r, kFeatureSharedBytes) == doctest::Approx(2048));
+          // A and B have a slot per stage.
+          CHECK(raw(p, r, kFeatureSharedBytes) == doctest::Approx(2048 * std::max(stages, 1)));
         } else if (raw(p, r, kFeatureSharedBytes) > 0) {
           ++copies;  // the copies into shared memory, inside the same loop over k-steps
           CHECK(raw(p, r, kFeaturePipelinedLen) == doctest::Approx(pipelined ? 4 : 0));

@@ -442,44 +442,54 @@ TEST_SUITE("cuda") {
     }
   }
 
-  TEST_CASE("a pipelined loop copies with cp.async and waits for them before its barrier") {
+  TEST_CASE("a pipelined loop copies with cp.async and waits for all but its last groups") {
     // C[16, 32] = A[16, 32] B[32, 32], the reduction split into 4 steps of 8; each step's 8
-    // elements of A's row go to shared memory as two 16-byte copies, double-buffered.
+    // elements of A's row go to shared memory as two 16-byte copies, in 2, 3 or 4 slots.
     auto a = placeholder<float>("A", {16, 32});
     auto b = placeholder<float>("B", {32, 32});
     auto c = ops::matmul(a, b);
     const auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
                                                         std::vector<ir::Tensor>{c});
-    sched::State s(dag);
-    s.split(c.name(), 1, {32});  // i j.0 j.1 k
-    s.split(c.name(), 3, {8});   // i j.0 j.1 k.0 k.1
-    s.annotate(c.name(), 0, sched::Annotation::BlockIdxX);
-    s.annotate(c.name(), 2, sched::Annotation::ThreadIdxX);
-    const std::string as = s.cache_read("A", ir::MemoryScope::Shared, {c.name()});
-    s.compute_at(as, c.name(), 3);  // 8 elements of A's row per step of k
-    s.split(as, 1, {4});
-    s.annotate(as, 1, sched::Annotation::ThreadIdxX);
-    s.annotate(as, 2, sched::Annotation::Vectorized);
-    s.annotate(c.name(), 3, sched::Annotation::Pipelined);
-    const lower::GpuProgram g = lower::lower_gpu(s, Target::cuda("sm_80"), "piped");
-    const std::string src = cuda::to_cuda_source(g);
-    INFO(src);
-    CHECK(src.find("cp.async.cg.shared.global [%0], [%1], 16;") != std::string::npos);
-    CHECK(src.find("asm volatile(\"cp.async.commit_group;") != std::string::npos);
-    // The wait comes right before the barrier at the top of each step.
-    CHECK(src.find("cp.async.wait_all;\\n\" ::: \"memory\");\n    __syncthreads();") !=
-          std::string::npos);
-    for (const char* arch : {"sm_80", "sm_90"}) {
-      const std::string ptx = cuda::compile_to_ptx(src, arch);
-      CHECK(ptx.find("cp.async.cg.shared.global") != std::string::npos);
-      CHECK(ptx.find("cp.async.wait_all") != std::string::npos);
-    }
-    std::vector<float> x(16 * 32), y(32 * 32), want(16 * 32), got(16 * 32, NAN);
+    std::vector<float> x(16 * 32), y(32 * 32), want(16 * 32);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3;
     for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 5) - 2;
     evaluate(*dag, {x.data(), y.data(), want.data()});
-    lower::emulate(g, {x.data(), y.data(), got.data()});
-    CHECK(got == want);
+    for (const int stages : {2, 3, 4}) {
+      CAPTURE(stages);
+      sched::State s(dag);
+      s.split(c.name(), 1, {32});  // i j.0 j.1 k
+      s.split(c.name(), 3, {8});   // i j.0 j.1 k.0 k.1
+      s.annotate(c.name(), 0, sched::Annotation::BlockIdxX);
+      s.annotate(c.name(), 2, sched::Annotation::ThreadIdxX);
+      const std::string as = s.cache_read("A", ir::MemoryScope::Shared, {c.name()});
+      s.compute_at(as, c.name(), 3);  // 8 elements of A's row per step of k
+      s.split(as, 1, {4});
+      s.annotate(as, 1, sched::Annotation::ThreadIdxX);
+      s.annotate(as, 2, sched::Annotation::Vectorized);
+      s.annotate(c.name(), 3, ir::pipelined_kind(stages));
+      const lower::GpuProgram g = lower::lower_gpu(s, Target::cuda("sm_80"), "piped");
+      const std::string src = cuda::to_cuda_source(g);
+      INFO(src);
+      CHECK(src.find("cp.async.cg.shared.global [%0], [%1], 16;") != std::string::npos);
+      // The prologue's stages - 1 groups and the step's.
+      size_t commits = 0;
+      for (size_t at = src.find("cp.async.commit_group;"); at != std::string::npos;
+           at = src.find("cp.async.commit_group;", at + 1))
+        ++commits;
+      CHECK(commits == static_cast<size_t>(stages));
+      // The wait comes right before the barrier at the top of each step.
+      const std::string wait = "cp.async.wait_group " + std::to_string(stages - 2) +
+                               ";\\n\" ::: \"memory\");\n    __syncthreads();";
+      CHECK(src.find(wait) != std::string::npos);
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        const std::string ptx = cuda::compile_to_ptx(src, arch);
+        CHECK(ptx.find("cp.async.cg.shared.global") != std::string::npos);
+        CHECK(ptx.find("cp.async.wait_group " + std::to_string(stages - 2)) != std::string::npos);
+      }
+      std::vector<float> got(16 * 32, NAN);
+      lower::emulate(g, {x.data(), y.data(), got.data()});
+      CHECK(got == want);
+    }
   }
 
   TEST_CASE("sampled programs copy 16-bit and 32-bit operands into shared memory as vectors") {

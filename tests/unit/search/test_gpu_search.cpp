@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,15 +69,21 @@ const sched::Stage* find_stage(const sched::State& s, const std::string& name) {
   return nullptr;
 }
 
-bool has_pipelined_loop(const sched::State& s) {
+// The stages of the state's pipelined loop (the most of any), 0 when there is none.
+int pipeline_stages_of(const sched::State& s) {
+  int stages = 0;
   for (const sched::Stage& st : s.stages())
     for (int leaf : st.leaves)
-      if (st.iters[leaf].annotation == sched::Annotation::Pipelined) return true;
-  return false;
+      stages = std::max(stages, ir::pipeline_stages(st.iters[leaf].annotation));
+  return stages;
 }
+
+bool has_pipelined_loop(const sched::State& s) { return pipeline_stages_of(s) > 0; }
 
 struct gpu_sample_stats {
   int sketches = 0, programs = 0, wrong = 0, pipelined = 0;
+  int deep = 0;         // pipelined in 3 or 4 stages
+  int unpipelined = 0;  // with a loop DoubleBuffer could have pipelined but did not
 };
 
 gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, int count,
@@ -97,11 +104,13 @@ gpu_sample_stats check_gpu_samples(const loom_test::workload& w, uint64_t seed, 
         [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
     if (!r.ok) ++st.wrong;
     st.pipelined += has_pipelined_loop(p);
+    st.deep += pipeline_stages_of(p) > 2;
+    st.unpipelined += !search::double_buffer_candidates(p).empty();
     CHECK_MESSAGE(r.ok, w.name << ": " << r.message << "\n" << p.to_string());
   }
   MESSAGE(w.name << ": " << st.sketches << " GPU sketches, " << st.programs
-                 << " programs emulated (" << st.pipelined << " double-buffered), " << st.wrong
-                 << " wrong");
+                 << " programs emulated (" << st.pipelined << " pipelined, " << st.deep
+                 << " of them in 3 or 4 stages), " << st.wrong << " wrong");
   return st;
 }
 
@@ -148,11 +157,19 @@ TEST_SUITE("search") {
     for (const auto& [w, seed] : {std::pair{gpu_matmul(), 3801}, std::pair{gpu_conv2d(), 3802},
                                   std::pair{loom_test::matmul_half<bfloat16>(32, 48, 64), 3803}}) {
       CAPTURE(w.name);
-      // Every sample has a reduction loop of two or more steps that its shared copies are
-      // computed at, except where the tiling left one step: then none is pipelined.
+      // Every loop that could be pipelined is (a reduction loop of two or more steps that
+      // shared copies are computed at; where the tiling left one step, none is).
       const gpu_sample_stats on = check_gpu_samples(w, seed, 16, always);
-      CHECK(on.pipelined * 2 >= on.programs);
+      CHECK(on.unpipelined == 0);
+      CHECK(on.pipelined * 3 >= on.programs);
+      CHECK(on.deep >= 1);
       wrong += on.wrong;
+      search::SearchOptions double_only = always;
+      double_only.gpu_max_pipeline_stages = 2;
+      const gpu_sample_stats two = check_gpu_samples(w, seed, 8, double_only);
+      CHECK(two.pipelined >= 1);
+      CHECK(two.deep == 0);
+      wrong += two.wrong;
       CHECK(check_gpu_samples(w, seed, 8, never).pipelined == 0);
       CHECK(check_gpu_samples(w, seed, 8, always, Target::cuda("sm_75")).pipelined == 0);
     }
@@ -164,6 +181,7 @@ TEST_SUITE("search") {
     const Task task(w.dag, Target::cuda());
     search::SearchOptions never;
     never.gpu_double_buffer_probability = 0;
+    never.gpu_max_pipeline_stages = 2;  // on or off, nothing else
     const search::SketchContext ctx(task, never);
     const auto ref = loom_test::make_reference(w, 7);
     std::mt19937_64 rng(3811);
@@ -196,6 +214,44 @@ TEST_SUITE("search") {
     CHECK(on >= 4);
     CHECK(off == on);
     CHECK(search::gpu_mutation_rules().back().name == "MutateDoubleBuffer");
+  }
+
+  TEST_CASE("MutateDoubleBuffer moves a pipelined loop to another number of stages or to none") {
+    const loom_test::workload w = loom_test::matmul_half<bfloat16>(32, 48, 64);
+    const Task task(w.dag, Target::cuda());
+    search::SearchOptions always;
+    always.gpu_double_buffer_probability = 1;
+    const search::SketchContext ctx(task, always);
+    const auto ref = loom_test::make_reference(w, 9);
+    std::mt19937_64 rng(3821);
+    std::set<std::pair<int, int>> moves;  // (stages before, after)
+    for (const sched::State& p :
+         search::sample_programs(search::generate_sketches(task, always), task, always, rng, 16)) {
+      const int before = pipeline_stages_of(p);
+      if (before == 0) continue;
+      for (int tries = 0; tries < 12; ++tries) {
+        const auto child = search::mutate_double_buffer(ctx, p, rng);
+        REQUIRE(child);
+        const int after = pipeline_stages_of(*child);
+        if (search::double_buffer_candidates(p).empty()) CHECK(after != before);
+        moves.insert({before, after});
+        const lower::GpuProgram g = lower::lower_gpu(*child, task.target);
+        auto r = loom_test::run_and_compare(
+            w, ref, *child,
+            [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+        CHECK_MESSAGE(r.ok, r.message << "\n" << child->to_string());
+      }
+    }
+    std::string seen;
+    for (const auto& [from, to] : moves)
+      seen += std::to_string(from) + "->" + std::to_string(to) + " ";
+    INFO(seen);
+    // Off, and to each other number of stages, from some starting point.
+    for (const int after : {0, 2, 3, 4}) {
+      CAPTURE(after);
+      CHECK(std::any_of(moves.begin(), moves.end(),
+                        [&](const auto& m) { return m.second == after && m.first != after; }));
+    }
   }
 
   TEST_CASE("a GPU matmul sketch: shared copies of A and B, a local accumulator, SSSRRSRS") {

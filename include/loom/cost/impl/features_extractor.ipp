@@ -121,7 +121,11 @@ class extractor final : public ir::StmtVisitor {
       // A tensor-core tile, a pipelined loop: the serial loops they stand for, and group 6.
       case ir::ForKind::Serial: break;
       case ir::ForKind::Tensorized: ++tensorized_; break;
-      case ir::ForKind::Pipelined: pipelined_.push_back(extent); break;
+      case ir::ForKind::Pipelined:
+      case ir::ForKind::Pipelined3:
+      case ir::ForKind::Pipelined4:
+        pipelined_.push_back({extent, ir::pipeline_stages(op->for_kind)});
+        break;
       default:
         // A GPU binding: its extent is the thread/block count (the innermost binding of an
         // index wins); virtual threads multiply.
@@ -145,7 +149,9 @@ class extractor final : public ir::StmtVisitor {
       case ir::ForKind::Unrolled: unroll_loops_.pop_back(); break;
       case ir::ForKind::Parallel: parallel_loops_.pop_back(); break;
       case ir::ForKind::Tensorized: --tensorized_; break;
-      case ir::ForKind::Pipelined: pipelined_.pop_back(); break;
+      case ir::ForKind::Pipelined:
+      case ir::ForKind::Pipelined3:
+      case ir::ForKind::Pipelined4: pipelined_.pop_back(); break;
       default: break;
     }
     pop_loop();
@@ -156,9 +162,11 @@ class extractor final : public ir::StmtVisitor {
     const double bytes =
         static_cast<double>(op->buffer->num_elements()) * op->buffer->dtype.bytes();
     const bool shared = op->buffer->scope == ir::MemoryScope::Shared;
-    if (shared) shared_bytes_ += bytes;
+    // A shared array inside a pipelined loop is one the loop fetches: it has a slot per stage.
+    const double slots = shared && !pipelined_.empty() ? pipelined_.back().stages : 1;
+    if (shared) shared_bytes_ += bytes * slots;
     visit(op->body);
-    if (shared) shared_bytes_ -= bytes;
+    if (shared) shared_bytes_ -= bytes * slots;
     const allocation a = allocations_.back();
     allocations_.pop_back();
     if (row* r = find_row(a.buffer)) {
@@ -227,7 +235,8 @@ class extractor final : public ir::StmtVisitor {
 
     // Group 6: GPU kernels.
     r.raw[kFeatureTensorCoreMacs] = tensorized_ > 0 ? scalar_prod : 0.0;
-    r.raw[kFeaturePipelinedLen] = pipelined_.empty() ? 0.0 : static_cast<double>(pipelined_.back());
+    r.raw[kFeaturePipelinedLen] =
+        pipelined_.empty() ? 0.0 : static_cast<double>(pipelined_.back().extent);
     r.raw[kFeatureSharedBytes] = shared_bytes_;
 
     if (lanes > 1) {
@@ -417,9 +426,13 @@ class extractor final : public ir::StmtVisitor {
   bool is_gpu_ = false;
   std::array<int64_t, 7> gpu_len_{};  // blockIdx.xyz, vthread, threadIdx.xyz (ForKind order)
   double unroll_steps_ = 0;
-  int tensorized_ = 0;              // Tensorized loops around the visit
-  std::vector<int64_t> pipelined_;  // extents of the Pipelined loops around it
-  double shared_bytes_ = 0;         // of the shared arrays allocated around it
+  int tensorized_ = 0;  // Tensorized loops around the visit
+  struct pipelined_loop {
+    int64_t extent;
+    int stages;
+  };
+  std::vector<pipelined_loop> pipelined_;  // the pipelined loops around it
+  double shared_bytes_ = 0;                // of the shared arrays allocated around it
 
   // Per-store scratch.
   std::vector<std::pair<const ir::BufferNode*, const ir::Expr*>> loads_;

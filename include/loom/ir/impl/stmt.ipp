@@ -49,7 +49,9 @@ LOOM_DECL Stmt IfThenElse::make(Expr condition, Stmt then_case, Stmt else_case) 
   return new IfThenElse(std::move(condition), std::move(then_case), std::move(else_case));
 }
 
-LOOM_DECL Stmt Barrier::make(bool wait_async) { return new Barrier(wait_async); }
+LOOM_DECL Stmt Barrier::make(bool wait_async, int pending_groups) {
+  return new Barrier(wait_async, pending_groups);
+}
 LOOM_DECL Stmt CopyAsync::make(Stmt body) { return new CopyAsync(std::move(body)); }
 
 LOOM_DECL Stmt AllReduce::make(ReduceOp op, Buffer buffer) {
@@ -188,7 +190,10 @@ inline void print_stmt(std::ostream& os, const Stmt& s, int indent) {
       return;
     }
     case StmtKind::Barrier:
-      os << pad << (s.as<Barrier>()->wait_async ? "wait_async_copies; barrier\n" : "barrier\n");
+      if (auto* b = s.as<Barrier>(); b->wait_async)
+        os << pad << "wait_async_copies(pending " << b->pending_groups << "); barrier\n";
+      else
+        os << pad << "barrier\n";
       return;
     case StmtKind::CopyAsync:
       os << pad << "copy_async {\n";

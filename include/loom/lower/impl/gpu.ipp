@@ -3,6 +3,7 @@
 
 #include "loom/ir/equal_hash.hpp"
 #include "loom/ir/printer.hpp"
+#include "loom/ir/simplify.hpp"
 #include "loom/lower/interpret.hpp"
 #include "loom/lower/mma.hpp"
 
@@ -552,20 +553,23 @@ class sync_planner {
   std::array<Expr, 3> tidx_;
 };
 
-// Double buffering (gpu.hpp, point 6). After the barriers are planned, a Pipelined loop's body
-// reads
+// Software pipelining (gpu.hpp, point 6). After the barriers are planned, a Pipelined loop's
+// body reads
 //     [barrier] fetch_1 .. fetch_m  barrier  rest
 // where the fetches write shared arrays S (and nothing else) from global memory and `rest`
-// reads S without writing it. Each array of S gets two slots, iteration i using slot i % 2, and
-// the loop becomes
-//     barrier; copy_async { fetch(first) }
-//     for i: wait_async_copies; barrier
-//            if (i + 1 < end) copy_async { fetch(i + 1) }
+// reads S without writing it. With s stages (pipeline_stages: 2 is double buffering) each array
+// of S gets s slots, iteration i using slot (i - first) % s, and the loop becomes
+//     barrier
+//     copy_async { fetch(first) }; ...; copy_async { if (first + s - 2 < end) fetch(...) }
+//     for i: wait_async_copies(pending s - 2); barrier
+//            copy_async { if (i + s - 1 < end) fetch(i + s - 1) }
 //            rest(i)
-// The barrier at the top of iteration i makes fetch(i) visible to every thread and tells that
-// every thread is done with rest(i - 1), whose slot fetch(i + 1) overwrites; rest(i) reads the
-// other slot while those copies are in flight. The barrier before the prologue protects what
-// came before the loop (the previous run of it, inside an outer loop).
+// The barrier at the top of iteration i makes fetch(i) visible to every thread: every copy
+// group is committed, empty or not, so the s - 2 groups a thread started after fetch(i) are
+// those that may stay in flight. It also tells that every thread is done with rest(i - 1),
+// whose slot fetch(i + s - 1) overwrites; rest(i) reads its own slot while the next s - 1 are
+// in flight. The barrier before the prologue protects what came before the loop (the previous
+// run of it, inside an outer loop).
 class pipeliner : public StmtMutator {
  public:
   pipeliner(const std::string& kernel, const Target& target, const std::array<Expr, 3>& tidx,
@@ -589,12 +593,13 @@ class pipeliner : public StmtMutator {
 
  protected:
   Stmt visit_For(const For* op, const Stmt& self) override {
-    if (op->for_kind != ForKind::Pipelined) return StmtMutator::visit_For(op, self);
+    const int stages = pipeline_stages(op->for_kind);
+    if (stages == 0) return StmtMutator::visit_For(op, self);
     const std::string loop = op->variable()->name;
     auto fail = [&](const std::string& why) {
       LOOM_USER_FAIL("loom.lower.E428")
-          << "GPU kernel '" << kernel_ << "': loop '" << loop << "' is pipelined (double-"
-          << "buffered shared memory), but " << why;
+          << "GPU kernel '" << kernel_ << "': loop '" << loop << "' is pipelined (shared "
+          << "memory in " << stages << " slots), but " << why;
     };
     if (target_.compute_capability() < 80)
       fail("asynchronous copies need sm_80 or later; the target is " + target_.to_string());
@@ -637,34 +642,41 @@ class pipeliner : public StmtMutator {
       if (rest_use.writes.count(b))
         fail("the code after the fetches writes shared array '" + b->name + "'");
 
-    // Two slots per fetched array, each a multiple of 16 bytes so that vector copies into the
-    // second slot stay aligned.
+    // `stages` slots per fetched array, each a multiple of 16 bytes so that vector copies into
+    // every slot stay aligned.
     const Expr v = op->var;
-    const Expr slot = FloorMod::make(is_const_int(op->min, 0) ? v : v - op->min, Expr(int64_t{2}));
+    const Expr slot =
+        FloorMod::make(is_const_int(op->min, 0) ? v : v - op->min, Expr(int64_t{stages}));
     buffer_moves slots;
     for (const BufferNode* b : fetched) {
       const int64_t per16 = std::max<int64_t>(1, 16 / b->dtype.bytes());
       const int64_t n = (b->num_elements() + per16 - 1) / per16 * per16;
-      Buffer twin = make_buffer(b->name, b->dtype, {2 * n}, MemoryScope::Shared);
+      Buffer twin = make_buffer(b->name, b->dtype, {stages * n}, MemoryScope::Shared);
       doubled_[b] = twin;
       slots[b] = {twin, slot * Expr(n)};
     }
-    auto in_slots = [&](const std::vector<Stmt>& part) {
-      return move_buffers(Block::make(part), slots);
+    const Stmt fetch_here = move_buffers(Block::make(fetch), slots);
+    const Expr end = simplify(op->min + op->extent);
+    // The group that fetches iteration `at`'s tiles, empty past the loop's end.
+    auto fetch_group = [&](const Expr& at) {
+      const Expr inside = simplify(at < end);
+      const Stmt copies = substitute(fetch_here, {{op->variable(), at}});
+      if (is_const_int(inside, 1)) return CopyAsync::make(copies);
+      if (is_const_int(inside, 0)) return CopyAsync::make(Block::make({}));
+      return CopyAsync::make(IfThenElse::make(inside, copies));
     };
-    const Stmt fetch_here = in_slots(fetch);
-    const Stmt prologue = CopyAsync::make(substitute(fetch_here, {{op->variable(), op->min}}));
-    const Stmt next = IfThenElse::make(
-        v + Expr(int64_t{1}) < op->min + op->extent,
-        CopyAsync::make(substitute(fetch_here, {{op->variable(), v + Expr(int64_t{1})}})));
+    std::vector<Stmt> prologue = {Barrier::make()};
+    for (int k = 0; k + 1 < stages; ++k)
+      prologue.push_back(fetch_group(simplify(op->min + Expr(int64_t{k}))));
     in_pipeline_ = true;
-    Stmt computed = mutate(in_slots(rest));
+    Stmt computed = mutate(move_buffers(Block::make(rest), slots));
     in_pipeline_ = false;
-    Stmt loop_body = Block::make({Barrier::make(true), next, computed});
+    Stmt loop_body = Block::make(
+        {Barrier::make(true, stages - 2), fetch_group(v + Expr(int64_t{stages - 1})), computed});
     for (auto it = locals.rbegin(); it != locals.rend(); ++it)
       loop_body = Allocate::make(*it, loop_body);
-    return Block::make({Barrier::make(), prologue,
-                        For::make(op->var, op->min, op->extent, ForKind::Serial, loop_body)});
+    prologue.push_back(For::make(op->var, op->min, op->extent, ForKind::Serial, loop_body));
+    return Block::make(std::move(prologue));
   }
 
  private:
@@ -801,7 +813,8 @@ class emulation_builder {
   explicit emulation_builder(const GpuKernel& k) : k_(k) {}
 
   Stmt build() {
-    Stmt body = rewrite(expand_mma(expand_all_reduce(k_.body)));
+    Stmt body = rewrite(defer_copies(expand_mma(expand_all_reduce(k_.body))));
+    if (!late_.empty()) body = Block::make({start_late_copies(), body});
     for (auto it = k_.shared.rbegin(); it != k_.shared.rend(); ++it)
       body = Allocate::make(*it, body);
     for (auto it = staging_.rbegin(); it != staging_.rend(); ++it) body = Allocate::make(*it, body);
@@ -829,8 +842,9 @@ class emulation_builder {
         run.clear();
       };
       for (const Stmt& c : b->stmts) {
-        if (c.as<Barrier>()) {
+        if (auto* barrier = c.as<Barrier>()) {
           flush();
+          if (barrier->wait_async) out.push_back(land_copies(barrier->pending_groups));
         } else if (has_barrier(c)) {
           flush();
           out.push_back(rewrite(c));
@@ -847,8 +861,113 @@ class emulation_builder {
       return IfThenElse::make(i->condition, rewrite(i->then_case),
                               i->else_case.defined() ? rewrite(i->else_case) : Stmt());
     if (auto* a = s.as<Allocate>()) return per_thread(a);
-    if (s.as<Barrier>()) return Block::make({});
+    if (auto* barrier = s.as<Barrier>())
+      return barrier->wait_async ? land_copies(barrier->pending_groups) : Block::make({});
     return all_threads(s);
+  }
+
+  Expr linear_thread() const {
+    const std::array<Expr, 3>& t = k_.thread_index;
+    return t[0] + Expr(k_.block[0]) * (t[1] + Expr(k_.block[1]) * t[2]);
+  }
+
+  // Asynchronous copies land as late as the program allows, so that a wait for too few groups
+  // (or none) shows up as a read of poison or of a stale tile, and their destinations hold
+  // poison from the start of the copy, so that a copy into an element still being read shows up
+  // too. A CopyAsync's stores into shared array A write poison into A and the value into
+  // A.inflight, with the thread's count of committed groups (A.group, -1: nothing in flight)
+  // and the thread (A.copier); the count (.groups, per thread) goes up by one after the body.
+  struct late_array {
+    Buffer inflight, group, copier, poison;
+  };
+
+  Stmt defer_copies(const Stmt& s) {
+    struct rewriter : StmtMutator {
+      emulation_builder* self;
+      bool in_copy = false;
+      Stmt visit_CopyAsync(const CopyAsync* op, const Stmt&) override {
+        in_copy = true;
+        Stmt body = mutate(op->body);
+        in_copy = false;
+        const Buffer& groups = self->thread_groups();
+        const Expr tid = self->linear_thread();
+        return Block::make(
+            {body, Store::make(groups, tid, Load::make(groups, tid) + Expr(int64_t{1}))});
+      }
+      Stmt visit_Store(const Store* op, const Stmt& st) override {
+        if (!in_copy || op->buffer->scope != MemoryScope::Shared || op->index.dtype().lanes != 1)
+          return st;
+        const late_array& l = self->late_array_of(op->buffer);
+        const Expr tid = self->linear_thread();
+        return Block::make(
+            {Store::make(op->buffer, op->index, Load::make(l.poison, Expr(int64_t{0}))),
+             Store::make(l.inflight, op->index, op->value),
+             Store::make(l.group, op->index, Load::make(self->thread_groups(), tid)),
+             Store::make(l.copier, op->index, tid)});
+      }
+    } r;
+    r.self = this;
+    return r.mutate(s);
+  }
+
+  const Buffer& thread_groups() {
+    if (!groups_) {
+      groups_ = make_buffer(k_.name + ".copy_groups", DType::index(), {k_.threads_per_block()},
+                            MemoryScope::Shared);
+      staging_.push_back(groups_);
+    }
+    return groups_;
+  }
+
+  const late_array& late_array_of(const Buffer& b) {
+    for (const auto& [buffer, l] : late_)
+      if (buffer.get() == b.get()) return l;
+    auto array = [&](const char* what, DType t, int64_t n) {
+      Buffer x = make_buffer(b->name + what, t, {n}, MemoryScope::Shared);
+      staging_.push_back(x);
+      return x;
+    };
+    const int64_t n = b->num_elements();
+    late_.emplace_back(
+        b, late_array{array(".inflight", b->dtype, n), array(".group", DType::index(), n),
+                      array(".copier", DType::index(), n), array(".poison", b->dtype, 1)});
+    return late_.back().second;
+  }
+
+  // At the start of each block: no thread has committed a group, nothing is in flight.
+  Stmt start_late_copies() {
+    const Expr zero(int64_t{0});
+    std::vector<Stmt> init;
+    Expr t = Variable::make(k_.name + ".thread");
+    init.push_back(For::make(t, zero, Expr(k_.threads_per_block()), ForKind::Serial,
+                             Store::make(thread_groups(), t, zero)));
+    for (const auto& [buffer, l] : late_) {
+      Expr e = Variable::make(buffer->name + ".element");
+      // A copier for every element: the landing condition reads it before it knows the group.
+      init.push_back(For::make(e, zero, Expr(buffer->num_elements()), ForKind::Serial,
+                               Block::make({Store::make(l.group, e, Expr(int64_t{-1})),
+                                            Store::make(l.copier, e, zero)})));
+    }
+    return Block::make(std::move(init));
+  }
+
+  // After every thread has reached a barrier that waits for all but its last `pending` groups:
+  // the copies of the older groups land.
+  Stmt land_copies(int pending) {
+    const Expr zero(int64_t{0});
+    std::vector<Stmt> land;
+    for (const auto& [buffer, l] : late_) {
+      Expr e = Variable::make(buffer->name + ".element");
+      const Expr group = Load::make(l.group, e);
+      const Expr done =
+          group >= zero &&
+          group < Load::make(thread_groups(), Load::make(l.copier, e)) - Expr(int64_t{pending});
+      land.push_back(For::make(
+          e, zero, Expr(buffer->num_elements()), ForKind::Serial,
+          IfThenElse::make(done, Block::make({Store::make(buffer, e, Load::make(l.inflight, e)),
+                                              Store::make(l.group, e, Expr(int64_t{-1}))}))));
+    }
+    return Block::make(std::move(land));
   }
 
   // The reference meaning of AllReduce, in shared memory and barriers: each thread stores its
@@ -973,14 +1092,15 @@ class emulation_builder {
     const int64_t n = a->buffer->num_elements();
     Buffer copies = make_buffer(a->buffer->name, a->buffer->dtype, {n * k_.threads_per_block()},
                                 a->buffer->scope);
-    Expr tid = k_.thread_index[0] +
-               Expr(k_.block[0]) * (k_.thread_index[1] + Expr(k_.block[1]) * k_.thread_index[2]);
+    const Expr tid = linear_thread();
     return Allocate::make(
         copies, rewrite(move_buffers(a->body, {{a->buffer.get(), {copies, tid * Expr(n)}}})));
   }
 
   const GpuKernel& k_;
   std::vector<Buffer> staging_;
+  Buffer groups_;
+  std::vector<std::pair<Buffer, late_array>> late_;
 };
 
 // Shared memory the kernel's AllReduces use, for the widest type reduced.

@@ -30,12 +30,14 @@ LOOM_DECL const char* annotation_name(Annotation a) {
     case Annotation::ThreadIdxZ: return "threadIdx.z";
     case Annotation::Tensorized: return "tensorize";
     case Annotation::Pipelined: return "pipeline";
+    case Annotation::Pipelined3: return "pipeline3";
+    case Annotation::Pipelined4: return "pipeline4";
   }
   return "?";
 }
 
 LOOM_DECL std::optional<Annotation> find_annotation(const std::string& s) {
-  for (int a = 0; a <= static_cast<int>(Annotation::Pipelined); ++a)
+  for (int a = 0; a <= static_cast<int>(Annotation::Pipelined4); ++a)
     if (s == annotation_name(static_cast<Annotation>(a))) return static_cast<Annotation>(a);
   return std::nullopt;
 }

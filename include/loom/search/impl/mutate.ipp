@@ -541,24 +541,32 @@ LOOM_DECL std::optional<sched::State> mutate_double_buffer(const SketchContext& 
   std::vector<int> pipelined;  // annotation steps that pipeline a loop still pipelined
   for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
     auto* a = std::get_if<sched::AnnotationStep>(&steps[i]);
-    if (!a || a->annotation != sched::Annotation::Pipelined) continue;
+    if (!a || !ir::is_pipelined(a->annotation)) continue;
     const sched::Stage& s = state.stage(a->stage);
-    if (a->iter < static_cast<int>(s.leaves.size()) &&
-        s.leaf(a->iter).annotation == sched::Annotation::Pipelined)
+    if (a->iter < static_cast<int>(s.leaves.size()) && s.leaf(a->iter).annotation == a->annotation)
       pipelined.push_back(i);
   }
   const std::vector<std::pair<std::string, int>> off = double_buffer_candidates(state);
   if (pipelined.empty() && off.empty()) return std::nullopt;
+  const int max_stages =
+      std::clamp(ctx.options().gpu_max_pipeline_stages, 2, ir::kMaxPipelineStages);
   const size_t choice = detail::draw(rng, pipelined.size() + off.size());
   std::vector<sched::Step> edited = steps;
   if (choice < pipelined.size()) {
-    // Annotated back to serial in place: later steps keep their indices (follow splits name
-    // earlier steps by index).
+    // Annotated back to serial, or to another number of stages, by steps appended to the
+    // history: later steps keep their indices (follow splits name earlier steps by index).
     const auto& a = std::get<sched::AnnotationStep>(steps[pipelined[choice]]);
+    std::vector<sched::Annotation> others = {sched::Annotation::Serial};
+    for (int stages = 2; stages <= max_stages; ++stages)
+      if (ir::pipelined_kind(stages) != a.annotation) others.push_back(ir::pipelined_kind(stages));
+    const sched::Annotation to = others[detail::draw(rng, others.size())];
     edited.push_back(sched::AnnotationStep{a.stage, a.iter, sched::Annotation::Serial});
+    if (to != sched::Annotation::Serial)
+      edited.push_back(sched::AnnotationStep{a.stage, a.iter, to});
   } else {
     const auto& [stage, leaf] = off[choice - pipelined.size()];
-    edited.push_back(sched::AnnotationStep{stage, leaf, sched::Annotation::Pipelined});
+    const int stages = 2 + static_cast<int>(detail::draw(rng, static_cast<size_t>(max_stages - 1)));
+    edited.push_back(sched::AnnotationStep{stage, leaf, ir::pipelined_kind(stages)});
   }
   return detail::replay(state, edited, state.origins());
 }

@@ -299,8 +299,9 @@ class printer {
         return;
       }
       case StmtKind::Barrier:
-        if (s.as<Barrier>()->wait_async)
-          os_ << pad << "asm volatile(\"cp.async.wait_all;\\n\" ::: \"memory\");\n";
+        if (auto* b = s.as<Barrier>(); b->wait_async)
+          os_ << pad << "asm volatile(\"cp.async.wait_group " << b->pending_groups
+              << ";\\n\" ::: \"memory\");\n";
         os_ << pad << "__syncthreads();\n";
         return;
       case StmtKind::CopyAsync:

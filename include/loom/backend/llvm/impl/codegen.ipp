@@ -700,9 +700,8 @@ class codegen {
       LOOM_USER_FAIL("loom.llvm.E510")
           << "loop '" << f->variable()->name << "' is "
           << (f->for_kind == ForKind::Tensorized ? "a tensor-core tile (tensorized)"
-              : f->for_kind == ForKind::Pipelined
-                  ? "double-buffered on a GPU (pipelined)"
-                  : std::string("bound to ") + for_kind_name(f->for_kind))
+              : is_pipelined(f->for_kind)        ? "pipelined through GPU shared memory"
+                                          : std::string("bound to ") + for_kind_name(f->for_kind))
           << ", which the CPU cannot run; build for a CUDA target";
     if (f->for_kind == ForKind::Parallel && !in_parallel_) return parallel_loop(f);
     llvm::Value* mn = expr(f->min);
