@@ -13,10 +13,15 @@
 ///   (bounds.hpp) of every read, through the stages inlined into a consumer (inline_read), in
 ///   the variables of the loops outside the attach point. Each extent is a constant (the
 ///   largest over those variables' ranges) and the box is clamped inside the tensor; computing
-///   a few extra valid points is harmless, reading outside the producer's inputs is not. Along
-///   an axis where every read of the producer is of a kernel input that stays in bounds past
-///   the tensor's end (a weight zero-padded to whole tiles by sched::rewrite_layout), the box
-///   starts at the consumer's tile instead of being shifted back inside. Shared-memory stages
+///   a few extra valid points is harmless, reading outside the producer's inputs is not. Where
+///   the points past the tensor's end read only inside the kernel's inputs (a weight
+///   zero-padded to whole tiles by sched::rewrite_layout), or inside stages that may in turn
+///   pass their end (computed inside another stage, or inlined), a select's condition bounding
+///   what its taken branch reads (a pad stage's zeros: a tensor-core tile padded past an image's
+///   rows), or inside a shared-memory copy of a kernel input (which then skips the points past
+///   the input's end: StageRegion::skip_past_end), the box starts at the consumer's tile
+///   instead of being shifted back inside; all axes that pass the end are tried together, then
+///   each alone. Shared-memory stages
 ///   cover what every thread of their GPU block reads (the thread loops around the attach point
 ///   range too), as TVM's bound inference does;
 /// - every computed stage (not a placeholder, not inlined) has its loops over that box
@@ -55,6 +60,10 @@ struct StageRegion {
   /// The op's axes (spatial, then reduction) -> their values in `loops`: absolute coordinates
   /// for spatial axes.
   std::unordered_map<const ir::Variable*, ir::Expr> axes;
+  /// A shared-memory copy of a kernel input whose box passes the input's end: the points past
+  /// it are left unwritten (build_loop_nests guards the copy), their readers being tiles padded
+  /// past their own end, whose results there nothing reads.
+  bool skip_past_end = false;
 };
 
 /// The region of every stage of `state`, by stage index.

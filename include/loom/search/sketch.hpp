@@ -108,7 +108,11 @@
 /// innermost axis first, each axis taking the powers of two its extent has; every other axis
 /// takes 1 and 1. A thread's rows are so a box of the run's axes, whose region (and
 /// accumulator array) is exact, where tiles of the fused run would straddle image rows and
-/// have whole rows in their bounding box. The last reduction axis read by both whose extent
+/// have whole rows in their bounding box. Where no run has a multiple of 16 rows (ResNet's
+/// 14 x 14 and 7 x 7 layers at batch 1), M is the whole run, padded: the factors of 2 its
+/// extents lack go to axes they do not divide (7 x 7: 4 columns, 2 x 2 rows; tiles of 8 x 8),
+/// the rows past the end compute from zero padding (lower/infer_regions.hpp) and the
+/// consumer's guards drop them. The last reduction axis read by both whose extent
 /// is a multiple of 16 (8 for TF32; a convolution's input channels) is K, with an innermost
 /// level of 16 (8; tensorized), the others 1; the vthread level is 1.
 /// These lengths are set in the sketch and stay. The consumer (the cache_write copy) follows the

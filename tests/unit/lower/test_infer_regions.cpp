@@ -1,11 +1,17 @@
 // lower::infer_regions (loom/lower/infer_regions.hpp): whole tensors for stages not computed
 // inside another, the box its consumer's tile reads (constant extents, clamped inside the
-// tensor) for one that is, each computed stage's loops over its box and its axes' values, and
-// the refusal of a producer computed inside a loop its consumer is outside of.
+// tensor, or past its end where the reads stay inside) for one that is, each computed stage's
+// loops over its box and its axes' values, and the refusal of a producer computed inside a
+// loop its consumer is outside of.
 #include <doctest/doctest.h>
+#include <loom/loom.hpp>
 #include <loom/lower/infer_regions.hpp>
+#include <loom/lower/interpret.hpp>
+#include <loom/ops.hpp>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "pass_support.hpp"
 
@@ -59,6 +65,55 @@ TEST_SUITE("lower") {
     const ir::Expr j = c.axes.at(cs.op->axes[1].variable());
     const ir::Expr i1 = loop_var(s, regions, "C", "i1");
     CHECK(value_at(j, {{tile, 3}, {i1, 4}}) == 16);
+  }
+
+  TEST_CASE("infer_regions: a tile past the tensor's end stays unshifted where its reads do") {
+    // C[i] = sum_r X(i + r) w[r] over 7 outputs, 3 taps; D = relu(C) in tiles of 4, C computed
+    // per tile. The second tile (outputs 4..7) passes C's end. Reading a zero-padded input (the
+    // pad stage inlined: its bounds test keeps x's read inside), or a shared copy of x that
+    // skips the points past x's end, C's box starts at the tile; reading x itself, or a pad
+    // stage computed at the root (its buffer ends with it), the box shifts back (3..6).
+    for (const char* how : {"inlined pad", "shared copy", "input", "pad at root"}) {
+      CAPTURE(how);
+      const std::string h = how;
+      const bool padded = h == "inlined pad" || h == "pad at root";
+      auto x = placeholder<float>("x", {padded ? 7 : 9});
+      auto wt = placeholder<float>("w", {3});
+      const Tensor<float, 1> in = padded ? ops::pad(x, {1}, {1}) : x;
+      auto r = reduce_axis(3, "r");
+      auto c = compute("C", {7}, [&](Var i) { return sum(in(i + r) * wt(r), r); });
+      auto d = compute("D", {7}, [&](Var i) { return max(c(i), 0.0f); });
+      const auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{x, wt},
+                                                          std::vector<ir::Tensor>{d});
+      sched::State s(dag);
+      if (h == "inlined pad") s.compute_inline(in.name());
+      s.split("D", 0, {4});
+      s.compute_at("C", "D", 0);
+      std::string copy;
+      if (h == "shared copy") {
+        copy = s.cache_read("x", ir::MemoryScope::Shared, {"C"});
+        s.compute_at(copy, "D", 0);
+      }
+      const std::vector<lower::StageRegion> regions = lower::infer_regions(s);
+      const lower::StageRegion& cr = regions[s.stage_index("C")];
+      CHECK(cr.extent == std::vector<int64_t>{4});
+      const ir::Expr tile = loop_var(s, regions, "D", "i0.0");
+      const bool unshifted = h == "inlined pad" || h == "shared copy";
+      CHECK(value_at(cr.min[0], {{tile, 1}}) == (unshifted ? 4 : 3));
+      if (!copy.empty()) {
+        const lower::StageRegion& xr = regions[s.stage_index(copy)];
+        CHECK(xr.skip_past_end);  // x's points 9 and 10 are skipped
+        CHECK(xr.extent == std::vector<int64_t>{6});
+        CHECK(value_at(xr.min[0], {{tile, 1}}) == 4);
+      }
+      // And the kernel computes D.
+      const ir::LoweredFunc f = lower::lower(s, "past_end");
+      std::vector<float> xs(padded ? 7 : 9), ws = {0.5f, -1.0f, 2.0f}, want(7), got(7, NAN);
+      for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 4) - 1.5f;
+      evaluate(*dag, {xs.data(), ws.data(), want.data()});
+      lower::interpret(f, {xs.data(), ws.data(), got.data()});
+      CHECK(got == want);
+    }
   }
 
   TEST_CASE("infer_regions refuses a producer inside a loop its consumer is outside of") {

@@ -132,7 +132,13 @@ class nest_builder {
     Stmt nest;
     if (!red) {
       Expr value = lowered(bodies_[si], axes);
-      nest = guarded(loops.guards, Store::make(in.buffer, offset, value));
+      std::vector<Expr> guards = loops.guards;
+      // A copy of a kernel input past the input's end (infer_regions.hpp) skips those points.
+      if (regions_[si].skip_past_end)
+        for (size_t d = 0; d < out_idx.size(); ++d)
+          if (regions_[si].extent[d] > op.shape()[d] || !is_const_int(regions_[si].min[d], 0))
+            guards.push_back(out_idx[d] < Expr(op.shape()[d]));
+      nest = guarded(guards, Store::make(in.buffer, offset, value));
       for (int p = n; p-- > 0;) nest = wrap_loop(p, nest, true);
     } else {
       Expr src = lowered(red->source, axes);

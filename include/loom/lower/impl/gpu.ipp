@@ -774,6 +774,12 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
   k.shared = std::move(b.shared);
   k.body = sync_planner(name, k.thread_index).run(body);
   k.body = pipeliner(name, target, k.thread_index, k.shared).run(k.body);
+  LOOM_USER_CHECK(k.threads_per_block() <= target.max_threads_per_block && k.block[0] <= 1024 &&
+                      k.block[1] <= 1024 && k.block[2] <= 64,
+                  "loom.lower.E425")
+      << "GPU kernel '" << name << "' needs a block of " << k.block[0] << " x " << k.block[1]
+      << " x " << k.block[2] << " threads; " << target.to_string() << " allows at most "
+      << target.max_threads_per_block << " per block (x, y <= 1024, z <= 64)";
   for_each_tensorized(k.body, [&](const For& f) {
     const MmaTile t = match_mma(f, k.thread_index[0], k.block[0], name);
     LOOM_USER_CHECK(!t.is_tf32() || target.tf32, "loom.lower.E427")
@@ -782,12 +788,6 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
         << target.to_string() << " does not allow TF32 (Target::with_tf32() does)";
   });
 
-  LOOM_USER_CHECK(k.threads_per_block() <= target.max_threads_per_block && k.block[0] <= 1024 &&
-                      k.block[1] <= 1024 && k.block[2] <= 64,
-                  "loom.lower.E425")
-      << "GPU kernel '" << name << "' needs a block of " << k.block[0] << " x " << k.block[1]
-      << " x " << k.block[2] << " threads; " << target.to_string() << " allows at most "
-      << target.max_threads_per_block << " per block (x, y <= 1024, z <= 64)";
   LOOM_USER_CHECK(k.shared_bytes() <= target.max_shared_memory_per_block, "loom.lower.E425")
       << "GPU kernel '" << name << "' needs " << k.shared_bytes() << " bytes of shared memory "
       << "per block; " << target.to_string() << " allows " << target.max_shared_memory_per_block;

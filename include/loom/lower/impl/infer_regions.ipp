@@ -183,6 +183,9 @@ class region_inferrer {
     StageRegion& in = regions_[p];
     in.min.assign(shape.size(), Expr(int64_t{0}));
     in.extent = shape;
+    // Each axis's box (start, constant extent), and whether its start may leave the tensor.
+    std::vector<Expr> start(shape.size());
+    std::vector<int64_t> extent(shape.size(), 0), past_end(shape.size(), 0);
     for (size_t d = 0; d < shape.size(); ++d) {
       if (full[d] || !mins[d].defined()) continue;
       Expr mn = simplify(mins[d], ranges_);
@@ -196,26 +199,57 @@ class region_inferrer {
         if (iv.max == Interval::pos_inf) continue;
         ev = iv.max;
       }
-      if (ev >= shape[d]) continue;
-      // Keep the constant-size box inside the tensor: computing a few extra valid points is
-      // harmless, reading outside the producer's inputs is not. Where the producer's reads
-      // along d cannot leave its inputs (a weight packed into whole, zero-padded tiles), the
-      // box starts at the tile instead: shifted back, a tile straddles two packed tiles and its
-      // reads are no longer contiguous (the odd GEMM with B packed: 12 GFLOP/s, 94 as is).
-      const Interval start = bounds_of(mn, ranges_);
-      if (start.min >= 0 && start.max != Interval::pos_inf &&
-          reads_stay_inside(ps, d, start.max + ev)) {
-        in.min[d] = mn;
-      } else {
-        in.min[d] = simplify(min(max(mn, Expr(int64_t{0})), Expr(shape[d] - ev)), ranges_);
-      }
-      in.extent[d] = std::max<int64_t>(ev, 1);
+      start[d] = mn;
+      extent[d] = std::max<int64_t>(ev, 1);
+      const Interval first = bounds_of(mn, ranges_);
+      if (first.min >= 0 && first.max != Interval::pos_inf && first.max + ev > shape[d])
+        past_end[d] = first.max + ev;
+    }
+    // Keep the constant-size box inside the tensor: computing a few extra valid points is
+    // harmless, reading outside the producer's inputs is not. Where the producer's reads cannot
+    // leave its inputs past the tensor's end, the box starts at the consumer's tile instead:
+    // a weight packed into whole, zero-padded tiles (shifted back, a tile straddles two packed
+    // tiles and its reads are no longer contiguous: the odd GEMM with B packed, 12 GFLOP/s, 94
+    // as is), or a tensor-core accumulator of a padded tile, whose rows past the end read zero
+    // padding (shifted back, a thread's registers would move with its tile, which forces them
+    // into local memory). All axes that may pass the end are tried together, then one by one.
+    const bool together =
+        std::count_if(past_end.begin(), past_end.end(), [](int64_t e) { return e > 0; }) > 1 &&
+        reads_stay_inside(ps, past_end);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (extent[d] == 0) continue;
+      std::vector<int64_t> alone(shape.size(), 0);
+      alone[d] = past_end[d];
+      const Interval first = bounds_of(start[d], ranges_);
+      const bool unshifted = past_end[d] == 0 ? first.min >= 0 && first.max != Interval::pos_inf &&
+                                                    reads_are_inputs(ps, d, first.max + extent[d])
+                                              : together || reads_stay_inside(ps, alone);
+      // A box as large as the tensor that may not pass its end is the tensor.
+      if (extent[d] >= shape[d] && !(past_end[d] > 0 && unshifted)) continue;
+      if (past_end[d] > 0 && unshifted && is_input_copy(ps)) in.skip_past_end = true;
+      in.min[d] =
+          unshifted
+              ? start[d]
+              : simplify(min(max(start[d], Expr(int64_t{0})), Expr(shape[d] - extent[d])), ranges_);
+      in.extent[d] = extent[d];
     }
   }
 
-  // Whether stage ps may compute axis d up to `end` (exclusive), past its tensor's end: every
-  // read along d is of a kernel input and stays inside it, whatever the other axes are.
-  bool reads_stay_inside(const Stage& ps, size_t d, int64_t end) const {
+  // Whether stage ps is a shared-memory copy of a kernel input (a cache_read stage), which may
+  // skip the points past the input's end (StageRegion::skip_past_end).
+  bool is_input_copy(const Stage& ps) const {
+    if (ps.scope != MemoryScope::Shared || ps.location != ComputeLocation::At) return false;
+    auto* r = ps.op->body.as<TensorRead>();
+    if (!r || r->tensor->op != OpKind::Placeholder || r->indices.size() != ps.op->axes.size())
+      return false;
+    for (size_t k = 0; k < r->indices.size(); ++k)
+      if (r->indices[k].as<Variable>() != ps.op->axes[k].variable()) return false;
+    return true;
+  }
+
+  // Whether every read of stage ps along axis d, computed up to `end` (exclusive), is of a
+  // kernel input and stays inside it, whatever the other axes are.
+  bool reads_are_inputs(const Stage& ps, size_t d, int64_t end) const {
     if (!ps.op.defined() || ps.op.is_placeholder()) return false;
     const Variable* along = ps.op->axes[d].variable();
     RangeMap all;
@@ -240,6 +274,90 @@ class region_inferrer {
       }
     });
     return inside;
+  }
+
+  // Whether stage ps may compute each axis k up to ends[k] (exclusive; 0: its extent), past
+  // its tensor's end: every read those points make stays inside a kernel input, or inside a
+  // stage that may in turn compute past its own end (one computed inside another stage, or
+  // inlined; a root stage's buffer ends with its tensor). A select's condition narrows the
+  // ranges its taken branch sees: a pad stage's bounds test keeps its input read inside
+  // however far its axes go.
+  bool reads_stay_inside(const Stage& ps, const std::vector<int64_t>& ends, int depth = 0) const {
+    if (!ps.op.defined() || ps.op.is_placeholder() || depth > 16) return false;
+    if (is_input_copy(ps)) return true;
+    RangeMap all;
+    for (size_t k = 0; k < ps.op->axes.size(); ++k)
+      all[ps.op->axes[k].variable()] =
+          Interval::range(k < ends.size() && ends[k] > 0 ? ends[k] : ps.op->axes[k].extent);
+    if (auto* red = ps.op->body.as<Reduce>())
+      for (auto& a : red->axes) all[a.variable()] = Interval::range(a.extent);
+    struct checker : ExprVisitor {
+      const region_inferrer* self;
+      int depth;
+      RangeMap ranges;
+      bool inside = true;
+      using ExprVisitor::visit;
+      void visit_Select(const Select* op) override {
+        visit(op->condition);
+        const RangeMap outer = ranges;
+        narrow(op->condition);
+        visit(op->true_value);
+        ranges = outer;
+        visit(op->false_value);
+      }
+      // `v >= c`, `v < c` (and the like) conjuncts of a condition bound v in its true branch.
+      void narrow(const Expr& c) {
+        if (auto* a = c.as<And>()) {
+          narrow(a->a);
+          narrow(a->b);
+          return;
+        }
+        auto bound = [&](const Expr& var, const Expr& value, int64_t low, int64_t high) {
+          auto* v = var.as<Variable>();
+          const int64_t* k = as_const_int(value);
+          if (!v || !k || !ranges.count(v)) return;
+          Interval& r = ranges[v];
+          if (low != Interval::neg_inf) r.min = std::max(r.min, *k + low);
+          if (high != Interval::pos_inf) r.max = std::min(r.max, *k + high);
+        };
+        constexpr int64_t none_below = Interval::neg_inf, none_above = Interval::pos_inf;
+        if (auto* x = c.as<GE>()) bound(x->a, x->b, 0, none_above);
+        if (auto* x = c.as<GT>()) bound(x->a, x->b, 1, none_above);
+        if (auto* x = c.as<LT>()) bound(x->a, x->b, none_below, -1);
+        if (auto* x = c.as<LE>()) bound(x->a, x->b, none_below, 0);
+      }
+      void visit_TensorRead(const TensorRead* op) override {
+        ExprVisitor::visit_TensorRead(op);
+        if (!inside) return;
+        std::vector<int64_t> need(op->indices.size(), 0);
+        bool past = false;
+        for (size_t k = 0; k < op->indices.size(); ++k) {
+          const Interval iv = bounds_of(op->indices[k], ranges);
+          if (iv.min < 0 || iv.max == Interval::pos_inf) {
+            inside = false;
+            return;
+          }
+          if (iv.max >= op->tensor->shape[k]) {
+            need[k] = iv.max + 1;
+            past = true;
+          }
+        }
+        if (!past) return;
+        const int si = self->st_.stage_of(op->tensor.get());
+        if (si < 0 || op->tensor->op == OpKind::Placeholder) {
+          inside = false;
+          return;
+        }
+        const Stage& ts = self->st_.stages()[si];
+        inside =
+            ts.location != ComputeLocation::Root && self->reads_stay_inside(ts, need, depth + 1);
+      }
+    } c;
+    c.self = this;
+    c.depth = depth;
+    c.ranges = std::move(all);
+    c.visit(ps.op->body);
+    return c.inside;
   }
 
   const sched::State& st_;

@@ -81,13 +81,14 @@ LOOM_DECL sched::State fill_tile_sizes(const sched::State& sketch, const SearchO
         << "' has unset lengths but no known extent to factorize";
     const int n = static_cast<int>(sp->lengths.size());
     std::vector<int64_t> lengths;
-    // Lengths a sketch set (the vector of a weight-vector axis, search/sketch.hpp) stay; the
-    // others tile what they leave.
+    // Lengths a sketch set (the vector of a weight-vector axis, a tensor-core tile's lanes and
+    // fragments, search/sketch.hpp) stay; the others tile what they leave, rounded up where
+    // they do not divide the extent (a tensor-core tile padded past its rows).
     int64_t preset = 1;
     int unset = 0;
     for (const auto& l : sp->lengths) l ? preset *= *l : ++unset;
-    if (unset < n && sp->extent % preset == 0) {
-      const auto& all = perfect_tilings(sp->extent / preset, unset,
+    if (unset < n) {
+      const auto& all = perfect_tilings((sp->extent + preset - 1) / preset, unset,
                                         static_cast<int>(std::min<int64_t>(sp->extent, 1 << 30)));
       const std::vector<int64_t>& drawn = all[detail::draw(rng, all.size())];
       for (int j = 0, k = 0; j < n; ++j)

@@ -203,6 +203,11 @@ struct tensor_core_axes {
   /// of the run's axes (2 rows × 8 columns of a 56-wide image) rather than a stretch of their
   /// fused range, whose bounding box would span whole rows.
   std::vector<int64_t> lanes, fragments;
+  /// No run of M's axes has a multiple of 16 rows: M is the whole run of axes only the data
+  /// reads, and the lanes and fragments left over after the powers of two go to axes whose
+  /// extents they do not divide. The tiles pass the run's end; the accumulators of rows past it
+  /// read zero padding (lower/infer_regions.hpp) and are never stored.
+  bool padded_m = false;
 };
 
 inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext& ctx,
@@ -269,7 +274,17 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
   };
   a.m_first = run_start(a.m, -1, 16);
   a.n_first = run_start(a.n, a.m, 8);
-  if (a.m_first < 0 || a.n_first < 0) return std::nullopt;
+  // No run of M's axes has 16 rows to give (a 14 x 14 or 7 x 7 image, one of them): the whole
+  // run, its tiles padded past its end.
+  a.padded_m = a.m_first < 0;
+  if (a.padded_m) {
+    const bool by_p = reads(p, axes[a.m]);
+    a.m_first = a.m;
+    while (a.m_first > 0 && reads(p, axes[a.m_first - 1]) == by_p &&
+           reads(q, axes[a.m_first - 1]) != by_p)
+      --a.m_first;
+  }
+  if (a.n_first < 0) return std::nullopt;
   a.lanes.assign(axes.size(), 1);
   a.fragments.assign(axes.size(), 1);
   auto assign_run = [&](int first, int last, int64_t lanes, int64_t fragments) {
@@ -286,6 +301,26 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
   };
   assign_run(a.m_first, a.m, 8, 2);
   assign_run(a.n_first, a.n, 4, 2);
+  if (a.padded_m) {
+    int64_t lanes = 8, fragments = 2;
+    for (int d = a.m_first; d <= a.m; ++d) {
+      lanes /= a.lanes[d];
+      fragments /= a.fragments[d];
+    }
+    // Each factor of 2 still to give goes to the innermost axis whose lanes and fragments stay
+    // within its extent (a longer inner split would shrink to the extent, and the lanes with
+    // it): 7 x 7 takes 4 columns and 2 x 2 rows, tiles of 8 x 8 covering 49 points.
+    auto give = [&](std::vector<int64_t>& level, int64_t left) {
+      for (; left > 1; left /= 2) {
+        int d = a.m;
+        while (d >= a.m_first && a.lanes[d] * a.fragments[d] * 2 > axes[d].extent) --d;
+        if (d < a.m_first) return false;
+        level[d] *= 2;
+      }
+      return true;
+    };
+    if (!give(a.lanes, lanes) || !give(a.fragments, fragments)) return std::nullopt;
+  }
   return a;
 }
 
