@@ -20,8 +20,8 @@
 ///   what its taken branch reads (a pad stage's zeros: a tensor-core tile padded past an image's
 ///   rows), or inside a shared-memory copy of a kernel input (which then skips the points past
 ///   the input's end: StageRegion::skip_past_end), the box starts at the consumer's tile
-///   instead of being shifted back inside; all axes that pass the end are tried together, then
-///   each alone. Shared-memory stages
+///   instead of being shifted back inside; the axes that pass the end join one by one, each
+///   checked together with those that joined before it. Shared-memory stages
 ///   cover what every thread of their GPU block reads (the thread loops around the attach point
 ///   range too), as TVM's bound inference does;
 /// - every computed stage (not a placeholder, not inlined) has its loops over that box
@@ -36,7 +36,8 @@
 /// Throws loom::user_error `[loom.lower.E411]` when a stage computed inside another is read
 /// from outside it (or not read at all), `[loom.lower.E412]` when a consumer inside the same
 /// stage sits outside the producer's attach loop, `[loom.lower.E413]` when the attach loop no
-/// longer exists.
+/// longer exists, `[loom.lower.E414]` when a consumer's box passes its end reading a stage
+/// whose own box cannot (the consumer's check saw less of the stage than its other readers).
 #ifndef LOOM_LOWER_INFER_REGIONS_HPP
 #define LOOM_LOWER_INFER_REGIONS_HPP
 

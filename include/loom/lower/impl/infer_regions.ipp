@@ -212,18 +212,32 @@ class region_inferrer {
     // tiles and its reads are no longer contiguous: the odd GEMM with B packed, 12 GFLOP/s, 94
     // as is), or a tensor-core accumulator of a padded tile, whose rows past the end read zero
     // padding (shifted back, a thread's registers would move with its tile, which forces them
-    // into local memory). All axes that may pass the end are tried together, then one by one.
-    const bool together =
-        std::count_if(past_end.begin(), past_end.end(), [](int64_t e) { return e > 0; }) > 1 &&
-        reads_stay_inside(ps, past_end);
+    // into local memory). The axes that may pass the end join one by one, each checked with
+    // those that joined before it (the reads of a box past two ends at once must stay inside).
+    std::vector<int64_t> passing(shape.size(), 0);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (past_end[d] == 0) continue;
+      std::vector<int64_t> with = passing;
+      with[d] = past_end[d];
+      if (reads_stay_inside(ps, with)) passing = std::move(with);
+    }
+    // The stages computed inside others that this box reads past their ends must pass them
+    // too (their regions come later, consumers first): recorded for their turn.
+    if (std::any_of(passing.begin(), passing.end(), [](int64_t e) { return e > 0; }))
+      reads_stay_inside(ps, passing, 0, &must_pass_);
+    if (auto it = must_pass_.find(p); it != must_pass_.end())
+      for (size_t d = 0; d < shape.size(); ++d)
+        LOOM_USER_CHECK(it->second[d] == 0 || passing[d] > 0, "loom.lower.E414")
+            << "stage '" << ps.name << "' would have to be computed past the end of its axis " << d
+            << " (up to " << it->second[d] << ", extent " << shape[d]
+            << ") for a consumer tiled past its own end, but its reads there leave its inputs; "
+            << "tile the consumer so that it divides the extent, or compute this stage inline";
     for (size_t d = 0; d < shape.size(); ++d) {
       if (extent[d] == 0) continue;
-      std::vector<int64_t> alone(shape.size(), 0);
-      alone[d] = past_end[d];
       const Interval first = bounds_of(start[d], ranges_);
       const bool unshifted = past_end[d] == 0 ? first.min >= 0 && first.max != Interval::pos_inf &&
                                                     reads_are_inputs(ps, d, first.max + extent[d])
-                                              : together || reads_stay_inside(ps, alone);
+                                              : passing[d] > 0;
       // A box as large as the tensor that may not pass its end is the tensor.
       if (extent[d] >= shape[d] && !(past_end[d] > 0 && unshifted)) continue;
       if (past_end[d] > 0 && unshifted && is_input_copy(ps)) in.skip_past_end = true;
@@ -282,7 +296,10 @@ class region_inferrer {
   // inlined; a root stage's buffer ends with its tensor). A select's condition narrows the
   // ranges its taken branch sees: a pad stage's bounds test keeps its input read inside
   // however far its axes go.
-  bool reads_stay_inside(const Stage& ps, const std::vector<int64_t>& ends, int depth = 0) const {
+  // With `must_pass`, records how far past their ends the stages computed inside others are
+  // read (by stage index, the farthest per axis).
+  bool reads_stay_inside(const Stage& ps, const std::vector<int64_t>& ends, int depth = 0,
+                         std::unordered_map<int, std::vector<int64_t>>* must_pass = nullptr) const {
     if (!ps.op.defined() || ps.op.is_placeholder() || depth > 16) return false;
     if (is_input_copy(ps)) return true;
     RangeMap all;
@@ -294,6 +311,7 @@ class region_inferrer {
     struct checker : ExprVisitor {
       const region_inferrer* self;
       int depth;
+      std::unordered_map<int, std::vector<int64_t>>* must_pass;
       RangeMap ranges;
       bool inside = true;
       using ExprVisitor::visit;
@@ -349,12 +367,18 @@ class region_inferrer {
           return;
         }
         const Stage& ts = self->st_.stages()[si];
-        inside =
-            ts.location != ComputeLocation::Root && self->reads_stay_inside(ts, need, depth + 1);
+        inside = ts.location != ComputeLocation::Root &&
+                 self->reads_stay_inside(ts, need, depth + 1, must_pass);
+        if (inside && must_pass && ts.location == ComputeLocation::At) {
+          std::vector<int64_t>& m = (*must_pass)[si];
+          m.resize(need.size(), 0);
+          for (size_t k = 0; k < need.size(); ++k) m[k] = std::max(m[k], need[k]);
+        }
       }
     } c;
     c.self = this;
     c.depth = depth;
+    c.must_pass = must_pass;
     c.ranges = std::move(all);
     c.visit(ps.op->body);
     return c.inside;
@@ -362,6 +386,8 @@ class region_inferrer {
 
   const sched::State& st_;
   std::vector<StageRegion> regions_;
+  // Per stage, how far past its end (per axis) a consumer's box already reads it.
+  std::unordered_map<int, std::vector<int64_t>> must_pass_;
   RangeMap ranges_;  // every prepared loop variable's range
 };
 
