@@ -147,6 +147,11 @@ void annotate_vectorize(const SketchContext& ctx, sched::State& state, std::mt19
 void gpu_thread_bind(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
 /// GPU DoubleBuffer (see the file comment).
 void gpu_double_buffer(const SketchContext& ctx, sched::State& state, std::mt19937_64& rng);
+/// The most pipeline stages DoubleBuffer and MutateDoubleBuffer give a loop:
+/// `options.gpu_max_pipeline_stages`, kept within 2 to ir::kMaxPipelineStages.
+int max_pipeline_stages(const SearchOptions& options);
+/// A pipeline annotation of 2 to max_pipeline_stages(options) stages, drawn uniformly.
+sched::Annotation draw_pipeline_kind(const SearchOptions& options, std::mt19937_64& rng);
 /// The loops of `state` that DoubleBuffer may pipeline, as (stage, leaf position): reduction
 /// loops of two or more iterations, not annotated, at which shared stages are computed.
 std::vector<std::pair<std::string, int>> double_buffer_candidates(const sched::State& state);

@@ -897,7 +897,7 @@ class emulation_builder {
       Stmt visit_Store(const Store* op, const Stmt& st) override {
         if (!in_copy || op->buffer->scope != MemoryScope::Shared || op->index.dtype().lanes != 1)
           return st;
-        const late_array& l = self->late_array_of(op->buffer);
+        const late_array l = self->late_array_of(op->buffer);
         const Expr tid = self->linear_thread();
         return Block::make(
             {Store::make(op->buffer, op->index, Load::make(l.poison, Expr(int64_t{0}))),
@@ -919,7 +919,7 @@ class emulation_builder {
     return groups_;
   }
 
-  const late_array& late_array_of(const Buffer& b) {
+  late_array late_array_of(const Buffer& b) {
     for (const auto& [buffer, l] : late_)
       if (buffer.get() == b.get()) return l;
     auto array = [&](const char* what, DType t, int64_t n) {

@@ -261,16 +261,26 @@ class region_inferrer {
     return true;
   }
 
+  // The ranges of stage ps's axes, each up to ends[k] (exclusive; 0: its extent), and of its
+  // reduction axes.
+  RangeMap axis_ranges(const Stage& ps, const std::vector<int64_t>& ends) const {
+    RangeMap all;
+    for (size_t k = 0; k < ps.op->axes.size(); ++k)
+      all[ps.op->axes[k].variable()] =
+          Interval::range(k < ends.size() && ends[k] > 0 ? ends[k] : ps.op->axes[k].extent);
+    if (auto* red = ps.op->body.as<Reduce>())
+      for (auto& a : red->axes) all[a.variable()] = Interval::range(a.extent);
+    return all;
+  }
+
   // Whether every read of stage ps along axis d, computed up to `end` (exclusive), is of a
   // kernel input and stays inside it, whatever the other axes are.
   bool reads_are_inputs(const Stage& ps, size_t d, int64_t end) const {
     if (!ps.op.defined() || ps.op.is_placeholder()) return false;
     const Variable* along = ps.op->axes[d].variable();
-    RangeMap all;
-    for (size_t k = 0; k < ps.op->axes.size(); ++k)
-      all[ps.op->axes[k].variable()] = Interval::range(k == d ? end : ps.op->axes[k].extent);
-    if (auto* red = ps.op->body.as<Reduce>())
-      for (auto& a : red->axes) all[a.variable()] = Interval::range(a.extent);
+    std::vector<int64_t> ends(ps.op->axes.size(), 0);
+    ends[d] = end;
+    const RangeMap all = axis_ranges(ps, ends);
     bool inside = true;
     post_order_visit(ps.op->body, [&](const Expr& e) {
       auto* r = e.as<TensorRead>();
@@ -302,12 +312,6 @@ class region_inferrer {
                          std::unordered_map<int, std::vector<int64_t>>* must_pass = nullptr) const {
     if (!ps.op.defined() || ps.op.is_placeholder() || depth > 16) return false;
     if (is_input_copy(ps)) return true;
-    RangeMap all;
-    for (size_t k = 0; k < ps.op->axes.size(); ++k)
-      all[ps.op->axes[k].variable()] =
-          Interval::range(k < ends.size() && ends[k] > 0 ? ends[k] : ps.op->axes[k].extent);
-    if (auto* red = ps.op->body.as<Reduce>())
-      for (auto& a : red->axes) all[a.variable()] = Interval::range(a.extent);
     struct checker : ExprVisitor {
       const region_inferrer* self;
       int depth;
@@ -379,7 +383,7 @@ class region_inferrer {
     c.self = this;
     c.depth = depth;
     c.must_pass = must_pass;
-    c.ranges = std::move(all);
+    c.ranges = axis_ranges(ps, ends);
     c.visit(ps.op->body);
     return c.inside;
   }

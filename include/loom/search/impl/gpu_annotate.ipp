@@ -217,18 +217,22 @@ LOOM_DECL std::vector<std::pair<std::string, int>> double_buffer_candidates(
   return out;
 }
 
+LOOM_DECL int max_pipeline_stages(const SearchOptions& options) {
+  return std::clamp(options.gpu_max_pipeline_stages, 2, ir::kMaxPipelineStages);
+}
+
+LOOM_DECL sched::Annotation draw_pipeline_kind(const SearchOptions& options, std::mt19937_64& rng) {
+  const auto choices = static_cast<size_t>(max_pipeline_stages(options) - 1);
+  return ir::pipelined_kind(2 + static_cast<int>(::loom::detail::draw(rng, choices)));
+}
+
 LOOM_DECL void gpu_double_buffer(const SketchContext& ctx, sched::State& state,
                                  std::mt19937_64& rng) {
   const double p = ctx.options().gpu_double_buffer_probability;
   if (ctx.task().target.compute_capability() < 80 || p <= 0) return;
-  const int max_stages =
-      std::clamp(ctx.options().gpu_max_pipeline_stages, 2, ir::kMaxPipelineStages);
-  for (const auto& [stage, leaf] : double_buffer_candidates(state)) {
-    if (!::loom::detail::chance(rng, p)) continue;
-    const int stages =
-        2 + static_cast<int>(::loom::detail::draw(rng, static_cast<size_t>(max_stages - 1)));
-    state.annotate(stage, leaf, ir::pipelined_kind(stages));
-  }
+  for (const auto& [stage, leaf] : double_buffer_candidates(state))
+    if (::loom::detail::chance(rng, p))
+      state.annotate(stage, leaf, draw_pipeline_kind(ctx.options(), rng));
 }
 
 LOOM_DECL const std::vector<InitRule>& gpu_init_rules() {

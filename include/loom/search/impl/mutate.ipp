@@ -548,8 +548,6 @@ LOOM_DECL std::optional<sched::State> mutate_double_buffer(const SketchContext& 
   }
   const std::vector<std::pair<std::string, int>> off = double_buffer_candidates(state);
   if (pipelined.empty() && off.empty()) return std::nullopt;
-  const int max_stages =
-      std::clamp(ctx.options().gpu_max_pipeline_stages, 2, ir::kMaxPipelineStages);
   const size_t choice = detail::draw(rng, pipelined.size() + off.size());
   std::vector<sched::Step> edited = steps;
   if (choice < pipelined.size()) {
@@ -557,7 +555,7 @@ LOOM_DECL std::optional<sched::State> mutate_double_buffer(const SketchContext& 
     // history: later steps keep their indices (follow splits name earlier steps by index).
     const auto& a = std::get<sched::AnnotationStep>(steps[pipelined[choice]]);
     std::vector<sched::Annotation> others = {sched::Annotation::Serial};
-    for (int stages = 2; stages <= max_stages; ++stages)
+    for (int stages = 2; stages <= max_pipeline_stages(ctx.options()); ++stages)
       if (ir::pipelined_kind(stages) != a.annotation) others.push_back(ir::pipelined_kind(stages));
     const sched::Annotation to = others[detail::draw(rng, others.size())];
     edited.push_back(sched::AnnotationStep{a.stage, a.iter, sched::Annotation::Serial});
@@ -565,8 +563,7 @@ LOOM_DECL std::optional<sched::State> mutate_double_buffer(const SketchContext& 
       edited.push_back(sched::AnnotationStep{a.stage, a.iter, to});
   } else {
     const auto& [stage, leaf] = off[choice - pipelined.size()];
-    const int stages = 2 + static_cast<int>(detail::draw(rng, static_cast<size_t>(max_stages - 1)));
-    edited.push_back(sched::AnnotationStep{stage, leaf, ir::pipelined_kind(stages)});
+    edited.push_back(sched::AnnotationStep{stage, leaf, draw_pipeline_kind(ctx.options(), rng)});
   }
   return detail::replay(state, edited, state.origins());
 }
