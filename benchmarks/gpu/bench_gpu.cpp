@@ -6,6 +6,8 @@
 // tensor-core and SIMT sketches; the fp16 NHWC convs likewise, their float32 sums rounded to an
 // fp16 output as cuDNN's) and the vendor library's call for that precision:
 //   - gemm4096_{fp32,tf32,bf16,fp16}: C[4096,4096] = A[4096,4096] B[4096,4096];
+//   - gemm4096_nt_{tf32,bf16}: the same with B given as [N, K] (C = A B^T, a linear layer's
+//     weight as PyTorch stores it);
 //   - bert_ffn{1,2}_m{128,4096}_{fp32,bf16}: BERT-base's feed-forward products, ffn1 [M,768] x
 //     [768,3072], ffn2 [M,3072] x [3072,768];
 //   - bmm_{qk,av}_b{12,384}_{fp32,bf16}: BERT-base's attention products per head, batch 12 (one
@@ -37,7 +39,7 @@
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
 // --workloads keeps the workloads whose names start with one of the given prefixes (all by
-// default), for tuning and for timing: gemm4096 keeps the four GEMMs, gemm4096_bf16 one.
+// default), for tuning and for timing: gemm4096 keeps the six GEMMs, gemm4096_bf16 one.
 //
 // With --trials=N (N > 0) each workload with loom contenders is first tuned for N more programs
 // on this GPU (cuda::tune, resuming from FILE, default gpu_tuned.jsonl); its tuning wall time is
@@ -186,8 +188,10 @@ Elem input_elem(Precision p) {
 }
 
 /// C[batch][m,n] = A[batch][m,k] B[batch][k,n], row-major; batch 0: one product (no batch axis).
+/// With trans_b, B is given as [batch][n,k].
 struct GemmShape {
   int batch = 0, m = 0, n = 0, k = 0;
+  bool trans_b = false;
 };
 
 /// A stride-1 convolution: N images of C x H x W, K filters of C x R x S, `pad` on each side.
@@ -220,7 +224,7 @@ void loom_16bit_gemm(Spec& s) {
     auto a = placeholder<T>(s.inputs[0].name(), {sa[0], sa[1]});
     auto b = placeholder<T>(s.inputs[1].name(), {sb[0], sb[1]});
     s.loom_inputs = {a, b};
-    s.loom_output = ops::matmul(a, b);
+    s.loom_output = ops::matmul(a, b, false, s.gemm.trans_b);
   } else {
     auto a = placeholder<T>(s.inputs[0].name(), {sa[0], sa[1], sa[2]});
     auto b = placeholder<T>(s.inputs[1].name(), {sb[0], sb[1], sb[2]});
@@ -381,6 +385,15 @@ std::vector<Spec> workload_specs(const std::function<bool(const std::string&)>& 
          .output = ops::matmul(a, b),
          .gemm = {0, 4096, 4096, 4096}});
   }
+  for (Precision p : {Precision::tf32, Precision::bf16}) {
+    auto a = placeholder<float>("A", {4096, 4096});
+    auto b = placeholder<float>("B", {4096, 4096});  // [N, K]
+    add({.name = std::string("gemm4096_nt_") + precision_name(p),
+         .precision = p,
+         .inputs = {a, b},
+         .output = ops::matmul(a, b, false, true),
+         .gemm = {0, 4096, 4096, 4096, true}});
+  }
   for (Precision p : {Precision::fp32, Precision::bf16})
     for (int m : {128, 4096})
       for (const auto& [layer, k, n] : {std::tuple{1, 768, 3072}, std::tuple{2, 3072, 768}}) {
@@ -465,7 +478,7 @@ F sym(void* lib, const char* name) {
 // The enumerators we pass, with their values in library_types.h, cublas_api.h and cudnn's
 // headers (C enums: int-sized arguments).
 constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
-constexpr int CUBLAS_OP_N = 0, CUBLAS_DEFAULT_MATH = 0, CUBLAS_GEMM_DEFAULT = -1;
+constexpr int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_DEFAULT_MATH = 0, CUBLAS_GEMM_DEFAULT = -1;
 constexpr int CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
 constexpr int CUDNN_TENSOR_NCHW = 0, CUDNN_TENSOR_NHWC = 1;
 constexpr int CUDNN_DATA_FLOAT = 0, CUDNN_DATA_HALF = 2;
@@ -518,7 +531,8 @@ struct Cublas {
     return "";
   }
 
-  /// Row-major C[m,n] = A[m,k] B[k,n] (per batch), as column-major C^T = B^T A^T.
+  /// Row-major C[m,n] = A[m,k] B[k,n] (per batch), as column-major C^T = B^T A^T; with B
+  /// given as [n,k], its column-major view is transposed (CUBLAS_OP_T).
   void gemm(Precision p, const GemmShape& s, cuda::CUdeviceptr a, cuda::CUdeviceptr b,
             cuda::CUdeviceptr c) const {
     const float one = 1, zero = 0;
@@ -527,6 +541,7 @@ struct Cublas {
     auto* pc = reinterpret_cast<void*>(c);
     const long long sa = static_cast<long long>(s.m) * s.k, sb = static_cast<long long>(s.k) * s.n,
                     sc = static_cast<long long>(s.m) * s.n;
+    const int op_b = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, ldb = s.trans_b ? s.k : s.n;
     int rc = 0;
     const char* what = "";
     if (p == Precision::fp32) {
@@ -535,12 +550,12 @@ struct Cublas {
       auto* fc = static_cast<float*>(pc);
       if (s.batch == 0) {
         what = "cublasSgemm";
-        rc = sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, fb, s.n, fa, s.k, &zero,
-                   fc, s.n);
+        rc =
+            sgemm(handle, op_b, CUBLAS_OP_N, s.n, s.m, s.k, &one, fb, ldb, fa, s.k, &zero, fc, s.n);
       } else {
         what = "cublasSgemmStridedBatched";
-        rc = sgemm_strided(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, fb, s.n, sb, fa,
-                           s.k, sa, &zero, fc, s.n, sc, s.batch);
+        rc = sgemm_strided(handle, op_b, CUBLAS_OP_N, s.n, s.m, s.k, &one, fb, ldb, sb, fa, s.k, sa,
+                           &zero, fc, s.n, sc, s.batch);
       }
     } else {
       const int ab = p == Precision::bf16   ? CUDA_R_16BF
@@ -549,12 +564,12 @@ struct Cublas {
       const int compute = p == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       if (s.batch == 0) {
         what = "cublasGemmEx";
-        rc = gemm_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, pb, ab, s.n, pa, ab,
-                     s.k, &zero, pc, CUDA_R_32F, s.n, compute, CUBLAS_GEMM_DEFAULT);
+        rc = gemm_ex(handle, op_b, CUBLAS_OP_N, s.n, s.m, s.k, &one, pb, ab, ldb, pa, ab, s.k,
+                     &zero, pc, CUDA_R_32F, s.n, compute, CUBLAS_GEMM_DEFAULT);
       } else {
         what = "cublasGemmStridedBatchedEx";
-        rc = gemm_strided_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, pb, ab, s.n, sb,
-                             pa, ab, s.k, sa, &zero, pc, CUDA_R_32F, s.n, sc, s.batch, compute,
+        rc = gemm_strided_ex(handle, op_b, CUBLAS_OP_N, s.n, s.m, s.k, &one, pb, ab, ldb, sb, pa,
+                             ab, s.k, sa, &zero, pc, CUDA_R_32F, s.n, sc, s.batch, compute,
                              CUBLAS_GEMM_DEFAULT);
       }
     }

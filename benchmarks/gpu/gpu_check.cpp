@@ -124,6 +124,12 @@ std::vector<workload> workloads() {
     auto b = placeholder<bfloat16>("B", {4, 48, 64});
     w.push_back(make("bf16 batch_matmul 4x32x64x48", {a, b}, {ops::batch_matmul(a, b)}));
   }
+  // B given as [N, K] (a linear layer's weight): ldmatrix loads it as stored.
+  {
+    auto a = placeholder<bfloat16>("A", {64, 96});
+    auto b = placeholder<bfloat16>("B", {128, 96});
+    w.push_back(make("bf16 matmul_nt 64x128x96", {a, b}, {ops::matmul(a, b, false, true)}));
+  }
   {
     auto x = placeholder<bfloat16>("X", {1, 16, 14, 14});
     auto wt = placeholder<bfloat16>("W", {32, 16, 3, 3});
@@ -161,6 +167,11 @@ std::vector<workload> workloads() {
     auto a = placeholder<float>("A", {4, 32, 48});
     auto b = placeholder<float>("B", {4, 48, 64});
     w.push_back(make("tf32 batch_matmul 4x32x64x48", {a, b}, {ops::batch_matmul(a, b)}, true));
+  }
+  {
+    auto a = placeholder<float>("A", {64, 96});
+    auto b = placeholder<float>("B", {128, 96});
+    w.push_back(make("tf32 matmul_nt 64x128x96", {a, b}, {ops::matmul(a, b, false, true)}, true));
   }
   return w;
 }

@@ -7,10 +7,12 @@
 
 #include <loom/loom.hpp>
 #include <loom/lower/gpu.hpp>
+#include <loom/lower/mma.hpp>
 
 #include "support/random_schedule.hpp"
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -31,6 +33,17 @@ inline std::shared_ptr<const loom::ComputeDAG> float_matmul(int64_t m, int64_t n
   auto b = loom::placeholder<float>("B", {k, n});
   return std::make_shared<const loom::ComputeDAG>(
       std::vector<loom::ir::Tensor>{a, b}, std::vector<loom::ir::Tensor>{loom::ops::matmul(a, b)});
+}
+
+/// C = A B^T with B given as [N, K] (ops::matmul with trans_b), of T (16-bit, or float for
+/// TF32): B's columns run along k.
+template <class T>
+std::shared_ptr<const loom::ComputeDAG> matmul_b_transposed(int64_t m, int64_t n, int64_t k) {
+  auto a = loom::placeholder<T>("A", {m, k});
+  auto b = loom::placeholder<T>("B", {n, k});
+  return std::make_shared<const loom::ComputeDAG>(
+      std::vector<loom::ir::Tensor>{a, b},
+      std::vector<loom::ir::Tensor>{loom::ops::matmul(a, b, false, true)});
 }
 
 struct mma_tiling {
@@ -116,6 +129,27 @@ std::string check_half_matmul(const loom::ComputeDAG& dag, int64_t m, int64_t n,
       return os.str();
     }
   return "";
+}
+
+/// The tiles of the tensorized loops of `k` (loom::lower::match_mma), in program order.
+inline std::vector<loom::lower::MmaTile> tiles_of(const loom::lower::GpuKernel& k) {
+  std::vector<loom::lower::MmaTile> tiles;
+  std::function<void(const loom::ir::Stmt&)> walk = [&](const loom::ir::Stmt& st) {
+    if (auto* f = st.as<loom::ir::For>(); f && f->for_kind == loom::ir::ForKind::Tensorized) {
+      tiles.push_back(loom::lower::match_mma(*f, k.thread_index[0], k.block[0], k.name));
+      return;
+    }
+    if (auto* b = st.as<loom::ir::Block>())
+      for (const loom::ir::Stmt& x : b->stmts) walk(x);
+    else if (auto* f = st.as<loom::ir::For>())
+      walk(f->body);
+    else if (auto* a = st.as<loom::ir::Allocate>())
+      walk(a->body);
+    else if (auto* i = st.as<loom::ir::IfThenElse>())
+      walk(i->then_case);
+  };
+  walk(k.body);
+  return tiles;
 }
 
 /// What loom::user_error lower::lower_gpu throws for `s` on `target`; empty when it lowers.

@@ -34,9 +34,13 @@
 ///
 /// Operands in shared memory go to the registers with `ldmatrix` where its rows fit: a lane
 /// gives the address of one row of 8 elements of an 8 x 8 matrix and receives, as the fragment
-/// needs, elements of rows other lanes gave (A as stored, B transposed, from its k-major rows).
-/// TF32 A loads so too, a 16-byte row being 4 float32 elements and each lane's 32 bits one
-/// element (rounded to TF32 after the load); TF32 B, whose transpose would split elements, not.
+/// needs, elements of rows other lanes gave (A as stored; B transposed from its k-major rows,
+/// or as stored when its columns run along k, B given as [N, K]). A lane's rows can be any
+/// rows, so A and k-contiguous B load so for any register tile; B's columns must be 8
+/// consecutive ones for the transposed load, which holds when a lane has one tile along N.
+/// TF32 operands along k load so too, a 16-byte row being 4 float32 elements and each lane's 32
+/// bits one element (rounded to TF32 after the load); TF32 B along its columns, whose
+/// transpose would split elements, not.
 /// The conditions are checked as the lane conditions, and the alignment proven
 /// (ir::known_divisor). The emulation loads the registers the way ldmatrix does, from the rows
 /// the lanes give, so a wrong row address is a wrong result there too.
@@ -93,10 +97,13 @@ struct MmaTile {
   /// `ldmatrix` (operands in shared memory, every logical 16-byte row of the tile's quarters
   /// contiguous and 16-byte aligned): the element whose address the lane gives. For A (`.x4`),
   /// lane l gives row l % 8 of quarter l / 8 (rows 8 (q % 2), columns w (q / 2) of the 16 x 16
-  /// tile, w = 8; of the 16 x 8 TF32 tile, w = 4); for B (`.x2.trans`, 16-bit only), lane l
-  /// gives row l % 8 of quarter (l / 8) % 2 (k rows 8 q, along the 8 columns). Undefined where
-  /// the operand is loaded element by element.
+  /// tile, w = 8; of the 16 x 8 TF32 tile, w = 4); for B, lane l gives row l % 8 of quarter
+  /// (l / 8) % 2: with `b_transposed` (`.x2.trans`, 16-bit only, B stored along its columns) k
+  /// row 8 q + l % 8, along the 8 columns, else (`.x2`, B stored along k, as a matmul with B
+  /// transposed has it) column l % 8, along k from w q. Undefined where the operand is loaded
+  /// element by element.
   ir::Expr a_row, b_row;
+  bool b_transposed = false;
 
   /// The PTX instruction, e.g. "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32".
   std::string instruction() const;

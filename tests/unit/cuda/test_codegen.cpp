@@ -386,6 +386,33 @@ TEST_SUITE("cuda") {
     CHECK(xb == 2);
   }
 
+  TEST_CASE("B given as [N, K] loads with ldmatrix.x2 as stored, 16-bit and TF32") {
+    const std::string b = "ldmatrix.sync.aligned.m8n8.x2.shared.b16";
+    {
+      const lower::GpuProgram g = lower::lower_gpu(
+          loom_test::tensor_core_matmul(loom_test::matmul_b_transposed<bfloat16>(64, 64, 64),
+                                        {1, 2, 2, 2, true, true}),
+          Target::cuda(), "ldm_nt");
+      const std::string src = cuda::to_cuda_source(g);
+      INFO(src);
+      CHECK(src.find(b) != std::string::npos);
+      CHECK(src.find("(unsigned)B_shared[") == std::string::npos);
+      const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
+      size_t xb = 0;
+      for (size_t at = ptx.find(b); at != std::string::npos; at = ptx.find(b, at + 1)) ++xb;
+      CHECK(xb == 4);  // the warp's 2 x 2 tiles, unrolled
+    }
+    const lower::GpuProgram g = lower::lower_gpu(
+        loom_test::tensor_core_matmul(loom_test::matmul_b_transposed<float>(64, 64, 32),
+                                      {1, 2, 2, 2, true, true, 8}),
+        Target::cuda().with_tf32(), "ldm_nt_tf32");
+    const std::string src = cuda::to_cuda_source(g);
+    INFO(src);
+    CHECK(src.find(b) != std::string::npos);
+    CHECK(src.find("__uint_as_float(loom_b0)") != std::string::npos);  // rounded after the load
+    CHECK(cuda::compile_to_ptx(src, "sm_90").find(b) != std::string::npos);
+  }
+
   TEST_CASE("a TF32 tile rounds its float32 operands and compiles to m16n8k8 for sm_90") {
     const lower::GpuProgram g =
         lower::lower_gpu(loom_test::tensor_core_matmul(loom_test::float_matmul(64, 64, 32),

@@ -47,27 +47,6 @@ size_t count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
-/// The tiles of the tensorized loops of `k` (lower::match_mma), in program order.
-std::vector<lower::MmaTile> tiles_of(const lower::GpuKernel& k) {
-  std::vector<lower::MmaTile> tiles;
-  std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& st) {
-    if (auto* f = st.as<ir::For>(); f && f->for_kind == ir::ForKind::Tensorized) {
-      tiles.push_back(lower::match_mma(*f, k.thread_index[0], k.block[0], k.name));
-      return;
-    }
-    if (auto* b = st.as<ir::Block>())
-      for (const ir::Stmt& x : b->stmts) walk(x);
-    else if (auto* f = st.as<ir::For>())
-      walk(f->body);
-    else if (auto* a = st.as<ir::Allocate>())
-      walk(a->body);
-    else if (auto* i = st.as<ir::IfThenElse>())
-      walk(i->then_case);
-  };
-  walk(k.body);
-  return tiles;
-}
-
 }  // namespace
 
 TEST_SUITE("lower.mma") {
@@ -132,7 +111,7 @@ TEST_SUITE("lower.mma") {
                                                   {1, 1, 1, 1, false, true});
     const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
     const lower::GpuKernel& k = p.kernels[0];
-    const std::vector<lower::MmaTile> tiles = tiles_of(k);
+    const std::vector<lower::MmaTile> tiles = loom_test::tiles_of(k);
     REQUIRE(tiles.size() == 1);
     const lower::MmaTile& t = tiles[0];
     CHECK(t.instruction() == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
@@ -177,7 +156,7 @@ TEST_SUITE("lower.mma") {
                             : loom_test::half_matmul<float16>(64, 64, 48);
         const State s = loom_test::tensor_core_matmul(dag, c.t);
         const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
-        for (const lower::MmaTile& t : tiles_of(p.kernels[0])) {
+        for (const lower::MmaTile& t : loom_test::tiles_of(p.kernels[0])) {
           CHECK(t.a_row.defined() == c.a_rows);
           CHECK(t.b_row.defined() == c.b_rows);
         }
@@ -192,13 +171,47 @@ TEST_SUITE("lower.mma") {
     const auto fdag = loom_test::float_matmul(64, 64, 32);
     const State f = loom_test::tensor_core_matmul(fdag, {1, 2, 2, 1, true, true, 8});
     const lower::GpuProgram fp = lower::lower_gpu(f, Target::cuda().with_tf32());
-    for (const lower::MmaTile& t : tiles_of(fp.kernels[0])) {
+    for (const lower::MmaTile& t : loom_test::tiles_of(fp.kernels[0])) {
       CHECK(t.a_row.defined());
       CHECK(!t.b_row.defined());
     }
     const std::string tf32 = loom_test::check_half_matmul<float>(
         *fdag, 64, 64, 32, [&](std::vector<void*> args) { lower::emulate(fp, args); });
     CHECK(tf32 == "");
+  }
+
+  TEST_CASE("B given as [N, K] loads with ldmatrix as stored, for any register tile and TF32") {
+    // A lane gives the address of one of B's columns, which run along k: whichever columns
+    // the lane's register tile interleaves. TF32's 4-float rows so too.
+    for (const int64_t nt : {1, 2, 4}) {
+      CAPTURE(nt);
+      const auto dag = loom_test::matmul_b_transposed<bfloat16>(64, 64, 48);
+      const State s = loom_test::tensor_core_matmul(dag, {1, 2, 2, nt, true, true});
+      const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+      const std::vector<lower::MmaTile> tiles = loom_test::tiles_of(p.kernels[0]);
+      REQUIRE(!tiles.empty());
+      for (const lower::MmaTile& t : tiles) {
+        CHECK(t.a_row.defined());
+        CHECK(t.b_row.defined());
+        CHECK(!t.b_transposed);
+      }
+      CHECK(emulate_matmul<bfloat16>(s, 64, 64, 48) == "");
+    }
+    const auto fdag = loom_test::matmul_b_transposed<float>(64, 64, 32);
+    const State f = loom_test::tensor_core_matmul(fdag, {1, 2, 2, 2, true, true, 8});
+    const lower::GpuProgram fp = lower::lower_gpu(f, Target::cuda().with_tf32());
+    for (const lower::MmaTile& t : loom_test::tiles_of(fp.kernels[0])) {
+      CHECK(t.b_row.defined());
+      CHECK(!t.b_transposed);
+    }
+    CHECK(loom_test::check_half_matmul<float>(
+              *fdag, 64, 64, 32, [&](std::vector<void*> args) { lower::emulate(fp, args); }) == "");
+    // B's columns as k-major rows (the usual [K, N]): transposed, with one tile along N.
+    const State nn = loom_test::tensor_core_matmul(loom_test::half_matmul<bfloat16>(64, 64, 48),
+                                                   {1, 2, 2, 1, true, true});
+    for (const lower::MmaTile& t :
+         loom_test::tiles_of(lower::lower_gpu(nn, Target::cuda()).kernels[0]))
+      CHECK(t.b_transposed);
   }
 
   TEST_CASE("tiles that are not m16n8k16 tiles are refused with what is wrong") {
@@ -340,7 +353,7 @@ TEST_SUITE("lower.mma") {
       const State s = loom_test::tensor_core_matmul(loom_test::float_matmul(c.M, c.N, c.K), c.t);
       const lower::GpuProgram p = lower::lower_gpu(s, tf32);
       REQUIRE(p.kernels.size() == 1);
-      const std::vector<lower::MmaTile> tiles = tiles_of(p.kernels[0]);
+      const std::vector<lower::MmaTile> tiles = loom_test::tiles_of(p.kernels[0]);
       REQUIRE(tiles.size() == 1);
       CHECK(tiles[0].instruction() == "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
       CHECK(tiles[0].k == 8);

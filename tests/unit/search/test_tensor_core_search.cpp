@@ -197,6 +197,34 @@ TEST_SUITE("search.tensor_cores") {
     }
   }
 
+  TEST_CASE("a matmul with B given as [N, K]: every sample is right and loads B with ldmatrix") {
+    // bf16 and TF32: B's columns run along k, so a lane gives one column's address whatever
+    // its register tile (lower/mma.hpp).
+    for (const bool tf32 : {false, true}) {
+      CAPTURE(tf32);
+      const auto dag = tf32 ? loom_test::matmul_b_transposed<float>(64, 128, 64)
+                            : loom_test::matmul_b_transposed<bfloat16>(64, 128, 64);
+      const Target target = tf32 ? Target::cuda("sm_90").with_tf32() : Target::cuda("sm_90");
+      const Task task(dag, target);
+      const auto tc = tensor_core_sketches(search::generate_sketches(task));
+      REQUIRE(tc.size() == 1);
+      std::mt19937_64 rng(37);
+      const auto programs = search::sample_programs(tc, task, {}, rng, 10);
+      CHECK(programs.size() >= 4);
+      for (const sched::State& p : programs) {
+        const lower::GpuProgram g = lower::lower_gpu(p, target);
+        for (const lower::MmaTile& t : loom_test::tiles_of(g.kernels[0])) {
+          CHECK(t.b_row.defined());
+          CHECK(!t.b_transposed);
+        }
+        auto run = [&](std::vector<void*> args) { lower::emulate(g, args); };
+        const std::string r = tf32 ? loom_test::check_half_matmul<float>(*dag, 64, 128, 64, run)
+                                   : loom_test::check_half_matmul<bfloat16>(*dag, 64, 128, 64, run);
+        CHECK_MESSAGE(r == "", p.to_string());
+      }
+    }
+  }
+
   TEST_CASE("a product fused into its element-wise consumer accumulates in the thread's array") {
     // D = bf16(C * 0.5): no cache_write stage; the product is computed inside the consumer's
     // thread loops, in an array each thread has (labelled global, as stages without a scope of

@@ -114,28 +114,28 @@ class extractor final : public ir::StmtVisitor {
 
     int gpu_slot = -1;
     int64_t saved_gpu = 0;
-    switch (op->for_kind) {
-      case ir::ForKind::Vectorized: vec_loops_.push_back(depth); break;
-      case ir::ForKind::Unrolled: unroll_loops_.push_back(depth); break;
-      case ir::ForKind::Parallel: parallel_loops_.push_back(depth); break;
-      // A tensor-core tile, a pipelined loop: the serial loops they stand for, and group 6.
-      case ir::ForKind::Serial: break;
-      case ir::ForKind::Tensorized: ++tensorized_; break;
-      case ir::ForKind::Pipelined:
-      case ir::ForKind::Pipelined3:
-      case ir::ForKind::Pipelined4:
-        pipelined_.push_back({extent, ir::pipeline_stages(op->for_kind)});
-        break;
-      default:
-        // A GPU binding: its extent is the thread/block count (the innermost binding of an
-        // index wins); virtual threads multiply.
-        gpu_slot = static_cast<int>(op->for_kind) - static_cast<int>(ir::ForKind::BlockIdxX);
-        saved_gpu = gpu_len_[gpu_slot];
-        gpu_len_[gpu_slot] = op->for_kind == ir::ForKind::VThread
-                                 ? std::max<int64_t>(saved_gpu, 1) * extent
-                                 : extent;
-        is_gpu_ = true;
-        break;
+    // A tensor-core tile, a pipelined loop: the serial loops they stand for, and group 6.
+    const bool pipelined = ir::is_pipelined(op->for_kind);
+    if (pipelined) {
+      pipelined_.push_back({extent, ir::pipeline_stages(op->for_kind)});
+    } else {
+      switch (op->for_kind) {
+        case ir::ForKind::Vectorized: vec_loops_.push_back(depth); break;
+        case ir::ForKind::Unrolled: unroll_loops_.push_back(depth); break;
+        case ir::ForKind::Parallel: parallel_loops_.push_back(depth); break;
+        case ir::ForKind::Serial: break;
+        case ir::ForKind::Tensorized: ++tensorized_; break;
+        default:
+          // A GPU binding: its extent is the thread/block count (the innermost binding of an
+          // index wins); virtual threads multiply.
+          gpu_slot = static_cast<int>(op->for_kind) - static_cast<int>(ir::ForKind::BlockIdxX);
+          saved_gpu = gpu_len_[gpu_slot];
+          gpu_len_[gpu_slot] = op->for_kind == ir::ForKind::VThread
+                                   ? std::max<int64_t>(saved_gpu, 1) * extent
+                                   : extent;
+          is_gpu_ = true;
+          break;
+      }
     }
     const bool outermost_unrolled = op->for_kind == ir::ForKind::Unrolled && unroll_steps_ == 0;
     if (outermost_unrolled) unroll_steps_ = instances(ir::Stmt(op));
@@ -149,11 +149,9 @@ class extractor final : public ir::StmtVisitor {
       case ir::ForKind::Unrolled: unroll_loops_.pop_back(); break;
       case ir::ForKind::Parallel: parallel_loops_.pop_back(); break;
       case ir::ForKind::Tensorized: --tensorized_; break;
-      case ir::ForKind::Pipelined:
-      case ir::ForKind::Pipelined3:
-      case ir::ForKind::Pipelined4: pipelined_.pop_back(); break;
       default: break;
     }
+    if (pipelined) pipelined_.pop_back();
     pop_loop();
   }
 

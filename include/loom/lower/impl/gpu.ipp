@@ -866,10 +866,13 @@ class emulation_builder {
     return all_threads(s);
   }
 
-  Expr linear_thread() const {
+  // The linear index of the thread whose threadIdx.x is `x` and whose y and z are this
+  // thread's (by default: this thread).
+  Expr linear_thread(const Expr& x) const {
     const std::array<Expr, 3>& t = k_.thread_index;
-    return t[0] + Expr(k_.block[0]) * (t[1] + Expr(k_.block[1]) * t[2]);
+    return x + Expr(k_.block[0]) * (t[1] + Expr(k_.block[1]) * t[2]);
   }
+  Expr linear_thread() const { return linear_thread(k_.thread_index[0]); }
 
   // Asynchronous copies land as late as the program allows, so that a wait for too few groups
   // (or none) shows up as a read of poison or of a stale tile, and their destinations hold
@@ -982,7 +985,7 @@ class emulation_builder {
         self->staging_.push_back(stage);
         const Expr zero(int64_t{0});
         const std::array<Expr, 3>& t = k.thread_index;
-        Expr row = Expr(k.block[0]) * (t[1] + Expr(k.block[1]) * t[2]);
+        const Expr row = self->linear_thread(zero);
         Expr lane = Variable::make(op->buffer->name + ".lane");
         Stmt fold = For::make(lane, zero, Expr(k.block[0]), ForKind::Serial,
                               Store::make(op->buffer, zero,
@@ -1030,28 +1033,31 @@ class emulation_builder {
     const Expr c32(int64_t{32});
     // The linear index of the thread at lane `lane` of this thread's warp.
     auto thread_at = [&](const Expr& lane) {
-      Expr x = th[0] - FloorMod::make(th[0], c32) + lane;
-      return x + Expr(k.block[0]) * (th[1] + Expr(k.block[1]) * th[2]);
+      return linear_thread(th[0] - FloorMod::make(th[0], c32) + lane);
     };
     const Expr lane = FloorMod::make(th[0], c32);
     const Expr own = thread_at(lane);
     const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
     const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
     // ldmatrix (MmaTile::a_row, b_row): register r, half h of lane (g, t) is element 2t + h of
-    // the row lane 8r + g gives (A; TF32: element t, the lane's 32 bits of the 16-byte row), or
-    // element g of the row lane 8r + 2t + h gives (B, transposed); the row addresses are the
-    // other lanes' expressions.
+    // the row lane 8r + g gives (A, and B along k; TF32: element t, the lane's 32 bits of the
+    // 16-byte row), or element g of the row lane 8r + 2t + h gives (B, transposed); the row
+    // addresses are the other lanes' expressions.
     auto row_of_lane = [&](const Expr& row, const Expr& giver) {
       return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + giver}});
     };
-    auto a_value = [&](int r, int h) -> Expr {
-      if (!t.a_row.defined()) return Load::make(t.a, t.a_index[r][h]);
+    auto as_stored = [&](const Buffer& b, const Expr& row, int r, int h) {
       const Expr element =
           per_reg == 2 ? t2 + Expr(int64_t{h}) : FloorMod::make(lane, Expr(int64_t{4}));
-      return Load::make(t.a, row_of_lane(t.a_row, Expr(int64_t{8 * r}) + g) + element);
+      return Load::make(b, row_of_lane(row, Expr(int64_t{8 * r}) + g) + element);
+    };
+    auto a_value = [&](int r, int h) -> Expr {
+      if (!t.a_row.defined()) return Load::make(t.a, t.a_index[r][h]);
+      return as_stored(t.a, t.a_row, r, h);
     };
     auto b_value = [&](int r, int h) -> Expr {
       if (!t.b_row.defined()) return Load::make(t.b, t.b_index[r][h]);
+      if (!t.b_transposed) return as_stored(t.b, t.b_row, r, h);
       return Load::make(t.b, row_of_lane(t.b_row, Expr(int64_t{8 * r + h}) + t2) + g);
     };
     std::vector<Stmt> seq;

@@ -194,7 +194,9 @@ class mma_matcher {
           substitute(st->index, {{h_, Expr(int64_t{r >> 1})}, {q_, Expr(int64_t{r & 1})}}));
     t.a_row = ldmatrix_rows_a(tf32 ? 4 : 8);
     // TF32's B would need its 32-bit elements split by ldmatrix's transpose.
-    if (!tf32) t.b_row = ldmatrix_rows_b();
+    if (!tf32) t.b_row = ldmatrix_rows_b_transposed();
+    t.b_transposed = t.b_row.defined();
+    if (!t.b_transposed) t.b_row = ldmatrix_rows_b_along_k(tf32 ? 4 : 8);
     return t;
   }
 
@@ -314,7 +316,7 @@ class mma_matcher {
 
   // For B, lane l gives row i = l % 8 of quarter j = (l / 8) % 2: logical k = 8 j + i, columns
   // 0..7 (column n is what the lane with t = n / 2 reads at q = n % 2).
-  Expr ldmatrix_rows_b() const {
+  Expr ldmatrix_rows_b_transposed() const {
     if (b_->buffer->scope != MemoryScope::Shared) return Expr();
     const Expr lane = FloorMod::make(tx_, Expr(int64_t{32}));
     const Expr k = FloorMod::make(FloorDiv::make(lane, Expr(int64_t{8})), Expr(int64_t{2})) *
@@ -324,6 +326,25 @@ class mma_matcher {
         b_->index, {{k_, k}, {q_, Expr(int64_t{0})}, {tx_.as<Variable>(), warp_base(tx_)}}));
     const bool rows_fit = contiguous_rows(*b_, row, 16, 8, [&](int64_t wb, int64_t l, int64_t c) {
       return Values{{tx_.as<Variable>(), wb + c / 2}, {q_, c % 2}, {k_, l}};
+    });
+    return rows_fit ? row : Expr();
+  }
+
+  // B stored along k (a matmul with B transposed, [N, K]): lane l gives row i = l % 8 of
+  // quarter j = (l / 8) % 2, logical column i (what the lane with t = i / 2 reads at q = i % 2)
+  // from k = w j, where a 16-byte row holds w elements (8 16-bit ones, 4 TF32 ones).
+  Expr ldmatrix_rows_b_along_k(int64_t w) const {
+    if (b_->buffer->scope != MemoryScope::Shared) return Expr();
+    const Expr lane = FloorMod::make(tx_, Expr(int64_t{32}));
+    const Expr i = FloorMod::make(lane, Expr(int64_t{8}));
+    const Expr j = FloorMod::make(FloorDiv::make(lane, Expr(int64_t{8})), Expr(int64_t{2}));
+    const Expr row = simplify(substitute(
+        b_->index, {{k_, j * Expr(w)},
+                    {q_, FloorMod::make(i, Expr(int64_t{2}))},
+                    {tx_.as<Variable>(), warp_base(tx_) + FloorDiv::make(i, Expr(int64_t{2}))}}));
+    const bool rows_fit = contiguous_rows(*b_, row, 16, w, [&](int64_t wb, int64_t l, int64_t c) {
+      return Values{
+          {tx_.as<Variable>(), wb + l % 8 / 2}, {q_, l % 8 % 2}, {k_, w * (l / 8 % 2) + c}};
     });
     return rows_fit ? row : Expr();
   }

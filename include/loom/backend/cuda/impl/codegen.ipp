@@ -465,9 +465,14 @@ class printer {
     }
     if (t.b_row.defined()) {
       os_ << in << "unsigned loom_b0, loom_b1;\n"
-          << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, "
-          << "[%2];\\n\" : \"=r\"(loom_b0), \"=r\"(loom_b1) : " << shared_address(t.b, t.b_row)
-          << ");\n";
+          << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x2"
+          << (t.b_transposed ? ".trans" : "")
+          << ".shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(loom_b0), \"=r\"(loom_b1) : "
+          << shared_address(t.b, t.b_row) << ");\n";
+      if (t.is_tf32())
+        for (int r = 0; r < 2; ++r)
+          os_ << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(loom_b" << r
+              << ") : \"f\"(__uint_as_float(loom_b" << r << ")));\n";
     } else {
       for (int r = 0; r < 2; ++r) {
         if (t.is_tf32())
