@@ -9,7 +9,7 @@
 #   scripts/gpu-run.sh [build-dir]       # on the GPU machine (with .deps/ carried along)
 #
 # The second form configures loom without LLVM, builds the CUDA tests and gpu_check, runs every
-# test labelled cuda or gpu, then gpu_check (sampled GPU programs of 20 workloads against the DAG
+# test labelled cuda or gpu, then gpu_check (sampled GPU programs of 22 workloads against the DAG
 # interpreter, LOOM_GPU_CHECK_PER_OP per op, default 50). With Google Benchmark (installed, or
 # packed) it also builds bench_gpu, tunes each workload for LOOM_GPU_TRIALS programs (default 800;
 # 0 skips tuning; records in LOOM_GPU_RECORDS, default <build-dir>/gpu_tuned.jsonl) and times

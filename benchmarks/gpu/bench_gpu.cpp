@@ -35,7 +35,8 @@
 // (printed with its math type when the plan is made).
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
-//             [--max-stages=S] [--pad-shared=P] [--ansor-features] [Google Benchmark flags]
+//             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--ansor-features]
+//             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
 // --workloads keeps the workloads whose names start with one of the given prefixes (all by
@@ -46,7 +47,8 @@
 // printed, and its best-so-far curve (TuneReport::curve: trial of this run, best time so far in
 // microseconds, seconds since tuning began; a resumed run starts from the log's best) written to
 // FILE.<workload>.curve.csv. The LoomTuned contender is the best program of FILE; a line says
-// whether it uses tensor cores, ldmatrix and cp.async, and in how many pipeline stages.
+// whether it uses tensor cores, ldmatrix and cp.async, in how many pipeline stages, and whether
+// its shared copies are stored lane-major.
 // --double-buffer=P sets how often tuning draws pipelined programs
 // (SearchOptions::gpu_double_buffer_probability, 0.5 by default): tuning into two record files
 // with 0 and 1 measures what pipelining is worth. --max-stages=S: the most pipeline stages
@@ -54,6 +56,8 @@
 // measures what the deeper pipelines are worth.
 // --pad-shared=P: how often tensor-core operands' shared rows are padded against bank conflicts
 // (SearchOptions::gpu_pad_shared_probability, 1 by default); 0 against 1 measures the padding.
+// --lane-major=P: how often tensor-core operands' shared copies are stored lane-major
+// (SearchOptions::gpu_lane_major_probability, 1 by default); 0 against 1 measures it.
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -771,6 +775,7 @@ int main(int argc, char** argv) {
   int max_stages = search::SearchOptions{}.gpu_max_pipeline_stages;
   bool ansor_features = false;
   double pad_shared = search::SearchOptions{}.gpu_pad_shared_probability;
+  double lane_major = search::SearchOptions{}.gpu_lane_major_probability;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -786,6 +791,8 @@ int main(int argc, char** argv) {
       max_stages = std::atoi(argv[i] + 13);
     } else if (std::strncmp(argv[i], "--pad-shared=", 13) == 0) {
       pad_shared = std::atof(argv[i] + 13);
+    } else if (std::strncmp(argv[i], "--lane-major=", 13) == 0) {
+      lane_major = std::atof(argv[i] + 13);
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
@@ -842,6 +849,7 @@ int main(int argc, char** argv) {
       o.space.gpu_double_buffer_probability = double_buffer;
       o.space.gpu_max_pipeline_stages = max_stages;
       o.space.gpu_pad_shared_probability = pad_shared;
+      o.space.gpu_lane_major_probability = lane_major;
       if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;
@@ -893,8 +901,15 @@ int main(int argc, char** argv) {
         // A loop of s pipeline stages waits for all but s - 2 copy groups.
         const size_t wait = c.source.find("cp.async.wait_group ");
         const int stages = wait == std::string::npos ? 0 : 2 + std::atoi(&c.source[wait + 20]);
-        std::printf("%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages)\n",
-                    w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages);
+        const bool lane_major =
+            std::any_of(best->steps().begin(), best->steps().end(), [](const sched::Step& st) {
+              return std::holds_alternative<sched::StoragePermuteStep>(st);
+            });
+        std::printf(
+            "%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages), "
+            "lane-major shared copies %s\n",
+            w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages,
+            lane_major ? "yes" : "no");
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",

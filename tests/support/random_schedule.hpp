@@ -543,6 +543,11 @@ inline const std::vector<random_step_kind>& random_step_kinds() {
          return StorageAlignStep{c.st.name, pick(rng, c.st.op.rank() - 1), factor,
                                  pick(rng, static_cast<int>(factor))};
        }},
+      {1, StoragePermuteStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         return StoragePermuteStep{c.st.name, pick(rng, c.st.op.rank()), int64_t{1} << pick(rng, 4),
+                                   1 + pick(rng, 3), int64_t{1} << pick(rng, 2)};
+       }},
       {1, RfactorStep::tag,
        [](const context& c, std::mt19937& rng) -> result {
          // a reduction loop (legal only before the spatial loops change)

@@ -10,7 +10,9 @@
 /// - every other stage computed at the root has a buffer of its tensor's whole shape in global
 ///   memory, listed in `root` in stage order (build_loop_nests allocates them around the whole
 ///   kernel); with storage_align its rows are padded (TVM's storage_align: stride % factor ==
-///   offset) and the buffer is flat, of the padded size;
+///   offset) and the buffer is flat, of the padded size; with storage_permute an axis's
+///   elements are stored lane-major (sched::StoragePermute) and the axis is rounded up to whole
+///   permutation blocks;
 /// - every stage computed inside another has a buffer of its region's size in its scope
 ///   (local, shared) with the same padding; where its innermost loop is vectorized along a
 ///   spatial axis (and neither storage_align nor shared memory fixes the layout), that axis is
@@ -32,9 +34,10 @@ namespace lower {
 
 /// The buffer of one stage and its addressing.
 struct StageBuffer {
-  ir::Buffer buffer;             ///< null for a stage without one (inlined)
-  std::vector<ir::Expr> min;     ///< the region's start, per tensor dimension
-  std::vector<int64_t> strides;  ///< in elements, per tensor dimension
+  ir::Buffer buffer;                            ///< null for a stage without one (inlined)
+  std::vector<ir::Expr> min;                    ///< the region's start, per tensor dimension
+  std::vector<int64_t> strides;                 ///< in elements, per tensor dimension
+  std::vector<sched::StoragePermute> permutes;  ///< lane-major axes (storage_permute)
   /// The element of `buffer` that holds tensor coordinates `coords` (absolute, in the region).
   ir::Expr flat_index(const std::vector<ir::Expr>& coords) const;
 };

@@ -79,6 +79,14 @@ struct StorageAlign {
   int64_t factor, offset;
 };
 
+/// A lane-major layout of one axis of a stage's buffer (StoragePermuteStep, sched/steps.hpp).
+struct StoragePermute {
+  int axis;
+  int64_t lanes, per_lane, unit;
+  /// Elements of the axis one permutation block covers: the buffer's axis is rounded up to it.
+  int64_t block() const { return lanes * per_lane * unit; }
+};
+
 /// One op of the computation and how its loops are scheduled.
 struct Stage {
   std::string name;  ///< stable identity
@@ -95,6 +103,7 @@ struct Stage {
   ir::MemoryScope scope = ir::MemoryScope::Global;  ///< where an intermediate buffer lives
   int auto_unroll_max_step = 0;
   std::vector<StorageAlign> storage_aligns;
+  std::vector<StoragePermute> storage_permutes;
   /// Number of root iterators that are the op's spatial axes (then come the reduce axes).
   int num_spatial_axes = 0;
 
@@ -166,6 +175,8 @@ class State {
   std::string rfactor(const std::string& stage, int iter, int factor_axis);
   void pragma_unroll(const std::string& stage, int iter, int max_step);
   void storage_align(const std::string& stage, int axis, int64_t factor, int64_t offset);
+  void storage_permute(const std::string& stage, int axis, int64_t lanes, int64_t per_lane,
+                       int64_t unit);
   void follow_split(const std::string& stage, int iter, int src_step, int n_split);
   void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps, int level,
                           bool factor_or_nparts);

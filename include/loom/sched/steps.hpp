@@ -191,6 +191,24 @@ struct StorageAlignStep {
                                             StepField{"offset", &StorageAlignStep::offset}};
   bool operator==(const StorageAlignStep&) const = default;
 };
+/// Store the elements of tensor axis `axis` of a stage's buffer lane-major: read as units of
+/// `unit` consecutive elements, unit u = (a * lanes + l) * per_lane + i (lane l of a group of
+/// `lanes`, each holding `per_lane` consecutive units) is stored at (a * per_lane + i) * lanes +
+/// l. The units one instruction reads across lanes then lie side by side (tensor-core operands
+/// in shared memory, against bank conflicts: search/annotate.hpp).
+struct StoragePermuteStep {
+  std::string stage;
+  int axis;
+  int64_t lanes, per_lane, unit;
+
+  static constexpr const char* tag = "SPM";
+  static constexpr auto fields = std::tuple{StepField{"stage", &StoragePermuteStep::stage},
+                                            StepField{"axis", &StoragePermuteStep::axis},
+                                            StepField{"lanes", &StoragePermuteStep::lanes},
+                                            StepField{"per_lane", &StoragePermuteStep::per_lane},
+                                            StepField{"unit", &StoragePermuteStep::unit}};
+  bool operator==(const StoragePermuteStep&) const = default;
+};
 /// Factor a reduction: leaf `iter` (a reduce loop, typically one part of a split reduction) becomes
 /// a spatial axis, at position `factor_axis` among the output axes, of a new stage "<stage>.rf"
 /// that reduces over the stage's other reduce loops; the stage then reduces "<stage>.rf" over that
@@ -211,9 +229,10 @@ struct RfactorStep {
 /// reader's dispatch and the structural hash are generated from it and from each step's `tag`
 /// and `fields`; every other visit over steps is an overload set without a catch-all, so a step
 /// that one of them does not handle fails to compile. See sched/state.hpp for the checklist.
-using Step = std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
-                          AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep,
-                          CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep, RfactorStep>;
+using Step =
+    std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
+                 AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep, CacheReadStep,
+                 CacheWriteStep, PragmaStep, StorageAlignStep, StoragePermuteStep, RfactorStep>;
 
 /// Calls `f(field, value)` for each field of step `s` in record order (`value` a const
 /// reference to the member).

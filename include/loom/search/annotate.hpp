@@ -31,9 +31,15 @@
 ///    cooperative fetching. A copy feeding a tensor-core tile has its rows padded
 ///    (storage_align) to an odd number of 16 bytes with probability
 ///    `gpu_pad_shared_probability` (not in Ansor): consecutive rows an `ldmatrix` phase reads
-///    then hit 8 different bank groups (B's k rows: no bank conflict), rows two apart 4 (A's,
-///    whose lanes' two fragment rows are adjacent: 2-way conflicts, against 4- or 8-way
-///    unpadded).
+///    then hit 8 different bank groups (B's k rows: no bank conflict), rows two apart 4 (A's
+///    where a lane holds one tile: 2-way conflicts, more with more tiles). With probability
+///    `gpu_lane_major_probability` (not in Ansor) the copy's axes that the tile reads by a
+///    lane-split variable are stored lane-major (storage_permute;
+///    detail::tensor_core_lane_major): the rows (columns) one ldmatrix phase reads lie side by
+///    side whatever the lanes' register tiles, so padded A reads have no conflict and B's
+///    columns of one instruction are contiguous (ldmatrix .trans where a lane has several
+///    tiles along N). A permuted innermost axis narrows the copy's vectors to its unit (the
+///    fragment's two columns, 4 bytes).
 ///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
 ///    iterations that shared stages are computed at is pipelined with probability
 ///    `gpu_double_buffer_probability`, in 2 to `gpu_max_pipeline_stages` stages drawn uniformly

@@ -48,6 +48,14 @@ struct SearchOptions {
   /// reads at once then fall in 8 different bank groups, where rows of 32 or 64 bytes share
   /// 4 or 2 of them (2- and 4-way bank conflicts). 0 never, 1 always.
   double gpu_pad_shared_probability = 1.0;
+  /// GPU: how often ThreadBind stores a tensor-core operand's shared copy lane-major
+  /// (storage_permute, search/annotate.hpp): a lane's rows (columns) are a run of its register
+  /// tile, so the 8 rows one `ldmatrix` phase reads are that run apart and share bank groups
+  /// (2-, 4- or 8-way conflicts on A however padded), and B's columns of one instruction are
+  /// not side by side (element-wise loads where a lane has several tiles along N). Stored
+  /// lane-major, they are. The cost: a permuted innermost axis (B given as [K, N]) narrows the
+  /// copy's vectors to the 4 bytes of a fragment's two columns. 0 never, 1 always.
+  double gpu_lane_major_probability = 1.0;
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
   bool enable_cache_write = true;

@@ -32,6 +32,7 @@ std::vector<Step> one_of_each() {
       CacheWriteStep{"C", loom::ir::MemoryScope::Local},
       PragmaStep{"C", 0, 64},
       StorageAlignStep{"A.shared", 0, 32, 8},
+      StoragePermuteStep{"A.shared", 0, 8, 4, 1},
       RfactorStep{"C", 2, 1},
   };
 }
@@ -61,7 +62,8 @@ TEST_SUITE("sched") {
     CHECK(to_json(steps[11]).dump() == R"(["CHW","C","local"])");
     CHECK(to_json(steps[12]).dump() == R"(["PR","C",0,64])");
     CHECK(to_json(steps[13]).dump() == R"(["SA","A.shared",0,32,8])");
-    CHECK(to_json(steps[14]).dump() == R"(["RF","C",2,1])");
+    CHECK(to_json(steps[14]).dump() == R"(["SPM","A.shared",0,8,4,1])");
+    CHECK(to_json(steps[15]).dump() == R"(["RF","C",2,1])");
     for (auto& s : steps) CHECK(to_json(s)[0] == step_tag(s));
   }
 

@@ -4,6 +4,8 @@
 // directly and through a JSON record - to the same state and loop nest. Each illegal use throws
 // its loom.sched.E2xx error and leaves the state as it was.
 #include <doctest/doctest.h>
+#include <loom/ir/simplify.hpp>
+#include <loom/lower/plan_buffers.hpp>
 #include <loom/sched/record.hpp>
 
 #include <functional>
@@ -514,6 +516,49 @@ TEST_SUITE("sched") {
     check_schedule(w, t);
   }
 
+  TEST_CASE("storage_permute stores an axis lane-major, rounded up to whole blocks") {
+    // The permutation itself: 8 lanes of 4 units each; lane l's unit i goes to i * 8 + l.
+    loom::lower::StageBuffer b;
+    b.min = {loom::ir::Expr(int64_t{0})};
+    b.strides = {1};
+    b.permutes = {{0, 8, 4, 1}};
+    std::vector<int> seen(64, 0);
+    for (int64_t x = 0; x < 64; ++x) {
+      const loom::ir::Expr at = loom::ir::simplify(b.flat_index({loom::ir::Expr(x)}));
+      REQUIRE(loom::ir::as_const_int(at) != nullptr);
+      const int64_t stored = *loom::ir::as_const_int(at);
+      const int64_t block = x / 32, lane = x % 32 / 4, i = x % 4;
+      CHECK(stored == block * 32 + i * 8 + lane);
+      ++seen[static_cast<size_t>(stored)];
+    }
+    for (int n : seen) CHECK(n == 1);
+    // Units of 2 elements move together: 4 lanes of 2 units. Element 5 is element 1 of unit 2
+    // (lane 1's first), stored as unit 1; element 6 starts unit 3 (lane 1's second), stored as
+    // unit 2 * 4 / 2 + 1 = 5.
+    b.permutes = {{0, 4, 2, 2}};
+    auto stored_at = [&](int64_t x) {
+      return *loom::ir::as_const_int(loom::ir::simplify(b.flat_index({loom::ir::Expr(x)})));
+    };
+    CHECK(stored_at(5) == 1 * 2 + 1);
+    CHECK(stored_at(6) == 5 * 2);
+
+    auto w = matmul_bias_relu(13, 17, 19);
+    State s(w.dag);
+    s.split("D", 0, {4});
+    s.compute_at("C", "D", 0);  // C's region: 4 x 17
+    s.storage_permute("C", 1, 4, 2, 2);
+    check_schedule(w, s);
+    // 17 columns take two blocks of 16.
+    CHECK(lowered_text(s).find("allocate C: float32[4, 32]") != std::string::npos);
+    // With storage_align too, and on a stage computed at the root.
+    s.storage_align("C", 0, 8, 3);
+    check_schedule(w, s);
+    State t(w.dag);
+    t.storage_permute("C", 0, 2, 3, 1);
+    CHECK(t.stage("C").storage_permutes.size() == 1);
+    check_schedule(w, t);
+  }
+
   TEST_CASE("follow_split and follow_fused_split tile like their source split") {
     auto w = matmul_bias_relu(13, 17, 19);
     State s(w.dag);
@@ -695,6 +740,13 @@ TEST_SUITE("sched") {
       check_rejected(s, [](State& x) { x.storage_align("D", 0, 0, 0); }, "[loom.sched.E235]");
       check_rejected(s, [](State& x) { x.storage_align("D", 0, 8, 8); }, "[loom.sched.E235]");
       check_rejected(s, [](State& x) { x.storage_align("D", 0, 8, -1); }, "[loom.sched.E235]");
+      check_rejected(s, [](State& x) { x.storage_permute("D", 2, 8, 2, 1); }, "[loom.sched.E246]");
+      check_rejected(s, [](State& x) { x.storage_permute("D", 0, 0, 2, 1); }, "[loom.sched.E247]");
+      check_rejected(s, [](State& x) { x.storage_permute("D", 0, 8, 2, -1); }, "[loom.sched.E247]");
+      State twice = s;
+      twice.storage_permute("D", 0, 8, 2, 1);
+      check_rejected(
+          twice, [](State& x) { x.storage_permute("D", 0, 4, 2, 1); }, "[loom.sched.E248]");
     }
     SUBCASE("names of annotations and scopes") {
       CHECK(parse_annotation("vectorize") == Annotation::Vectorized);

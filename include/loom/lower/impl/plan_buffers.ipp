@@ -1,6 +1,8 @@
 // Bodies of loom/lower/plan_buffers.hpp.
 #include "loom/lower/plan_buffers.hpp"
 
+#include "loom/ir/simplify.hpp"
+
 LOOM_BEGIN_NAMESPACE
 namespace lower {
 
@@ -46,14 +48,39 @@ inline int vectorized_axis(const Stage& ps) {
   return id < ps.num_spatial_axes ? id : -1;
 }
 
+// `extent` with each permuted axis rounded up to whole permutation blocks.
+inline std::vector<int64_t> permuted_extent(std::vector<int64_t> extent,
+                                            const std::vector<sched::StoragePermute>& permutes) {
+  for (const sched::StoragePermute& p : permutes) {
+    int64_t& e = extent[static_cast<size_t>(p.axis)];
+    e = (e + p.block() - 1) / p.block() * p.block();
+  }
+  return extent;
+}
+
+// The stored position of box-local position `x` of a lane-major axis: element e of unit
+// (a * lanes + l) * per_lane + i goes to element e of unit (a * per_lane + i) * lanes + l, that
+// is, x + i (lanes - 1) unit - l (per_lane - 1) unit: x itself plus two small terms, which keeps
+// the index affine in x for the simplifier and costs two shifts and masks where the lengths are
+// powers of two.
+inline ir::Expr permute_position(const ir::Expr& x, const sched::StoragePermute& p) {
+  using ir::Expr;
+  const Expr unit = p.unit == 1 ? x : ir::FloorDiv::make(x, Expr(p.unit));
+  const Expr i = ir::FloorMod::make(unit, Expr(p.per_lane));
+  const Expr l = ir::FloorMod::make(ir::FloorDiv::make(unit, Expr(p.per_lane)), Expr(p.lanes));
+  return ir::simplify(x + i * Expr((p.lanes - 1) * p.unit) - l * Expr((p.per_lane - 1) * p.unit));
+}
+
 // The buffer of a stage computed inside another, of its region's size.
 inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
-                               const std::vector<int64_t>& extent) {
+                               const std::vector<int64_t>& region_extent) {
+  const std::vector<int64_t> extent = permuted_extent(region_extent, ps.storage_permutes);
+  in.permutes = ps.storage_permutes;
   in.strides = dense_strides(extent, ps.storage_aligns);
   int64_t size = in.strides.empty() ? 1 : in.strides[0] * extent[0];
   const int vector_axis = vectorized_axis(ps);
-  if (vector_axis >= 0 && ps.storage_aligns.empty() && ps.scope != ir::MemoryScope::Shared &&
-      vector_axis + 1 < static_cast<int>(extent.size()) &&
+  if (vector_axis >= 0 && ps.storage_aligns.empty() && ps.storage_permutes.empty() &&
+      ps.scope != ir::MemoryScope::Shared && vector_axis + 1 < static_cast<int>(extent.size()) &&
       extent[static_cast<size_t>(vector_axis)] > 1) {
     // Whatever the vectorized axis's place among the tensor's axes (an NCHW convolution
     // vectorized along its output channels accumulates into a tile whose channel stride would
@@ -80,6 +107,8 @@ LOOM_DECL ir::Expr StageBuffer::flat_index(const std::vector<ir::Expr>& coords) 
   for (size_t d = 0; d < coords.size(); ++d) {
     ir::Expr term = coords[d];
     if (!ir::is_const_int(min[d], 0)) term = term - min[d];
+    for (const sched::StoragePermute& p : permutes)
+      if (p.axis == static_cast<int>(d)) term = detail::permute_position(term, p);
     if (strides[d] != 1) term = term * ir::Expr(strides[d]);
     off = off.defined() ? off + term : term;
   }
@@ -109,7 +138,8 @@ LOOM_DECL BufferPlan plan_buffers(const sched::State& state,
     if (s.location == sched::ComputeLocation::At) {
       plan_region_buffer(s, in, regions[si].extent);
     } else if (s.location == sched::ComputeLocation::Root && !s.is_placeholder && !is_arg[si]) {
-      const std::vector<int64_t>& shape = s.op.shape();
+      const std::vector<int64_t> shape = detail::permuted_extent(s.op.shape(), s.storage_permutes);
+      in.permutes = s.storage_permutes;
       in.strides = dense_strides(shape, s.storage_aligns);
       in.buffer = s.storage_aligns.empty()
                       ? ir::make_buffer(s.name, s.op.dtype(), shape, ir::MemoryScope::Global)

@@ -487,6 +487,22 @@ struct step_applier {
         << " offset " << x.offset;
     s.storage_aligns.push_back({x.axis, x.factor, x.offset});
   }
+
+  void operator()(const StoragePermuteStep& x) {
+    Stage& s = compute_stage(x.stage, "storage_permute");
+    const int rank = s.op.rank();
+    LOOM_USER_CHECK(x.axis >= 0 && x.axis < rank, "loom.sched.E246")
+        << "storage_permute: stage '" << s.name << "' has " << rank << " axes, there is no axis "
+        << x.axis;
+    LOOM_USER_CHECK(x.lanes > 0 && x.per_lane > 0 && x.unit > 0, "loom.sched.E247")
+        << "storage_permute: needs lanes, per_lane and unit > 0, got " << x.lanes << ", "
+        << x.per_lane << " and " << x.unit;
+    for (const StoragePermute& p : s.storage_permutes)
+      LOOM_USER_CHECK(p.axis != x.axis, "loom.sched.E248")
+          << "storage_permute: axis " << x.axis << " of stage '" << s.name
+          << "' is permuted already; permute an axis once";
+    s.storage_permutes.push_back({x.axis, x.lanes, x.per_lane, x.unit});
+  }
 };
 
 LOOM_DECL ir::Expr iterator_value(const Stage& s, int id, const std::vector<int64_t>& extent,
@@ -656,6 +672,10 @@ LOOM_DECL void State::pragma_unroll(const std::string& stage, int iter, int max_
 LOOM_DECL void State::storage_align(const std::string& stage, int axis, int64_t factor,
                                     int64_t offset) {
   LOOM_STATE_WRAPPER((StorageAlignStep{stage, axis, factor, offset}));
+}
+LOOM_DECL void State::storage_permute(const std::string& stage, int axis, int64_t lanes,
+                                      int64_t per_lane, int64_t unit) {
+  LOOM_STATE_WRAPPER((StoragePermuteStep{stage, axis, lanes, per_lane, unit}));
 }
 LOOM_DECL void State::follow_split(const std::string& stage, int iter, int src_step, int n_split) {
   LOOM_STATE_WRAPPER((FollowSplitStep{stage, iter, src_step, n_split}));

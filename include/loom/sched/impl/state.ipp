@@ -131,6 +131,10 @@ struct step_printer {
     os << "storage_align " << s.stage << " axis " << s.axis << " factor " << s.factor << " offset "
        << s.offset;
   }
+  void operator()(const StoragePermuteStep& s) const {
+    os << "storage_permute " << s.stage << " axis " << s.axis << " lanes " << s.lanes
+       << " per_lane " << s.per_lane << " unit " << s.unit;
+  }
   void operator()(const RfactorStep& s) const {
     os << "rfactor " << s.stage << " @" << s.iter << " axis " << s.factor_axis;
   }

@@ -71,6 +71,61 @@ inline void draw_threads_across(const SketchContext& ctx, sched::State& state,
   if (drawn) state = sched::replay(state.dag_ptr(), steps);
 }
 
+// The lane-major layouts (sched::StoragePermute) of tensor-core operand `copy`'s axes, read by
+// stage `at` (the tile's accumulator stage) whose spatial split steps are `steps` (lengths:
+// vthread, warp, lane, register, fragment). A lane's rows (columns) of the operand are a
+// contiguous run of register x fragment, so the rows one ldmatrix phase reads are that far
+// apart and share bank groups; stored lane-major they lie side by side. A's phase (8 lanes of
+// M, lane bits 2-4) reads one fragment row of each lane: units of one row, a lane's run of
+// register x fragment rows. B's (4 lanes of N, bits 0-1) reads both fragment columns of each:
+// units of the fragment's columns, a lane's run of register units. Only an axis the product
+// reads by its own variable (not a convolution's window) is permuted, and only where a lane
+// holds more than one unit.
+inline std::vector<sched::StoragePermute> tensor_core_lane_major(const sched::State& state,
+                                                                 const sched::Stage& copy,
+                                                                 const sched::Stage& at,
+                                                                 const std::vector<int>& steps) {
+  std::vector<sched::StoragePermute> out;
+  auto* red = at.op->body.as<ir::Reduce>();
+  auto* mul = red ? red->source.as<ir::Mul>() : nullptr;
+  if (!mul) return out;
+  auto read_of = [&](const ir::Expr& e) -> const ir::TensorRead* {
+    const ir::Expr& x = e.as<ir::Cast>() ? e.as<ir::Cast>()->value : e;
+    auto* r = x.as<ir::TensorRead>();
+    return r && r->tensor.get() == copy.op.get() ? r : nullptr;
+  };
+  const ir::TensorRead* read = read_of(mul->a) ? read_of(mul->a) : read_of(mul->b);
+  const auto& axes = at.op->axes;
+  if (!read || steps.size() != axes.size()) return out;
+  auto lengths = [&](size_t v) -> const std::vector<std::optional<int64_t>>& {
+    return std::get<sched::SplitStep>(state.steps()[static_cast<size_t>(steps[v])]).lengths;
+  };
+  auto length = [&](size_t v, int level) {
+    const auto& l = lengths(v);
+    return level < static_cast<int>(l.size()) && l[static_cast<size_t>(level)] ? *l[level] : 0;
+  };
+  // The spatial axes the operand reads by their own variable, by tensor axis.
+  std::vector<std::pair<int, size_t>> own;
+  int64_t lanes = 1;
+  for (size_t d = 0; d < read->indices.size(); ++d)
+    for (size_t v = 0; v < axes.size(); ++v)
+      if (ir::uses_var(read->indices[d], axes[v].variable())) {
+        lanes *= std::max<int64_t>(length(v, tensor_core_lane_length), 1);
+        if (read->indices[d].as<ir::Variable>() == axes[v].variable())
+          own.push_back({static_cast<int>(d), v});
+      }
+  const bool rows = lanes == 8;  // A's side: M takes 8 lanes, N 4
+  for (const auto& [d, v] : own) {
+    const int64_t l = length(v, tensor_core_lane_length),
+                  reg = length(v, tensor_core_lane_length + 1),
+                  frag = length(v, tensor_core_lane_length + 2);
+    if (l <= 1 || reg <= 0 || frag <= 0) continue;
+    const int64_t per_lane = rows ? reg * frag : reg, unit = rows ? 1 : frag;
+    if (per_lane > 1) out.push_back({d, l, per_lane, unit});
+  }
+  return out;
+}
+
 inline bool has_thread_loop(const sched::Stage& s) {
   for (int id : s.leaves)
     if (s.iters[id].annotation == sched::Annotation::ThreadIdxX) return true;
@@ -172,12 +227,27 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       const int64_t units = 16 / s.op.dtype().bytes();  // elements per 16 bytes
       const bool pad = tensor_core && rows_axis >= 0 && s.storage_aligns.empty() &&
                        ::loom::detail::unit_draw(rng) < o.gpu_pad_shared_probability;
+      // The operand's lane axes stored lane-major, with probability gpu_lane_major_probability.
+      // A copy vector must stay within a unit of a permuted innermost axis; one whose units are
+      // under 4 bytes (no cp.async) stays as it is.
+      const int innermost = static_cast<int>(s.op.shape().size()) - 1;
+      std::vector<sched::StoragePermute> permutes;
+      if (tensor_core && s.storage_permutes.empty() &&
+          ::loom::detail::unit_draw(rng) < o.gpu_lane_major_probability)
+        for (const sched::StoragePermute& p :
+             detail::tensor_core_lane_major(state, s, state.stage(s.attach_stage), steps))
+          if (p.axis != innermost || p.unit * s.op.dtype().bytes() >= 4) permutes.push_back(p);
+      int64_t vector_unit = 0;  // the elements a copy vector must divide: the innermost unit
+      for (const sched::StoragePermute& p : permutes)
+        if (p.axis == innermost) vector_unit = p.unit;
       // Each thread copies a vector of consecutive elements (Ansor splits one out too): 1, 2,
       // 4 or 8 lanes of at most 16 bytes that divide the copy's innermost extent, drawn.
       const int64_t inner = s.leaf(static_cast<int>(s.leaves.size()) - 1).extent;
       std::vector<int64_t> lanes{1};
       for (int64_t v : {2, 4, 8})
-        if (v * s.op.dtype().bytes() <= 16 && inner > 0 && inner % v == 0) lanes.push_back(v);
+        if (v * s.op.dtype().bytes() <= 16 && inner > 0 && inner % v == 0 &&
+            (vector_unit == 0 || vector_unit % v == 0))
+          lanes.push_back(v);
       const int64_t vector = lanes.size() > 1 ? lanes[::loom::detail::draw(rng, lanes.size())] : 1;
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
@@ -196,6 +266,8 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
       if (vector > 1) state.annotate(name, 2, sched::Annotation::Vectorized);
       if (pad) state.storage_align(name, rows_axis, 2 * units, units);
+      for (const sched::StoragePermute& p : permutes)
+        state.storage_permute(name, p.axis, p.lanes, p.per_lane, p.unit);
     }
   }
 }

@@ -133,6 +133,9 @@ struct structure_equal {
   bool operator()(const sched::StorageAlignStep& a, const sched::StorageAlignStep& b) const {
     return a == b;
   }
+  bool operator()(const sched::StoragePermuteStep& a, const sched::StoragePermuteStep& b) const {
+    return a == b;
+  }
   bool operator()(const sched::RfactorStep& a, const sched::RfactorStep& b) const { return a == b; }
 };
 
@@ -212,6 +215,7 @@ struct step_renumberer {
   result operator()(const sched::ComputeInlineStep& s) const { return s; }
   // `axis` is a tensor axis, not a loop.
   result operator()(const sched::StorageAlignStep& s) const { return s; }
+  result operator()(const sched::StoragePermuteStep& s) const { return s; }
 };
 
 inline std::optional<sched::Step> renumbered(const sched::Step& step, const std::string& stage,
@@ -242,6 +246,7 @@ struct step_reference_shifter {
   void operator()(sched::CacheWriteStep&) const {}
   void operator()(sched::PragmaStep&) const {}
   void operator()(sched::StorageAlignStep&) const {}
+  void operator()(sched::StoragePermuteStep&) const {}
   void operator()(sched::RfactorStep&) const {}
 };
 
