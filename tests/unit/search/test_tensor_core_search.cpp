@@ -481,8 +481,12 @@ TEST_SUITE("search.tensor_cores") {
         // thread holds, or whose block past the device's limits, is refused (the evolution
         // drops it).
         try {
-          lower::lower_gpu(*child, task.target);
+          const lower::GpuProgram g = lower::lower_gpu(*child, task.target);
           ++lowered;
+          // The lane-major layouts follow the child's register tiles (follow_lane_major):
+          // its A phases stay free of bank conflicts.
+          for (const lower::MmaTile& t : loom_test::tiles_of(g.kernels[0]))
+            CHECK(ldmatrix_ways(g.kernels[0], t.a, t.a_row, 4, 0) == 1);
         } catch (const user_error& e) {
           const std::string what = e.what();
           const bool expected = what.find("elements per thread") != std::string::npos ||

@@ -272,6 +272,44 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
   }
 }
 
+LOOM_DECL void follow_lane_major(sched::State& state) {
+  const auto& history = state.steps();
+  if (std::none_of(history.begin(), history.end(), [](const sched::Step& st) {
+        return std::holds_alternative<sched::StoragePermuteStep>(st);
+      }))
+    return;
+  const int tensor_core_levels =
+      static_cast<int>(std::count(std::string_view(tensor_core_tiling_structure).begin(),
+                                  std::string_view(tensor_core_tiling_structure).end(), 'S'));
+  std::vector<sched::Step> steps = history;
+  bool changed = false;
+  for (sched::Step& step : steps) {
+    auto* p = std::get_if<sched::StoragePermuteStep>(&step);
+    if (!p) continue;
+    const sched::Stage& copy = state.stage(p->stage);
+    if (copy.location != sched::ComputeLocation::At) continue;
+    // A lane holding a single unit leaves the axis as it is (per_lane 1).
+    sched::StoragePermute now{p->axis, p->lanes, 1, p->unit};
+    for (const sched::StoragePermute& q : detail::tensor_core_lane_major(
+             state, copy, state.stage(copy.attach_stage),
+             detail::gpu_spatial_split_steps(state, copy.attach_stage, tensor_core_levels)))
+      if (q.axis == p->axis) now = q;
+    if (now.lanes != p->lanes || now.per_lane != p->per_lane || now.unit != p->unit) {
+      p->lanes = now.lanes;
+      p->per_lane = now.per_lane;
+      p->unit = now.unit;
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  try {
+    sched::State out = sched::replay(state.dag_ptr(), steps);
+    out.set_origins(state.origins());
+    state = std::move(out);
+  } catch (const user_error&) {
+  }
+}
+
 LOOM_DECL std::vector<std::pair<std::string, int>> double_buffer_candidates(
     const sched::State& state) {
   std::vector<std::pair<std::string, int>> out;

@@ -451,8 +451,11 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   }
   std::vector<sched::Step> edited = steps;
   std::get<sched::SplitStep>(edited[step_id]).lengths = std::move(lengths);
-  // Follow splits read the source step's lengths when they are applied, so they follow.
-  return detail::replay(state, edited, state.origins());
+  // Follow splits read the source step's lengths when they are applied, so they follow; the
+  // lane-major layouts drawn for the old lengths follow here.
+  std::optional<sched::State> out = detail::replay(state, edited, state.origins());
+  if (out) follow_lane_major(*out);
+  return out;
 }
 
 LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& ctx,
@@ -779,8 +782,10 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
         pr->max_step = std::get<sched::PragmaStep>(sb[ids_b[k]]).max_step;
     }
   }
-  // The child has a's structure, so a's parts.
-  return detail::replay(a, child, a.origins());
+  // The child has a's structure, so a's parts; its layouts follow the tiles it took.
+  std::optional<sched::State> out = detail::replay(a, child, a.origins());
+  if (out) follow_lane_major(*out);
+  return out;
 }
 
 LOOM_DECL std::optional<sched::State> transfer_to_sketch(const SketchContext& ctx,
