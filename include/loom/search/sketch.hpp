@@ -291,6 +291,13 @@ std::vector<int> multi_level_tile(sched::State& state, int stage, const std::str
 /// TensorCoreTilingGpu's tiling structure: spatial levels block, vthread, warp, lane, register,
 /// fragment; reduction levels outer, middle, 16.
 inline constexpr const char* tensor_core_tiling_structure = "SSSSRRSRS";
+/// Its number of spatial levels (the 'S's): what a tensor-core tiling's spatial splits have, one
+/// length fewer.
+inline constexpr int tensor_core_spatial_levels = [] {
+  int n = 0;
+  for (const char* c = tensor_core_tiling_structure; *c; ++c) n += *c == 'S';
+  return n;
+}();
 /// The positions, in the lengths of a tensor-core tiling's spatial split (the block level has
 /// none), of its warp and lane levels: cooperative fetches take threads from both.
 inline constexpr int tensor_core_warp_length = 1, tensor_core_lane_length = 2;

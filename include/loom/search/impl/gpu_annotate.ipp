@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <string_view>
 
 LOOM_BEGIN_NAMESPACE
 namespace search {
@@ -214,12 +213,9 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       std::vector<int> steps =
           detail::gpu_spatial_split_steps(state, s.attach_stage, spatial_levels);
       // A tensor-core tiling (sketch.hpp): the threads are its warp and lane levels together.
-      const int tensor_core_levels =
-          static_cast<int>(std::count(std::string_view(tensor_core_tiling_structure).begin(),
-                                      std::string_view(tensor_core_tiling_structure).end(), 'S'));
       const bool tensor_core = steps.empty();
       if (tensor_core)
-        steps = detail::gpu_spatial_split_steps(state, s.attach_stage, tensor_core_levels);
+        steps = detail::gpu_spatial_split_steps(state, s.attach_stage, tensor_core_spatial_levels);
       if (steps.empty()) continue;
       // A tensor-core operand's rows padded to an odd number of 16-byte units (applied last:
       // `s` is read until the state changes).
@@ -278,9 +274,6 @@ LOOM_DECL void follow_lane_major(sched::State& state) {
         return std::holds_alternative<sched::StoragePermuteStep>(st);
       }))
     return;
-  const int tensor_core_levels =
-      static_cast<int>(std::count(std::string_view(tensor_core_tiling_structure).begin(),
-                                  std::string_view(tensor_core_tiling_structure).end(), 'S'));
   std::vector<sched::Step> steps = history;
   bool changed = false;
   for (sched::Step& step : steps) {
@@ -292,7 +285,7 @@ LOOM_DECL void follow_lane_major(sched::State& state) {
     sched::StoragePermute now{p->axis, p->lanes, 1, p->unit};
     for (const sched::StoragePermute& q : detail::tensor_core_lane_major(
              state, copy, state.stage(copy.attach_stage),
-             detail::gpu_spatial_split_steps(state, copy.attach_stage, tensor_core_levels)))
+             detail::gpu_spatial_split_steps(state, copy.attach_stage, tensor_core_spatial_levels)))
       if (q.axis == p->axis) now = q;
     if (now.lanes != p->lanes || now.per_lane != p->per_lane || now.unit != p->unit) {
       p->lanes = now.lanes;
