@@ -443,6 +443,13 @@ class printer {
       return "(unsigned)" + n + "[" + expr(i[0]) + "] | ((unsigned)" + n + "[" + expr(i[1]) +
              "] << 16)";
     };
+    // ldmatrix moves bits: TF32 elements arrive as float32 in registers `name`0.. and are
+    // rounded in place.
+    auto round_loaded = [&](const char* name, int count) {
+      for (int r = 0; r < count; ++r)
+        os_ << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(" << name << r
+            << ") : \"f\"(__uint_as_float(" << name << r << ")));\n";
+    };
     // ldmatrix: the lane gives one row's shared address, the warp's registers come back.
     os_ << pad << "{  // " << t.instruction() << "\n";
     if (t.a_row.defined()) {
@@ -450,11 +457,7 @@ class printer {
           << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
           << "[%4];\\n\" : \"=r\"(loom_a0), \"=r\"(loom_a1), \"=r\"(loom_a2), \"=r\"(loom_a3) : "
           << shared_address(t.a, t.a_row) << ");\n";
-      // ldmatrix moves bits: TF32 elements arrive as float32 and are rounded here.
-      if (t.is_tf32())
-        for (int r = 0; r < 4; ++r)
-          os_ << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(loom_a" << r
-              << ") : \"f\"(__uint_as_float(loom_a" << r << ")));\n";
+      if (t.is_tf32()) round_loaded("loom_a", 4);
     } else {
       for (int r = 0; r < 4; ++r) {
         if (t.is_tf32())
@@ -469,10 +472,7 @@ class printer {
           << (t.b_transposed ? ".trans" : "")
           << ".shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(loom_b0), \"=r\"(loom_b1) : "
           << shared_address(t.b, t.b_row) << ");\n";
-      if (t.is_tf32())
-        for (int r = 0; r < 2; ++r)
-          os_ << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(loom_b" << r
-              << ") : \"f\"(__uint_as_float(loom_b" << r << ")));\n";
+      if (t.is_tf32()) round_loaded("loom_b", 2);
     } else {
       for (int r = 0; r < 2; ++r) {
         if (t.is_tf32())
