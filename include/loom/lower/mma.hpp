@@ -58,7 +58,9 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 LOOM_BEGIN_NAMESPACE
 namespace lower {
@@ -122,6 +124,44 @@ struct MmaTile {
 /// `block_x` threads wide). Throws loom::user_error `[loom.lower.E427]` when it is not one.
 MmaTile match_mma(const ir::For& loop, const ir::Expr& thread_x, int64_t block_x,
                   const std::string& kernel);
+
+/// The most registers a lane keeps one operand's fragments in across the loops of an MmaNest
+/// (8 A fragments, 16 B fragments): beside at most max_mma_accumulators accumulators, within
+/// the 32 registers mma_accumulator_limit leaves for fragments, addresses and loop state.
+inline constexpr int64_t max_fragment_cache_registers = 32;
+
+/// A tile with the loops around it that only it is inside (each loop's body is the next loop, the
+/// last one's the Tensorized loop; constant bounds, serial or unrolled): a warp's register tile,
+/// mt x nt instructions per k-step. An instruction's A fragment moves with only some of these
+/// loops (M's, and k's where k is among them), B's with others, so a lane loads each fragment
+/// once per value of the loops it moves with, not once per instruction, and keeps it in
+/// registers while the loops it does not move with run: mt A and nt B fragments per k-step
+/// rather than mt x nt of each, the shared-memory traffic of a warp tile (ldmatrix per
+/// instruction, 768 bytes a 4096-flop instruction, is three times what an SM's shared memory
+/// delivers while its tensor cores run).
+///
+/// An operand's fragments are loaded inside loops[0..depth), before loops[depth] (or before the
+/// tile), once for each combination of the loops in `over` (those of loops[depth..] the
+/// operand moves with) into `slots` slots; the tile reads slot `slot`. depth is the longest run
+/// of outer loops the operand moves with (then every load is needed once), deeper where the
+/// slots would take more than max_fragment_cache_registers registers.
+struct MmaNest {
+  struct Fragments {
+    int depth = 0;
+    std::vector<int> over;  ///< positions in `loops`, outermost first
+    ir::Expr slot;          ///< in the variables of `over`: sum of (v - min) x stride
+    int64_t slots = 1;
+  };
+  std::vector<const ir::For*> loops;  ///< outermost first; empty when the head is the tile
+  const ir::For* tile_loop = nullptr;
+  MmaTile tile;
+  Fragments a, b;
+};
+
+/// The nest headed by `head` (the tile itself, or the outermost loop of a nest as above); none
+/// when `head` heads no such nest. Throws as match_mma for a tile that is not one.
+std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::Expr& thread_x,
+                                      int64_t block_x, const std::string& kernel);
 
 }  // namespace lower
 LOOM_END_NAMESPACE

@@ -378,12 +378,12 @@ TEST_SUITE("cuda") {
     CHECK(src.find(a) != std::string::npos);
     CHECK(src.find(b) != std::string::npos);
     const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
-    // One of each per tile: the warp's 2 x 1 tiles, unrolled.
+    // Once per fragment and k-step: A for each of the warp's 2 tiles along M, B once for both.
     size_t xa = 0, xb = 0;
     for (size_t at = ptx.find(a); at != std::string::npos; at = ptx.find(a, at + 1)) ++xa;
     for (size_t at = ptx.find(b); at != std::string::npos; at = ptx.find(b, at + 1)) ++xb;
     CHECK(xa == 2);
-    CHECK(xb == 2);
+    CHECK(xb == 1);
   }
 
   TEST_CASE("B given as [N, K] loads with ldmatrix.x2 as stored, 16-bit and TF32") {
@@ -400,7 +400,7 @@ TEST_SUITE("cuda") {
       const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
       size_t xb = 0;
       for (size_t at = ptx.find(b); at != std::string::npos; at = ptx.find(b, at + 1)) ++xb;
-      CHECK(xb == 4);  // the warp's 2 x 2 tiles, unrolled
+      CHECK(xb == 2);  // the warp's 2 B fragments, each once for its 2 tiles along M
     }
     const lower::GpuProgram g = lower::lower_gpu(
         loom_test::tensor_core_matmul(loom_test::matmul_b_transposed<float>(64, 64, 32),
@@ -409,8 +409,28 @@ TEST_SUITE("cuda") {
     const std::string src = cuda::to_cuda_source(g);
     INFO(src);
     CHECK(src.find(b) != std::string::npos);
-    CHECK(src.find("__uint_as_float(loom_b0)") != std::string::npos);  // rounded after the load
+    CHECK(src.find("__uint_as_float(loom_fb[") != std::string::npos);  // rounded after the load
     CHECK(cuda::compile_to_ptx(src, "sm_90").find(b) != std::string::npos);
+  }
+
+  TEST_CASE("a warp's 4 x 4 tiles load 4 A and 4 B fragments a k-step, not one pair per tile") {
+    const lower::GpuProgram g = lower::lower_gpu(
+        loom_test::tensor_core_matmul(loom_test::matmul_b_transposed<bfloat16>(64, 32, 64),
+                                      {1, 1, 4, 4, true, true}),
+        Target::cuda(), "frag");
+    const std::string src = cuda::to_cuda_source(g);
+    INFO(src);
+    CHECK(src.find("unsigned loom_fa[1][4], loom_fb[4][2];") != std::string::npos);
+    const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
+    auto count = [&](const std::string& what) {
+      size_t n = 0;
+      for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+      return n;
+    };
+    CHECK(count("mma.sync.aligned.m16n8k16") == 16);
+    CHECK(count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4);
+    CHECK(count("ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 4);
+    CHECK(ptx.find("ld.local") == std::string::npos);  // the fragments stay in registers
   }
 
   TEST_CASE("a TF32 tile rounds its float32 operands and compiles to m16n8k8 for sm_90") {
@@ -425,7 +445,7 @@ TEST_SUITE("cuda") {
     CHECK(src.find("cvt.rna.tf32.f32") != std::string::npos);
     // A's rows of 4 floats load with ldmatrix.x4 and are rounded after it.
     CHECK(src.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
-    CHECK(src.find("__uint_as_float(loom_a0)") != std::string::npos);
+    CHECK(src.find("__uint_as_float(loom_fa[") != std::string::npos);
     const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
     size_t found = 0, rounded = 0;
     for (size_t at = ptx.find(instruction); at != std::string::npos;
@@ -435,9 +455,9 @@ TEST_SUITE("cuda") {
          at = ptx.find("cvt.rna.tf32.f32", at + 1))
       ++rounded;
     // The warp's 2 x 2 tiles, unrolled in the loop over k; their 2 x 4 A registers and 2 x 2 B
-    // registers rounded at least once each.
+    // registers rounded once each, after their one load a k-step.
     CHECK(found == 4);
-    CHECK(rounded >= 2 * 4 + 2 * 2);
+    CHECK(rounded == 2 * 4 + 2 * 2);
   }
 
   TEST_CASE("a vectorized copy of aligned consecutive elements is one vector access, else a loop") {

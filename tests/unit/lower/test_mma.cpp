@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -212,6 +213,72 @@ TEST_SUITE("lower.mma") {
     for (const lower::MmaTile& t :
          loom_test::tiles_of(lower::lower_gpu(nn, Target::cuda()).kernels[0]))
       CHECK(t.b_transposed);
+  }
+
+  TEST_CASE("a warp tile loads each fragment once per value of the loops it moves with") {
+    // The tile's loops over the warp's mt x nt instructions, M's outside N's: A's fragment
+    // moves with M's loop only, so it is loaded inside it (depth 1) into one slot; B's with N's,
+    // inside M's, so it is loaded before both, once per N value, into nt slots. Emulated with
+    // the loads where the plan puts them: a wrong slot is a wrong result.
+    auto first_nest = [](const lower::GpuKernel& k) {
+      std::optional<lower::MmaNest> found;
+      struct finder : ir::StmtVisitor {
+        const lower::GpuKernel* k;
+        std::optional<lower::MmaNest>* found;
+        using ir::StmtVisitor::visit;
+        void visit(const ir::Expr&) override {}
+        void visit_For(const ir::For* op) override {
+          if (!*found)
+            *found = lower::match_mma_nest(*op, k->thread_index[0], k->block[0], k->name);
+          if (!*found) ir::StmtVisitor::visit_For(op);
+        }
+      } f;
+      f.k = &k;
+      f.found = &found;
+      f.visit(k.body);
+      REQUIRE(found);
+      return *found;
+    };
+    for (const int64_t nt : {2, 4}) {
+      CAPTURE(nt);
+      const auto dag = loom_test::matmul_b_transposed<bfloat16>(64, 16 * nt, 32);
+      const State s = loom_test::tensor_core_matmul(dag, {1, 2, 2, nt, true, true});
+      const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+      const lower::MmaNest nest = first_nest(p.kernels[0]);
+      REQUIRE(nest.loops.size() == 2);
+      CHECK(nest.a.depth == 1);
+      CHECK(nest.a.slots == 1);
+      CHECK(nest.a.over.empty());
+      CHECK(nest.b.depth == 0);
+      CHECK(nest.b.slots == nt);
+      CHECK(nest.b.over == std::vector<int>{1});
+      CHECK(emulate_matmul<bfloat16>(s, 64, 16 * nt, 32) == "");
+    }
+    // N's loop outside M's, 16 instructions along M: A's 16 fragments would take 64 registers,
+    // past max_fragment_cache_registers, so A is loaded per instruction (depth 2, one slot);
+    // B's, outermost, once per N value.
+    const auto dag = loom_test::half_matmul<bfloat16>(256, 16, 32);
+    State s = loom_test::tensor_core_matmul(dag, {1, 1, 16, 2, true, true});
+    s.reorder("C.local", {0, 2, 1, 3, 4, 5});  // ko nt mt kk h q
+    const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda());
+    const lower::MmaNest nest = first_nest(p.kernels[0]);
+    REQUIRE(nest.loops.size() == 2);
+    CHECK(nest.loops[1]->extent.as<ir::IntImm>()->value == 16);
+    CHECK(nest.a.depth == 2);
+    CHECK(nest.a.slots == 1);
+    CHECK(nest.b.depth == 1);
+    CHECK(nest.b.slots == 1);
+    CHECK(emulate_matmul<bfloat16>(s, 256, 16, 32) == "");
+    // Operands from global memory: the loop over k-steps is part of the nest, and both move
+    // with it.
+    const State g = loom_test::tensor_core_matmul(loom_test::half_matmul<float16>(32, 32, 64),
+                                                  {1, 1, 2, 4, false, true});
+    const lower::MmaNest gn = first_nest(lower::lower_gpu(g, Target::cuda()).kernels[0]);
+    REQUIRE(gn.loops.size() == 3);
+    CHECK(gn.a.depth == 2);
+    CHECK(gn.b.depth == 1);
+    CHECK(gn.b.slots == 4);
+    CHECK(emulate_matmul<float16>(g, 32, 32, 64) == "");
   }
 
   TEST_CASE("tiles that are not m16n8k16 tiles are refused with what is wrong") {

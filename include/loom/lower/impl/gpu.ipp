@@ -1002,24 +1002,96 @@ class emulation_builder {
   }
 
   // The reference meaning of a tensor-core tile, the hardware's exchange of fragments in shared
-  // memory: each lane stores the A and B elements its registers hold (MmaTile's indices, which
-  // is what the CUDA code loads), and after a barrier adds to each of its accumulators the
-  // products of the elements the other lanes hold, in the order of the tile's loop. A wrong
-  // register index shows up here as a wrong result, as it would on the device.
+  // memory: each lane loads the A and B elements its registers hold (MmaTile's indices, which
+  // is what the CUDA code loads) into its fragment arrays where the tile's nest loads them
+  // (MmaNest), and at each instruction stores its slot's fragments and after a barrier adds to
+  // each of its accumulators the products of the elements the other lanes hold, in the order of
+  // the tile's loop. A wrong register index or slot shows up here as a wrong result, as it would
+  // on the device.
   Stmt expand_mma(const Stmt& s) {
     struct expander : StmtMutator {
       emulation_builder* self;
       Stmt visit_For(const For* op, const Stmt& st) override {
-        if (op->for_kind != ForKind::Tensorized) return StmtMutator::visit_For(op, st);
-        return self->mma_exchange(
-            match_mma(*op, self->k_.thread_index[0], self->k_.block[0], self->k_.name));
+        const GpuKernel& k = self->k_;
+        if (auto nest = match_mma_nest(*op, k.thread_index[0], k.block[0], k.name))
+          return self->mma_nest(*nest);
+        return StmtMutator::visit_For(op, st);
       }
     } e;
     e.self = this;
     return e.mutate(s);
   }
 
-  Stmt mma_exchange(const MmaTile& t) {
+  Stmt mma_nest(const MmaNest& nest) {
+    const MmaTile& t = nest.tile;
+    const Buffer fa = make_buffer(t.c->name + ".fragments_a", DType::f32(), {nest.a.slots * 8},
+                                  MemoryScope::Local);
+    const Buffer fb = make_buffer(t.c->name + ".fragments_b", DType::f32(), {nest.b.slots * 4},
+                                  MemoryScope::Local);
+    auto loads = [&](const MmaNest::Fragments& fr, bool a) {
+      Stmt body = fragment_loads(t, a, a ? fa : fb, fr.slot);
+      for (size_t i = fr.over.size(); i-- > 0;) {
+        const For* l = nest.loops[static_cast<size_t>(fr.over[i])];
+        body = For::make(l->var, l->min, l->extent, ForKind::Serial, body);
+      }
+      return body;
+    };
+    std::function<Stmt(size_t)> level = [&](size_t j) {
+      std::vector<Stmt> seq;
+      if (nest.a.depth == static_cast<int>(j)) seq.push_back(loads(nest.a, true));
+      if (nest.b.depth == static_cast<int>(j)) seq.push_back(loads(nest.b, false));
+      if (j == nest.loops.size()) {
+        seq.push_back(mma_exchange(t, fa, nest.a.slot, fb, nest.b.slot));
+      } else {
+        const For* l = nest.loops[j];
+        seq.push_back(For::make(l->var, l->min, l->extent, ForKind::Serial, level(j + 1)));
+      }
+      return Block::make(std::move(seq));
+    };
+    return Allocate::make(fa, Allocate::make(fb, level(0)));
+  }
+
+  // Register r, half h of the operand's fragment (`a`: A's 8 values, else B's 4) into slot
+  // `slot` of `fragments`, as float32. ldmatrix (MmaTile::a_row, b_row): register r, half h of
+  // lane (g, t) is element 2t + h of the row lane 8r + g gives (A, and B along k; TF32: element
+  // t, the lane's 32 bits of the 16-byte row), or element g of the row lane 8r + 2t + h gives
+  // (B, transposed); the row addresses are the other lanes' expressions.
+  Stmt fragment_loads(const MmaTile& t, bool a, const Buffer& fragments, const Expr& slot) {
+    const std::array<Expr, 3>& th = k_.thread_index;
+    const Expr c32(int64_t{32});
+    const int per_reg = t.per_register();
+    const Expr lane = FloorMod::make(th[0], c32);
+    const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
+    const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
+    auto row_of_lane = [&](const Expr& row, const Expr& giver) {
+      return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + giver}});
+    };
+    auto as_stored = [&](const Buffer& b, const Expr& row, int r, int h) {
+      const Expr element =
+          per_reg == 2 ? t2 + Expr(int64_t{h}) : FloorMod::make(lane, Expr(int64_t{4}));
+      return Load::make(b, row_of_lane(row, Expr(int64_t{8 * r}) + g) + element);
+    };
+    auto value = [&](int r, int h) -> Expr {
+      if (a) {
+        if (!t.a_row.defined()) return Load::make(t.a, t.a_index[r][h]);
+        return as_stored(t.a, t.a_row, r, h);
+      }
+      if (!t.b_row.defined()) return Load::make(t.b, t.b_index[r][h]);
+      if (!t.b_transposed) return as_stored(t.b, t.b_row, r, h);
+      return Load::make(t.b, row_of_lane(t.b_row, Expr(int64_t{8 * r + h}) + t2) + g);
+    };
+    const int per_slot = a ? 8 : 4;
+    std::vector<Stmt> seq;
+    for (int r = 0; r < per_slot / 2; ++r)
+      for (int h = 0; h < per_reg; ++h)
+        seq.push_back(Store::make(fragments,
+                                  slot * Expr(int64_t{per_slot}) + Expr(int64_t{r * 2 + h}),
+                                  Cast::make(DType::f32(), value(r, h))));
+    return Block::make(std::move(seq));
+  }
+
+  Stmt mma_exchange(const MmaTile& t, const Buffer& fa, const Expr& slot_a, const Buffer& fb,
+                    const Expr& slot_b) {
     const GpuKernel& k = k_;
     auto staging = [&](const char* what, int per_lane) {
       Buffer b = make_buffer(t.c->name + what, DType::f32(), {k.threads_per_block() * per_lane},
@@ -1039,36 +1111,17 @@ class emulation_builder {
     const Expr own = thread_at(lane);
     const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
     const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
-    // ldmatrix (MmaTile::a_row, b_row): register r, half h of lane (g, t) is element 2t + h of
-    // the row lane 8r + g gives (A, and B along k; TF32: element t, the lane's 32 bits of the
-    // 16-byte row), or element g of the row lane 8r + 2t + h gives (B, transposed); the row
-    // addresses are the other lanes' expressions.
-    auto row_of_lane = [&](const Expr& row, const Expr& giver) {
-      return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + giver}});
-    };
-    auto as_stored = [&](const Buffer& b, const Expr& row, int r, int h) {
-      const Expr element =
-          per_reg == 2 ? t2 + Expr(int64_t{h}) : FloorMod::make(lane, Expr(int64_t{4}));
-      return Load::make(b, row_of_lane(row, Expr(int64_t{8 * r}) + g) + element);
-    };
-    auto a_value = [&](int r, int h) -> Expr {
-      if (!t.a_row.defined()) return Load::make(t.a, t.a_index[r][h]);
-      return as_stored(t.a, t.a_row, r, h);
-    };
-    auto b_value = [&](int r, int h) -> Expr {
-      if (!t.b_row.defined()) return Load::make(t.b, t.b_index[r][h]);
-      if (!t.b_transposed) return as_stored(t.b, t.b_row, r, h);
-      return Load::make(t.b, row_of_lane(t.b_row, Expr(int64_t{8 * r + h}) + t2) + g);
-    };
     std::vector<Stmt> seq;
     for (int r = 0; r < 4; ++r)
       for (int h = 0; h < per_reg; ++h)
-        seq.push_back(Store::make(sa, own * Expr(int64_t{8}) + Expr(int64_t{r * 2 + h}),
-                                  Cast::make(DType::f32(), a_value(r, h))));
+        seq.push_back(
+            Store::make(sa, own * Expr(int64_t{8}) + Expr(int64_t{r * 2 + h}),
+                        Load::make(fa, slot_a * Expr(int64_t{8}) + Expr(int64_t{r * 2 + h}))));
     for (int r = 0; r < 2; ++r)
       for (int h = 0; h < per_reg; ++h)
-        seq.push_back(Store::make(sb, own * Expr(int64_t{4}) + Expr(int64_t{r * 2 + h}),
-                                  Cast::make(DType::f32(), b_value(r, h))));
+        seq.push_back(
+            Store::make(sb, own * Expr(int64_t{4}) + Expr(int64_t{r * 2 + h}),
+                        Load::make(fb, slot_b * Expr(int64_t{4}) + Expr(int64_t{r * 2 + h}))));
     seq.push_back(Barrier::make());
     // Accumulator reg of lane (g, t) holds C's (g + 8 (reg / 2), 2t + reg % 2) (MmaTile::
     // c_element). With p elements a register (2 for 16-bit operands, 1 for TF32) and s = 4p

@@ -427,5 +427,70 @@ LOOM_DECL MmaTile match_mma(const ir::For& loop, const ir::Expr& thread_x, int64
   return detail::mma_matcher(loop, thread_x, block_x, kernel).run();
 }
 
+LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::Expr& thread_x,
+                                                int64_t block_x, const std::string& kernel) {
+  using namespace ir;
+  MmaNest nest;
+  const For* f = &head;
+  while (f->for_kind != ForKind::Tensorized) {
+    if ((f->for_kind != ForKind::Serial && f->for_kind != ForKind::Unrolled) ||
+        !as_const_int(f->min) || !as_const_int(f->extent))
+      return std::nullopt;
+    nest.loops.push_back(f);
+    const Stmt* body = &f->body;
+    while (auto* b = body->as<Block>()) {
+      if (b->stmts.size() != 1) return std::nullopt;
+      body = &b->stmts[0];
+    }
+    f = body->as<For>();
+    if (!f) return std::nullopt;
+  }
+  nest.tile_loop = f;
+  nest.tile = match_mma(*f, thread_x, block_x, kernel);
+  const MmaTile& t = nest.tile;
+  // The expressions a lane's fragment of each operand is loaded from.
+  std::vector<Expr> a_reads, b_reads;
+  if (t.a_row.defined())
+    a_reads.push_back(t.a_row);
+  else
+    for (const auto& r : t.a_index) a_reads.insert(a_reads.end(), r.begin(), r.end());
+  if (t.b_row.defined())
+    b_reads.push_back(t.b_row);
+  else
+    for (const auto& r : t.b_index) b_reads.insert(b_reads.end(), r.begin(), r.end());
+  const int n = static_cast<int>(nest.loops.size());
+  auto plan = [&](const std::vector<Expr>& reads, int64_t registers) {
+    std::vector<bool> moves(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j)
+      for (const Expr& e : reads)
+        if (e.defined() && uses_var(e, nest.loops[static_cast<size_t>(j)]->variable()))
+          moves[static_cast<size_t>(j)] = true;
+    int depth = 0;
+    while (depth < n && moves[static_cast<size_t>(depth)]) ++depth;
+    for (;; ++depth) {
+      MmaNest::Fragments fr;
+      fr.depth = depth;
+      Expr slot(int64_t{0});
+      for (int j = n - 1; j >= depth; --j) {
+        if (!moves[static_cast<size_t>(j)]) continue;
+        const For* l = nest.loops[static_cast<size_t>(j)];
+        const int64_t min = *as_const_int(l->min), extent = *as_const_int(l->extent);
+        Expr v = l->var;
+        if (min != 0) v = v - Expr(min);
+        slot = slot + v * Expr(fr.slots);
+        fr.slots *= extent;
+        fr.over.insert(fr.over.begin(), j);
+      }
+      if (fr.slots * registers <= max_fragment_cache_registers || depth == n) {
+        fr.slot = simplify(slot);
+        return fr;
+      }
+    }
+  };
+  nest.a = plan(a_reads, 4);
+  nest.b = plan(b_reads, 2);
+  return nest;
+}
+
 }  // namespace lower
 LOOM_END_NAMESPACE

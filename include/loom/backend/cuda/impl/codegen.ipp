@@ -248,24 +248,14 @@ class printer {
         return;
       case StmtKind::For: {
         auto* f = s.as<For>();
-        if (f->for_kind == ForKind::Tensorized) {
-          mma(lower::match_mma(*f, k_.thread_index[0], k_.block[0], k_.name), pad);
+        if (auto nest = lower::match_mma_nest(*f, k_.thread_index[0], k_.block[0], k_.name)) {
+          mma_nest(*nest, indent);
           return;
         }
         if (f->for_kind == ForKind::Vectorized && vector_copy(*f, pad)) return;
-        const std::string v = name(f->variable(), f->variable()->name);
-        const std::string mn = expr(f->min), ext = expr(f->extent);
-        if (f->for_kind == ForKind::Unrolled || f->for_kind == ForKind::Vectorized)
-          os_ << pad << "#pragma unroll\n";
-        os_ << pad << "for (" << idx_ << " " << v << " = " << mn << "; " << v << " < "
-            << (is_const_int(f->min, 0) ? ext : mn + " + " + ext) << "; ++" << v << ") {\n";
-        const Interval mi = bounds_of(f->min, ranges_), ei = bounds_of(f->extent, ranges_);
-        Interval r;
-        if (mi.bounded() && ei.bounded()) r = {mi.min, mi.max + ei.max - 1};
-        ranges_[f->variable()] = r;
+        open_loop(*f, pad, f->for_kind == ForKind::Unrolled || f->for_kind == ForKind::Vectorized);
         stmt(f->body, indent + 1);
-        ranges_.erase(f->variable());
-        os_ << pad << "}\n";
+        close_loop(*f, pad);
         return;
       }
       case StmtKind::Store: {
@@ -422,75 +412,120 @@ class printer {
            "]))";
   }
 
-  // One tensor-core instruction: the lane loads the A and B elements its registers hold (two
-  // 16-bit values per 32-bit register, the first in the low half; or one float32 rounded to TF32)
-  // and accumulates into the four elements of its C array (lower/mma.hpp).
-  void mma(const lower::MmaTile& t, const std::string& pad) {
-    const std::string in = pad + "  ";
-    // TF32: round to nearest, ties away from zero, as cuBLAS and PyTorch do.
-    auto tf32 = [&](const Buffer& b, const Expr& i, const std::string& reg) {
-      os_ << in << "unsigned " << reg << ";\n"
-          << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(" << reg << ") : \"f\"("
-          << name(b.get(), b->name) << "[" << expr(i) << "]));\n";
-    };
-    // Two elements side by side at an even index are one 32-bit load.
-    auto pair = [&](const Buffer& b, const std::array<Expr, 2>& i) {
-      const std::string n = name(b.get(), b->name);
-      const bool adjacent = is_const_int(simplify(i[1] - i[0], ranges_), 1);
-      const bool even = is_const_int(simplify(FloorMod::make(i[0], Expr(int64_t{2})), ranges_), 0);
-      if (adjacent && even)
-        return "*reinterpret_cast<const unsigned*>(&" + n + "[" + expr(i[0]) + "])";
-      return "(unsigned)" + n + "[" + expr(i[0]) + "] | ((unsigned)" + n + "[" + expr(i[1]) +
-             "] << 16)";
-    };
-    // ldmatrix moves bits: TF32 elements arrive as float32 in registers `name`0.. and are
-    // rounded in place.
-    auto round_loaded = [&](const char* name, int count) {
-      for (int r = 0; r < count; ++r)
-        os_ << in << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(" << name << r
-            << ") : \"f\"(__uint_as_float(" << name << r << ")));\n";
-    };
-    // ldmatrix: the lane gives one row's shared address, the warp's registers come back.
-    os_ << pad << "{  // " << t.instruction() << "\n";
-    if (t.a_row.defined()) {
-      os_ << in << "unsigned loom_a0, loom_a1, loom_a2, loom_a3;\n"
-          << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
-          << "[%4];\\n\" : \"=r\"(loom_a0), \"=r\"(loom_a1), \"=r\"(loom_a2), \"=r\"(loom_a3) : "
-          << shared_address(t.a, t.a_row) << ");\n";
-      if (t.is_tf32()) round_loaded("loom_a", 4);
-    } else {
-      for (int r = 0; r < 4; ++r) {
-        if (t.is_tf32())
-          tf32(t.a, t.a_index[r][0], "loom_a" + std::to_string(r));
-        else
-          os_ << in << "const unsigned loom_a" << r << " = " << pair(t.a, t.a_index[r]) << ";\n";
-      }
-    }
-    if (t.b_row.defined()) {
-      os_ << in << "unsigned loom_b0, loom_b1;\n"
-          << in << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x2"
-          << (t.b_transposed ? ".trans" : "")
-          << ".shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(loom_b0), \"=r\"(loom_b1) : "
-          << shared_address(t.b, t.b_row) << ");\n";
-      if (t.is_tf32()) round_loaded("loom_b", 2);
-    } else {
-      for (int r = 0; r < 2; ++r) {
-        if (t.is_tf32())
-          tf32(t.b, t.b_index[r][0], "loom_b" + std::to_string(r));
-        else
-          os_ << in << "const unsigned loom_b" << r << " = " << pair(t.b, t.b_index[r]) << ";\n";
-      }
-    }
-    const std::string c = name(t.c.get(), t.c->name);
-    os_ << in << "asm volatile(\"" << t.instruction()
-        << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
-        << in << "    : ";
-    for (int r = 0; r < 4; ++r)
-      os_ << (r ? ", " : "") << "\"+f\"(" << c << "[" << expr(t.c_index[r]) << "])";
-    os_ << "\n"
-        << in << "    : \"r\"(loom_a0), \"r\"(loom_a1), \"r\"(loom_a2), \"r\"(loom_a3), "
-        << "\"r\"(loom_b0), \"r\"(loom_b1));\n";
+  void open_loop(const For& f, const std::string& pad, bool unroll) {
+    const std::string v = name(f.variable(), f.variable()->name);
+    const std::string mn = expr(f.min), ext = expr(f.extent);
+    if (unroll) os_ << pad << "#pragma unroll\n";
+    os_ << pad << "for (" << idx_ << " " << v << " = " << mn << "; " << v << " < "
+        << (is_const_int(f.min, 0) ? ext : mn + " + " + ext) << "; ++" << v << ") {\n";
+    const Interval mi = bounds_of(f.min, ranges_), ei = bounds_of(f.extent, ranges_);
+    Interval r;
+    if (mi.bounded() && ei.bounded()) r = {mi.min, mi.max + ei.max - 1};
+    ranges_[f.variable()] = r;
+  }
+  void close_loop(const For& f, const std::string& pad) {
+    ranges_.erase(f.variable());
     os_ << pad << "}\n";
+  }
+
+  // A tensor-core tile with the loops around it (lower::MmaNest): each operand's fragments go
+  // to an array of registers where the nest loads them, and each instruction reads its slot.
+  // The loops that pick a slot are unrolled, so that every slot index is a constant and the
+  // arrays stay in registers.
+  void mma_nest(const lower::MmaNest& nest, int indent) {
+    const std::string pad(indent * 2, ' ');
+    const lower::MmaTile& t = nest.tile;
+    os_ << pad << "{  // " << t.instruction() << ", A fragments in " << nest.a.slots
+        << " slots, B fragments in " << nest.b.slots << "\n";
+    os_ << pad << "  unsigned loom_fa[" << nest.a.slots << "][4], loom_fb[" << nest.b.slots
+        << "][2];\n";
+    std::vector<bool> slotted(nest.loops.size());
+    for (const lower::MmaNest::Fragments* fr : {&nest.a, &nest.b})
+      for (int j : fr->over) slotted[static_cast<size_t>(j)] = true;
+    mma_nest_level(nest, 0, slotted, indent + 1);
+    os_ << pad << "}\n";
+  }
+
+  void mma_nest_level(const lower::MmaNest& nest, size_t level, const std::vector<bool>& slotted,
+                      int indent) {
+    const std::string pad(indent * 2, ' ');
+    const lower::MmaTile& t = nest.tile;
+    if (nest.a.depth == static_cast<int>(level)) load_fragments(nest, nest.a, true, indent);
+    if (nest.b.depth == static_cast<int>(level)) load_fragments(nest, nest.b, false, indent);
+    if (level == nest.loops.size()) {
+      const std::string a = "loom_fa[" + expr(nest.a.slot) + "]",
+                        b = "loom_fb[" + expr(nest.b.slot) + "]";
+      const std::string c = name(t.c.get(), t.c->name);
+      os_ << pad << "asm volatile(\"" << t.instruction()
+          << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+          << pad << "    : ";
+      for (int r = 0; r < 4; ++r)
+        os_ << (r ? ", " : "") << "\"+f\"(" << c << "[" << expr(t.c_index[r]) << "])";
+      os_ << "\n" << pad << "    : ";
+      for (int r = 0; r < 4; ++r) os_ << "\"r\"(" << a << "[" << r << "]), ";
+      os_ << "\"r\"(" << b << "[0]), \"r\"(" << b << "[1]));\n";
+      return;
+    }
+    const For& f = *nest.loops[level];
+    open_loop(f, pad, slotted[level] || f.for_kind == ForKind::Unrolled);
+    mma_nest_level(nest, level + 1, slotted, indent + 1);
+    close_loop(f, pad);
+  }
+
+  // One operand's fragments for every slot of `fr` (the loops of fr.over, unrolled): ldmatrix,
+  // where the lane gives one row's shared address and the warp's registers come back, or the
+  // elements the lane's registers hold (two 16-bit values per 32-bit register, the first in the
+  // low half; or one float32 rounded to TF32).
+  void load_fragments(const lower::MmaNest& nest, const lower::MmaNest::Fragments& fr, bool a,
+                      int indent) {
+    const lower::MmaTile& t = nest.tile;
+    for (size_t i = 0; i < fr.over.size(); ++i)
+      open_loop(*nest.loops[static_cast<size_t>(fr.over[i])], std::string((indent + i) * 2, ' '),
+                true);
+    const std::string pad((indent + fr.over.size()) * 2, ' ');
+    const std::string dest = std::string(a ? "loom_fa[" : "loom_fb[") + expr(fr.slot) + "]";
+    const int registers = a ? 4 : 2;
+    auto reg = [&](int r) { return dest + "[" + std::to_string(r) + "]"; };
+    const Buffer& buffer = a ? t.a : t.b;
+    const Expr& row = a ? t.a_row : t.b_row;
+    // TF32: round to nearest, ties away from zero, as cuBLAS and PyTorch do.
+    auto round = [&](const std::string& r, const std::string& value) {
+      os_ << pad << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(" << r << ") : \"f\"(" << value
+          << "));\n";
+    };
+    if (row.defined()) {
+      os_ << pad << "asm volatile(\"ldmatrix.sync.aligned.m8n8"
+          << (a ? ".x4" : (t.b_transposed ? ".x2.trans" : ".x2")) << ".shared.b16 {";
+      for (int r = 0; r < registers; ++r) os_ << (r ? ", " : "") << "%" << r;
+      os_ << "}, [%" << registers << "];\\n\" : ";
+      for (int r = 0; r < registers; ++r) os_ << (r ? ", " : "") << "\"=r\"(" << reg(r) << ")";
+      os_ << " : " << shared_address(buffer, row) << ");\n";
+      // ldmatrix moves bits: TF32 elements arrive as float32 and are rounded in place.
+      if (t.is_tf32())
+        for (int r = 0; r < registers; ++r) round(reg(r), "__uint_as_float(" + reg(r) + ")");
+    } else {
+      const std::string n = name(buffer.get(), buffer->name);
+      for (int r = 0; r < registers; ++r) {
+        const std::array<Expr, 2>& i =
+            a ? t.a_index[static_cast<size_t>(r)] : t.b_index[static_cast<size_t>(r)];
+        if (t.is_tf32()) {
+          round(reg(r), n + "[" + expr(i[0]) + "]");
+          continue;
+        }
+        // Two elements side by side at an even index are one 32-bit load.
+        const bool adjacent = is_const_int(simplify(i[1] - i[0], ranges_), 1);
+        const bool even =
+            is_const_int(simplify(FloorMod::make(i[0], Expr(int64_t{2})), ranges_), 0);
+        os_ << pad << reg(r) << " = ";
+        if (adjacent && even)
+          os_ << "*reinterpret_cast<const unsigned*>(&" << n << "[" << expr(i[0]) << "]);\n";
+        else
+          os_ << "(unsigned)" << n << "[" << expr(i[0]) << "] | ((unsigned)" << n << "["
+              << expr(i[1]) << "] << 16);\n";
+      }
+    }
+    for (size_t i = fr.over.size(); i-- > 0;)
+      close_loop(*nest.loops[static_cast<size_t>(fr.over[i])], std::string((indent + i) * 2, ' '));
   }
 
   // Warp shuffles where each row of threadIdx.x is a power of two up to a warp, or whole warps
