@@ -151,6 +151,11 @@ struct MmaNest {
     std::vector<int> over;  ///< positions in `loops`, outermost first
     ir::Expr slot;          ///< in the variables of `over`: sum of (v - min) x stride
     int64_t slots = 1;
+    /// B by ldmatrix with slots along the innermost loop of `over` (v, an even number of
+    /// values): two slots a load, `.x4` for v = min, min + 2, ...: the row lane l gives is
+    /// fragment v + l / 16's row of lane l % 16 (of b_row), its registers 2 and 3 slot + 1's.
+    /// Undefined: one slot a load.
+    ir::Expr pair_row;
   };
   std::vector<const ir::For*> loops;  ///< outermost first; empty when the head is the tile
   const ir::For* tile_loop = nullptr;

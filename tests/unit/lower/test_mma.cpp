@@ -252,6 +252,9 @@ TEST_SUITE("lower.mma") {
       CHECK(nest.b.depth == 0);
       CHECK(nest.b.slots == nt);
       CHECK(nest.b.over == std::vector<int>{1});
+      // Two of B's fragments a load (ldmatrix.x4), emulated with lanes 16-31 giving the rows
+      // of the second.
+      CHECK(nest.b.pair_row.defined());
       CHECK(emulate_matmul<bfloat16>(s, 64, 16 * nt, 32) == "");
     }
     // N's loop outside M's, 16 instructions along M: A's 16 fragments would take 64 registers,
@@ -268,6 +271,7 @@ TEST_SUITE("lower.mma") {
     CHECK(nest.a.slots == 1);
     CHECK(nest.b.depth == 1);
     CHECK(nest.b.slots == 1);
+    CHECK(!nest.b.pair_row.defined());
     CHECK(emulate_matmul<bfloat16>(s, 256, 16, 32) == "");
     // Operands from global memory: the loop over k-steps is part of the nest, and both move
     // with it.

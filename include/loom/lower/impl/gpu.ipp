@@ -1029,7 +1029,12 @@ class emulation_builder {
     const Buffer fb = make_buffer(t.c->name + ".fragments_b", DType::f32(), {nest.b.slots * 4},
                                   MemoryScope::Local);
     auto loads = [&](const MmaNest::Fragments& fr, bool a) {
-      Stmt body = fragment_loads(t, a, a ? fa : fb, fr.slot);
+      Stmt body = fragment_loads(t, a, a ? fa : fb, fr);
+      if (fr.pair_row.defined()) {  // a load for every other value, two slots each
+        const For* l = nest.loops[static_cast<size_t>(fr.over.back())];
+        body = IfThenElse::make(
+            EQ::make(FloorMod::make(l->var - l->min, Expr(int64_t{2})), Expr(int64_t{0})), body);
+      }
       for (size_t i = fr.over.size(); i-- > 0;) {
         const For* l = nest.loops[static_cast<size_t>(fr.over[i])];
         body = For::make(l->var, l->min, l->extent, ForKind::Serial, body);
@@ -1052,11 +1057,16 @@ class emulation_builder {
   }
 
   // Register r, half h of the operand's fragment (`a`: A's 8 values, else B's 4) into slot
-  // `slot` of `fragments`, as float32. ldmatrix (MmaTile::a_row, b_row): register r, half h of
+  // fr.slot of `fragments`, as float32. ldmatrix (MmaTile::a_row, b_row): register r, half h of
   // lane (g, t) is element 2t + h of the row lane 8r + g gives (A, and B along k; TF32: element
   // t, the lane's 32 bits of the 16-byte row), or element g of the row lane 8r + 2t + h gives
-  // (B, transposed); the row addresses are the other lanes' expressions.
-  Stmt fragment_loads(const MmaTile& t, bool a, const Buffer& fragments, const Expr& slot) {
+  // (B, transposed); the row addresses are the other lanes' expressions. B paired
+  // (Fragments::pair_row): registers 2 and 3 of the .x4 load, from lanes 16-31's rows, are
+  // slot + 1's 0 and 1.
+  Stmt fragment_loads(const MmaTile& t, bool a, const Buffer& fragments,
+                      const MmaNest::Fragments& fr) {
+    const Expr& slot = fr.slot;
+    const Expr& b_row = fr.pair_row.defined() ? fr.pair_row : t.b_row;
     const std::array<Expr, 3>& th = k_.thread_index;
     const Expr c32(int64_t{32});
     const int per_reg = t.per_register();
@@ -1077,12 +1087,13 @@ class emulation_builder {
         return as_stored(t.a, t.a_row, r, h);
       }
       if (!t.b_row.defined()) return Load::make(t.b, t.b_index[r][h]);
-      if (!t.b_transposed) return as_stored(t.b, t.b_row, r, h);
-      return Load::make(t.b, row_of_lane(t.b_row, Expr(int64_t{8 * r + h}) + t2) + g);
+      if (!t.b_transposed) return as_stored(t.b, b_row, r, h);
+      return Load::make(t.b, row_of_lane(b_row, Expr(int64_t{8 * r + h}) + t2) + g);
     };
     const int per_slot = a ? 8 : 4;
+    const int registers = a || fr.pair_row.defined() ? 4 : 2;
     std::vector<Stmt> seq;
-    for (int r = 0; r < per_slot / 2; ++r)
+    for (int r = 0; r < registers; ++r)
       for (int h = 0; h < per_reg; ++h)
         seq.push_back(Store::make(fragments,
                                   slot * Expr(int64_t{per_slot}) + Expr(int64_t{r * 2 + h}),

@@ -489,6 +489,16 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
   };
   nest.a = plan(a_reads, 4);
   nest.b = plan(b_reads, 2);
+  if (t.b_row.defined() && !nest.b.over.empty()) {
+    const For* v = nest.loops[static_cast<size_t>(nest.b.over.back())];
+    if (*as_const_int(v->extent) % 2 == 0) {
+      const Expr half =
+          FloorDiv::make(FloorMod::make(thread_x, Expr(int64_t{32})), Expr(int64_t{16}));
+      nest.b.pair_row = simplify(
+          substitute(t.b_row, {{thread_x.as<Variable>(), thread_x - half * Expr(int64_t{16})},
+                               {v->variable(), v->var + half}}));
+    }
+  }
   return nest;
 }
 

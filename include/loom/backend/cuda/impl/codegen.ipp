@@ -412,12 +412,13 @@ class printer {
            "]))";
   }
 
-  void open_loop(const For& f, const std::string& pad, bool unroll) {
+  void open_loop(const For& f, const std::string& pad, bool unroll, int step = 1) {
     const std::string v = name(f.variable(), f.variable()->name);
     const std::string mn = expr(f.min), ext = expr(f.extent);
     if (unroll) os_ << pad << "#pragma unroll\n";
     os_ << pad << "for (" << idx_ << " " << v << " = " << mn << "; " << v << " < "
-        << (is_const_int(f.min, 0) ? ext : mn + " + " + ext) << "; ++" << v << ") {\n";
+        << (is_const_int(f.min, 0) ? ext : mn + " + " + ext) << "; "
+        << (step == 1 ? "++" + v : v + " += " + std::to_string(step)) << ") {\n";
     const Interval mi = bounds_of(f.min, ranges_), ei = bounds_of(f.extent, ranges_);
     Interval r;
     if (mi.bounded() && ei.bounded()) r = {mi.min, mi.max + ei.max - 1};
@@ -479,23 +480,29 @@ class printer {
   void load_fragments(const lower::MmaNest& nest, const lower::MmaNest::Fragments& fr, bool a,
                       int indent) {
     const lower::MmaTile& t = nest.tile;
+    const bool paired = fr.pair_row.defined();
     for (size_t i = 0; i < fr.over.size(); ++i)
       open_loop(*nest.loops[static_cast<size_t>(fr.over[i])], std::string((indent + i) * 2, ' '),
-                true);
+                true, paired && i + 1 == fr.over.size() ? 2 : 1);
     const std::string pad((indent + fr.over.size()) * 2, ' ');
-    const std::string dest = std::string(a ? "loom_fa[" : "loom_fb[") + expr(fr.slot) + "]";
-    const int registers = a ? 4 : 2;
-    auto reg = [&](int r) { return dest + "[" + std::to_string(r) + "]"; };
+    const std::string slot = expr(fr.slot);
+    const std::string dest = std::string(a ? "loom_fa[" : "loom_fb[") + slot + "]";
+    // Paired: registers 2 and 3 are the next slot's 0 and 1.
+    const int registers = a || paired ? 4 : 2;
+    auto reg = [&](int r) {
+      if (r < 2 || a) return dest + "[" + std::to_string(r) + "]";
+      return "loom_fb[" + slot + " + 1][" + std::to_string(r - 2) + "]";
+    };
     const Buffer& buffer = a ? t.a : t.b;
-    const Expr& row = a ? t.a_row : t.b_row;
+    const Expr& row = a ? t.a_row : paired ? fr.pair_row : t.b_row;
     // TF32: round to nearest, ties away from zero, as cuBLAS and PyTorch do.
     auto round = [&](const std::string& r, const std::string& value) {
       os_ << pad << "asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(" << r << ") : \"f\"(" << value
           << "));\n";
     };
     if (row.defined()) {
-      os_ << pad << "asm volatile(\"ldmatrix.sync.aligned.m8n8"
-          << (a ? ".x4" : (t.b_transposed ? ".x2.trans" : ".x2")) << ".shared.b16 {";
+      os_ << pad << "asm volatile(\"ldmatrix.sync.aligned.m8n8" << (registers == 4 ? ".x4" : ".x2")
+          << (!a && t.b_transposed ? ".trans" : "") << ".shared.b16 {";
       for (int r = 0; r < registers; ++r) os_ << (r ? ", " : "") << "%" << r;
       os_ << "}, [%" << registers << "];\\n\" : ";
       for (int r = 0; r < registers; ++r) os_ << (r ? ", " : "") << "\"=r\"(" << reg(r) << ")";
