@@ -9,6 +9,9 @@
 #include "loom/runtime/workspace.hpp"
 
 #include <doctest/doctest.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,8 +57,13 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-/// Resident set size in bytes (/proc/self/statm, second field, in pages).
+/// Resident set size in bytes (/proc/self/statm, second field, in pages), after the heap has
+/// given its free pages back: glibc trims them whenever a free leaves enough at the top, so an
+/// untrimmed reading can drop by megabytes between two measurements that allocate.
 std::int64_t rss_bytes() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
   std::ifstream statm("/proc/self/statm");
   std::int64_t size = 0, resident = 0;
   statm >> size >> resident;
