@@ -38,8 +38,11 @@
 ///    detail::tensor_core_lane_major): the rows (columns) one ldmatrix phase reads lie side by
 ///    side whatever the lanes' register tiles, so padded A reads have no conflict and B's
 ///    columns of one instruction are contiguous (ldmatrix .trans where a lane has several
-///    tiles along N). A permuted innermost axis narrows the copy's vectors to its unit (the
-///    fragment's two columns, 4 bytes).
+///    tiles along N), a convolution's window axes at stride 1 (h + rh) included. Where A's 8
+///    lanes of a phase spread over several axes (a convolution's image rows and columns), the
+///    outer axes' strides are padded too (detail::tensor_core_phase_aligns), so that the
+///    phase's rows still hit 8 bank groups. A permuted innermost axis narrows the copy's vectors
+///    to its unit (the fragment's two columns, 4 bytes).
 ///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
 ///    iterations that shared stages are computed at is pipelined with probability
 ///    `gpu_double_buffer_probability`, in 2 to `gpu_max_pipeline_stages` stages drawn uniformly

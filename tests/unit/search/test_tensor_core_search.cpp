@@ -250,6 +250,56 @@ TEST_SUITE("search.tensor_cores") {
     }
   }
 
+  TEST_CASE("a convolution's input: ldmatrix phases over image rows and columns conflict-free") {
+    // A phase's 8 rows are a box of output rows and columns (2 x 4 on these small images), read
+    // through the window (h + rh, w + rw). Lane-major along both and the rows' stride aligned
+    // to the columns' lanes (tensor_core_phase_aligns), they fall in 8 bank groups; before,
+    // 2- and 4-way conflicts. Correctness: the convolution test above samples the same layouts.
+    struct layer {
+      int64_t h, c;
+    };
+    for (const layer l : {layer{14, 256}, layer{7, 512}}) {
+      CAPTURE(l.h);
+      auto x = placeholder<float16>("x", {1, l.h, l.h, l.c});
+      auto f = placeholder<float16>("f", {3, 3, l.c, l.c});
+      auto dag = std::make_shared<const ComputeDAG>(
+          std::vector<ir::Tensor>{x, f},
+          std::vector<ir::Tensor>{ops::conv2d_nhwc(x, f, {.padding = {1, 1}})});
+      const Task task(dag, Target::cuda("sm_90"));
+      const auto tc = tensor_core_sketches(search::generate_sketches(task));
+      REQUIRE(tc.size() == 1);
+      for (const double p : {0.0, 1.0}) {
+        CAPTURE(p);
+        search::SearchOptions o;
+        o.gpu_lane_major_probability = p;
+        std::mt19937_64 rng(7);
+        int tiles = 0, worst = 1, aligned = 0;
+        for (int draw = 0; draw < 200 && tiles < 12; ++draw) {
+          const auto prog = search::try_sample_program(tc[0], task, o, rng);
+          if (!prog) continue;
+          for (const sched::Stage& st : prog->stages()) aligned += st.storage_aligns.size() > 1;
+          const lower::GpuProgram g = lower::lower_gpu(*prog, task.target);
+          for (const lower::MmaTile& t : loom_test::tiles_of(g.kernels[0])) {
+            ++tiles;
+            REQUIRE(t.a_row.defined());
+            for (int64_t others : {0, 1, 2})
+              worst = std::max(worst, ldmatrix_ways(g.kernels[0], t.a, t.a_row, 4, others));
+          }
+        }
+        MESSAGE(l.h << "x" << l.h << " " << l.c << " channels, lane-major " << p << ": " << tiles
+                    << " tiles, A's worst phase " << worst << "-way, " << aligned
+                    << " copies with aligned row strides");
+        CHECK(tiles >= 8);
+        if (p == 1.0) {
+          CHECK(worst == 1);
+          CHECK(aligned > 0);
+        } else {
+          CHECK(worst > 1);
+        }
+      }
+    }
+  }
+
   TEST_CASE("a float32 matmul on a TF32 target gets a TF32 sketch, and its samples are right") {
     const Target tf32 = Target::cuda("sm_90").with_tf32();
     for (const auto& [m, n, k] : {std::array<int64_t, 3>{64, 64, 32}, {32, 96, 24}}) {

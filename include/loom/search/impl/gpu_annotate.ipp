@@ -70,21 +70,29 @@ inline void draw_threads_across(const SketchContext& ctx, sched::State& state,
   if (drawn) state = sched::replay(state.dag_ptr(), steps);
 }
 
-// The lane-major layouts (sched::StoragePermute) of tensor-core operand `copy`'s axes, read by
-// stage `at` (the tile's accumulator stage) whose spatial split steps are `steps` (lengths:
-// vthread, warp, lane, register, fragment). A lane's rows (columns) of the operand are a
-// contiguous run of register x fragment, so the rows one ldmatrix phase reads are that far
-// apart and share bank groups; stored lane-major they lie side by side. A's phase (8 lanes of
-// M, lane bits 2-4) reads one fragment row of each lane: units of one row, a lane's run of
-// register x fragment rows. B's (4 lanes of N, bits 0-1) reads both fragment columns of each:
-// units of the fragment's columns, a lane's run of register units. Only an axis the product
-// reads by its own variable (not a convolution's window) is permuted, and only where a lane
-// holds more than one unit.
-inline std::vector<sched::StoragePermute> tensor_core_lane_major(const sched::State& state,
-                                                                 const sched::Stage& copy,
-                                                                 const sched::Stage& at,
-                                                                 const std::vector<int>& steps) {
-  std::vector<sched::StoragePermute> out;
+// Length `level` of split step `steps[v]` of `state` (0 where it has none).
+inline int64_t split_length(const sched::State& state, const std::vector<int>& steps, size_t v,
+                            int level) {
+  const auto& l = std::get<sched::SplitStep>(state.steps()[static_cast<size_t>(steps[v])]).lengths;
+  return level < static_cast<int>(l.size()) && l[static_cast<size_t>(level)] ? *l[level] : 0;
+}
+
+// How the tile of stage `at` (the accumulator stage, spatial split steps `steps`) reads
+// tensor-core operand `copy`: per tensor axis, the lanes of the spatial axes its index uses
+// (their product is 8 on A's side, M's lanes, and 4 on B's); and the (tensor axis, spatial
+// axis) pairs read by the spatial axis's own variable, or by it plus reduction variables only (a
+// convolution's window at stride 1, h + rh: a shift of whole rows, which keeps rows that lie side
+// by side so). Empty lanes when `at` reads `copy` in no product.
+struct operand_lanes {
+  std::vector<int64_t> lanes;
+  std::vector<std::pair<int, size_t>> own;
+  int64_t total = 1;
+};
+
+inline operand_lanes tensor_core_operand_lanes(const sched::State& state, const sched::Stage& copy,
+                                               const sched::Stage& at,
+                                               const std::vector<int>& steps) {
+  operand_lanes out;
   auto* red = at.op->body.as<ir::Reduce>();
   auto* mul = red ? red->source.as<ir::Mul>() : nullptr;
   if (!mul) return out;
@@ -96,31 +104,81 @@ inline std::vector<sched::StoragePermute> tensor_core_lane_major(const sched::St
   const ir::TensorRead* read = read_of(mul->a) ? read_of(mul->a) : read_of(mul->b);
   const auto& axes = at.op->axes;
   if (!read || steps.size() != axes.size()) return out;
-  auto lengths = [&](size_t v) -> const std::vector<std::optional<int64_t>>& {
-    return std::get<sched::SplitStep>(state.steps()[static_cast<size_t>(steps[v])]).lengths;
+  auto own_axis = [&](const ir::Expr& index, const ir::Variable* v) {
+    if (index.as<ir::Variable>() == v) return true;
+    auto* add = index.as<ir::Add>();
+    if (!add) return false;
+    const ir::Expr& rest = add->a.as<ir::Variable>() == v   ? add->b
+                           : add->b.as<ir::Variable>() == v ? add->a
+                                                            : ir::Expr();
+    return rest.defined() && std::none_of(axes.begin(), axes.end(), [&](const ir::IterVar& a) {
+             return ir::uses_var(rest, a.variable());
+           });
   };
-  auto length = [&](size_t v, int level) {
-    const auto& l = lengths(v);
-    return level < static_cast<int>(l.size()) && l[static_cast<size_t>(level)] ? *l[level] : 0;
-  };
-  // The spatial axes the operand reads by their own variable, by tensor axis.
-  std::vector<std::pair<int, size_t>> own;
-  int64_t lanes = 1;
+  out.lanes.assign(read->indices.size(), 1);
   for (size_t d = 0; d < read->indices.size(); ++d)
     for (size_t v = 0; v < axes.size(); ++v)
       if (ir::uses_var(read->indices[d], axes[v].variable())) {
-        lanes *= std::max<int64_t>(length(v, tensor_core_lane_length), 1);
-        if (read->indices[d].as<ir::Variable>() == axes[v].variable())
-          own.push_back({static_cast<int>(d), v});
+        out.lanes[d] *=
+            std::max<int64_t>(split_length(state, steps, v, tensor_core_lane_length), 1);
+        if (own_axis(read->indices[d], axes[v].variable()))
+          out.own.push_back({static_cast<int>(d), v});
       }
-  const bool rows = lanes == 8;  // A's side: M takes 8 lanes, N 4
-  for (const auto& [d, v] : own) {
-    const int64_t l = length(v, tensor_core_lane_length),
-                  reg = length(v, tensor_core_lane_length + 1),
-                  frag = length(v, tensor_core_lane_length + 2);
+  for (int64_t l : out.lanes) out.total *= l;
+  return out;
+}
+
+// The lane-major layouts (sched::StoragePermute) of tensor-core operand `copy`'s axes, read by
+// stage `at` (the tile's accumulator stage) whose spatial split steps are `steps` (lengths:
+// vthread, warp, lane, register, fragment). A lane's rows (columns) of the operand are a
+// contiguous run of register x fragment, so the rows one ldmatrix phase reads are that far
+// apart and share bank groups; stored lane-major they lie side by side. A's phase (8 lanes of
+// M, lane bits 2-4) reads one fragment row of each lane: units of one row, a lane's run of
+// register x fragment rows. B's (4 lanes of N, bits 0-1) reads both fragment columns of each:
+// units of the fragment's columns, a lane's run of register units. Only an axis the product
+// reads by its own variable (tensor_core_operand_lanes) is permuted, and only where a lane
+// holds more than one unit.
+inline std::vector<sched::StoragePermute> tensor_core_lane_major(const sched::State& state,
+                                                                 const sched::Stage& copy,
+                                                                 const sched::Stage& at,
+                                                                 const std::vector<int>& steps) {
+  std::vector<sched::StoragePermute> out;
+  const operand_lanes o = tensor_core_operand_lanes(state, copy, at, steps);
+  const bool rows = o.total == 8;  // A's side: M takes 8 lanes, N 4
+  for (const auto& [d, v] : o.own) {
+    const int64_t l = split_length(state, steps, v, tensor_core_lane_length),
+                  reg = split_length(state, steps, v, tensor_core_lane_length + 1),
+                  frag = split_length(state, steps, v, tensor_core_lane_length + 2);
     if (l <= 1 || reg <= 0 || frag <= 0) continue;
     const int64_t per_lane = rows ? reg * frag : reg, unit = rows ? 1 : frag;
     if (per_lane > 1) out.push_back({d, l, per_lane, unit});
+  }
+  return out;
+}
+
+// The strides that keep an A phase's 8 rows in 8 bank groups where its lanes spread over
+// several axes of the operand (a convolution's image rows and columns, and images). Padded to
+// an odd number u of 16-byte units and stored lane-major, the rows along the innermost of them
+// (the columns) lie u units apart, c of them (their lanes); the rows along the next axis out
+// then lie S apart, and with S = c (mod 8 units) the phase's rows r S + j u (j < c, r < 8 / c)
+// are 8 different units mod 8, whatever u: j u mod c is a permutation of j (u odd, c a power
+// of two). Each axis further out has the lanes inside it as its residue. None on B's side or
+// where the lanes lie along one axis (a GEMM).
+inline std::vector<sched::StorageAlign> tensor_core_phase_aligns(const sched::State& state,
+                                                                 const sched::Stage& copy,
+                                                                 const sched::Stage& at,
+                                                                 const std::vector<int>& steps) {
+  std::vector<sched::StorageAlign> out;
+  const operand_lanes o = tensor_core_operand_lanes(state, copy, at, steps);
+  const int rank = static_cast<int>(o.lanes.size());
+  if (o.total != 8 || rank < 3) return out;
+  const int64_t units = 16 / copy.op.dtype().bytes();  // elements per 16 bytes
+  int64_t inside = o.lanes[static_cast<size_t>(rank - 2)];
+  for (int d = rank - 3; d >= 0 && inside < 8; --d) {
+    const int64_t l = o.lanes[static_cast<size_t>(d)];
+    if (l <= 1) continue;
+    out.push_back({d, 8 * units, inside % 8 * units});
+    inside *= l;
   }
   return out;
 }
@@ -228,8 +286,13 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       // under 4 bytes (no cp.async) stays as it is.
       const int innermost = static_cast<int>(s.op.shape().size()) - 1;
       std::vector<sched::StoragePermute> permutes;
-      if (tensor_core && s.storage_permutes.empty() &&
-          ::loom::detail::unit_draw(rng) < o.gpu_lane_major_probability)
+      const bool lane_major = tensor_core && s.storage_permutes.empty() &&
+                              ::loom::detail::unit_draw(rng) < o.gpu_lane_major_probability;
+      const std::vector<sched::StorageAlign> phase_aligns =
+          lane_major && pad
+              ? detail::tensor_core_phase_aligns(state, s, state.stage(s.attach_stage), steps)
+              : std::vector<sched::StorageAlign>{};
+      if (lane_major)
         for (const sched::StoragePermute& p :
              detail::tensor_core_lane_major(state, s, state.stage(s.attach_stage), steps))
           if (p.axis != innermost || p.unit * s.op.dtype().bytes() >= 4) permutes.push_back(p);
@@ -261,7 +324,13 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       }
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
       if (vector > 1) state.annotate(name, 2, sched::Annotation::Vectorized);
-      if (pad) state.storage_align(name, rows_axis, 2 * units, units);
+      if (pad) {
+        state.storage_align(name, rows_axis, 2 * units, units);
+        // Rows side by side along the columns are what the phase strides assume.
+        if (lane_major)
+          for (const sched::StorageAlign& a : phase_aligns)
+            state.storage_align(name, a.axis, a.factor, a.offset);
+      }
       for (const sched::StoragePermute& p : permutes)
         state.storage_permute(name, p.axis, p.lanes, p.per_lane, p.unit);
     }
