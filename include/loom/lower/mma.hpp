@@ -67,13 +67,21 @@ namespace lower {
 
 inline constexpr int64_t max_mma_accumulators = 128;
 
-/// The accumulators a thread of a block of `threads_per_block` threads may hold: its registers
-/// (255, or the register file's 65536 shared out, in allocation units of 8), less 32 for the
-/// fragments, addresses and loop state, and never above max_mma_accumulators.
-constexpr int64_t mma_accumulator_limit(int64_t threads_per_block) {
+/// The registers a thread of a block of `threads_per_block` threads has: 255, or the register
+/// file's 65536 shared out, in allocation units of 8.
+constexpr int64_t mma_register_share(int64_t threads_per_block) {
   const int64_t share = threads_per_block > 0 ? 65536 / threads_per_block / 8 * 8 : 255;
-  const int64_t registers = share < 255 ? share : 255;
-  const int64_t limit = registers - 32;
+  return share < 255 ? share : 255;
+}
+
+/// The registers a lane running tiles needs beside its accumulators and fragments: addresses
+/// and loop state.
+inline constexpr int64_t mma_other_registers = 26;
+
+/// The accumulators a thread of a block of `threads_per_block` threads may hold: its registers
+/// less one A and one B fragment (6) and mma_other_registers, never above max_mma_accumulators.
+constexpr int64_t mma_accumulator_limit(int64_t threads_per_block) {
+  const int64_t limit = mma_register_share(threads_per_block) - 6 - mma_other_registers;
   return limit < max_mma_accumulators ? limit : max_mma_accumulators;
 }
 
@@ -126,8 +134,9 @@ MmaTile match_mma(const ir::For& loop, const ir::Expr& thread_x, int64_t block_x
                   const std::string& kernel);
 
 /// The most registers a lane keeps one operand's fragments in across the loops of an MmaNest
-/// (8 A fragments, 16 B fragments): beside at most max_mma_accumulators accumulators, within
-/// the 32 registers mma_accumulator_limit leaves for fragments, addresses and loop state.
+/// (8 A fragments, 16 B fragments), and never more than its register share leaves beside its
+/// accumulators and mma_other_registers: 127 at 128 accumulators and 256 threads, 6 (one
+/// fragment each, nothing kept) at 96 and 512.
 inline constexpr int64_t max_fragment_cache_registers = 32;
 
 /// A tile with the loops around it that only it is inside (each loop's body is the next loop, the
@@ -144,7 +153,7 @@ inline constexpr int64_t max_fragment_cache_registers = 32;
 /// tile), once for each combination of the loops in `over` (those of loops[depth..] the
 /// operand moves with) into `slots` slots; the tile reads slot `slot`. depth is the longest run
 /// of outer loops the operand moves with (then every load is needed once), deeper where the
-/// slots would take more than max_fragment_cache_registers registers.
+/// slots would take more registers than max_fragment_cache_registers allows (A's first).
 struct MmaNest {
   struct Fragments {
     int depth = 0;

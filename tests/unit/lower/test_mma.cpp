@@ -273,6 +273,22 @@ TEST_SUITE("lower.mma") {
     CHECK(nest.b.slots == 1);
     CHECK(!nest.b.pair_row.defined());
     CHECK(emulate_matmul<bfloat16>(s, 256, 16, 32) == "");
+    // The registers a lane has bound what it keeps: 4 x 6 instructions (96 accumulators) keep
+    // B's 6 fragments at 128 threads (255 registers a lane), not at 512 (128 a lane: 6 left
+    // beside the accumulators and mma_other_registers, one fragment of each).
+    for (const int64_t warps : {2, 4}) {
+      CAPTURE(warps);
+      const State w = loom_test::tensor_core_matmul(
+          loom_test::half_matmul<bfloat16>(warps * 64, warps * 48, 16),
+          {warps, warps, 4, 6, true, true});
+      const lower::GpuProgram wp = lower::lower_gpu(w, Target::cuda());
+      CHECK(wp.kernels[0].block[0] == warps * warps * 32);
+      const lower::MmaNest wn = first_nest(wp.kernels[0]);
+      REQUIRE(wn.loops.size() == 2);
+      CHECK(wn.a.slots == 1);
+      CHECK(wn.b.slots == (warps == 2 ? 6 : 1));
+      CHECK(wn.b.depth == (warps == 2 ? 0 : 2));
+    }
     // Operands from global memory: the loop over k-steps is part of the nest, and both move
     // with it.
     const State g = loom_test::tensor_core_matmul(loom_test::half_matmul<float16>(32, 32, 64),

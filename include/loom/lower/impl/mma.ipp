@@ -459,7 +459,10 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
   else
     for (const auto& r : t.b_index) b_reads.insert(b_reads.end(), r.begin(), r.end());
   const int n = static_cast<int>(nest.loops.size());
-  auto plan = [&](const std::vector<Expr>& reads, int64_t registers) {
+  // What the lane's registers leave for fragments (at least one of each, 6: the accumulator
+  // limit keeps that much).
+  const int64_t budget = mma_register_share(block_x) - t.c->num_elements() - mma_other_registers;
+  auto plan = [&](const std::vector<Expr>& reads, int64_t registers, int64_t cap) {
     std::vector<bool> moves(static_cast<size_t>(n));
     for (int j = 0; j < n; ++j)
       for (const Expr& e : reads)
@@ -481,14 +484,14 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
         fr.slots *= extent;
         fr.over.insert(fr.over.begin(), j);
       }
-      if (fr.slots * registers <= max_fragment_cache_registers || depth == n) {
+      if (fr.slots * registers <= cap || depth == n) {
         fr.slot = simplify(slot);
         return fr;
       }
     }
   };
-  nest.a = plan(a_reads, 4);
-  nest.b = plan(b_reads, 2);
+  nest.a = plan(a_reads, 4, std::min(max_fragment_cache_registers, budget - 2));
+  nest.b = plan(b_reads, 2, std::min(max_fragment_cache_registers, budget - 4 * nest.a.slots));
   if (t.b_row.defined() && !nest.b.over.empty()) {
     const For* v = nest.loops[static_cast<size_t>(nest.b.over.back())];
     if (*as_const_int(v->extent) % 2 == 0) {
