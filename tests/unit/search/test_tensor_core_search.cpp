@@ -93,6 +93,20 @@ int ldmatrix_ways(const lower::GpuKernel& k, const ir::Buffer& buffer, const ir:
   return worst;
 }
 
+// The task's one tensor-core sketch.
+sched::State the_tensor_core_sketch(const Task& task) {
+  const auto tc = tensor_core_sketches(search::generate_sketches(task));
+  REQUIRE(tc.size() == 1);
+  return tc[0];
+}
+
+// Tensor-core copies stored lane-major with probability p.
+search::SearchOptions lane_major(double p) {
+  search::SearchOptions o;
+  o.gpu_lane_major_probability = p;
+  return o;
+}
+
 std::shared_ptr<const ComputeDAG> batch_matmul_bf16(int64_t b, int64_t m, int64_t n, int64_t k) {
   auto x = placeholder<bfloat16>("A", {b, m, k});
   auto y = placeholder<bfloat16>("B", {b, k, n});
@@ -205,15 +219,13 @@ TEST_SUITE("search.tensor_cores") {
       const auto dag = bf ? loom_test::half_matmul<bfloat16>(128, 128, 64)
                           : loom_test::matmul_b_transposed<float16>(128, 128, 64);
       const Task task(dag, Target::cuda("sm_90"));
-      const auto tc = tensor_core_sketches(search::generate_sketches(task));
-      REQUIRE(tc.size() == 1);
+      const sched::State sketch = the_tensor_core_sketch(task);
       for (const double p : {0.0, 1.0}) {
         CAPTURE(p);
-        search::SearchOptions o;
-        o.gpu_lane_major_probability = p;
         std::mt19937_64 rng(41);
         int tiles = 0, a_worst = 1, b_worst = 1, b_ldmatrix = 0, permuted = 0;
-        for (const sched::State& prog : search::sample_programs(tc, task, o, rng, 16)) {
+        for (const sched::State& prog :
+             search::sample_programs({sketch}, task, lane_major(p), rng, 16)) {
           for (const sched::Stage& st : prog.stages()) permuted += !st.storage_permutes.empty();
           const lower::GpuProgram g = lower::lower_gpu(prog, task.target);
           const lower::GpuKernel& k = g.kernels[0];
@@ -266,16 +278,13 @@ TEST_SUITE("search.tensor_cores") {
           std::vector<ir::Tensor>{x, f},
           std::vector<ir::Tensor>{ops::conv2d_nhwc(x, f, {.padding = {1, 1}})});
       const Task task(dag, Target::cuda("sm_90"));
-      const auto tc = tensor_core_sketches(search::generate_sketches(task));
-      REQUIRE(tc.size() == 1);
+      const sched::State sketch = the_tensor_core_sketch(task);
       for (const double p : {0.0, 1.0}) {
         CAPTURE(p);
-        search::SearchOptions o;
-        o.gpu_lane_major_probability = p;
         std::mt19937_64 rng(7);
         int tiles = 0, worst = 1, aligned = 0;
         for (int draw = 0; draw < 200 && tiles < 12; ++draw) {
-          const auto prog = search::try_sample_program(tc[0], task, o, rng);
+          const auto prog = search::try_sample_program(sketch, task, lane_major(p), rng);
           if (!prog) continue;
           for (const sched::Stage& st : prog->stages()) aligned += st.storage_aligns.size() > 1;
           const lower::GpuProgram g = lower::lower_gpu(*prog, task.target);
