@@ -167,7 +167,6 @@ struct MmaNest {
     ir::Expr pair_row;
   };
   std::vector<const ir::For*> loops;  ///< outermost first; empty when the head is the tile
-  const ir::For* tile_loop = nullptr;
   MmaTile tile;
   Fragments a, b;
 };

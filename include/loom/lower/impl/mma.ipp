@@ -445,7 +445,6 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
     f = body->as<For>();
     if (!f) return std::nullopt;
   }
-  nest.tile_loop = f;
   nest.tile = match_mma(*f, thread_x, block_x, kernel);
   const MmaTile& t = nest.tile;
   // The expressions a lane's fragment of each operand is loaded from.
