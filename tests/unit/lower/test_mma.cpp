@@ -271,8 +271,20 @@ TEST_SUITE("lower.mma") {
     CHECK(nest.a.slots == 1);
     CHECK(nest.b.depth == 1);
     CHECK(nest.b.slots == 1);
-    CHECK(!nest.b.pair_row.defined());
+    CHECK(!nest.b.pair_row.defined());  // B's columns interleave: loaded element by element
     CHECK(emulate_matmul<bfloat16>(s, 256, 16, 32) == "");
+    // The same with B given as [N, K] (ldmatrix): B, which moves with the outer loop only, is
+    // kept across it instead, two fragments a load: the same 2 loads, 1 instruction.
+    State nk = loom_test::tensor_core_matmul(loom_test::matmul_b_transposed<bfloat16>(256, 16, 32),
+                                             {1, 1, 16, 2, true, true});
+    for (const sched::Stage& st : std::vector<sched::Stage>(nk.stages()))
+      if (st.scope == ir::MemoryScope::Local) nk.reorder(st.name, {0, 2, 1, 3, 4, 5});
+    const lower::MmaNest nkn = first_nest(lower::lower_gpu(nk, Target::cuda()).kernels[0]);
+    CHECK(nkn.a.depth == 2);
+    CHECK(nkn.b.depth == 0);
+    CHECK(nkn.b.slots == 2);
+    CHECK(nkn.b.pair_row.defined());
+    CHECK(emulate_matmul<bfloat16>(nk, 256, 16, 32) == "");
     // The registers a lane has bound what it keeps: 4 x 6 instructions (96 accumulators) keep
     // B's 6 fragments at 128 threads (255 registers a lane), not at 512 (128 a lane: 6 left
     // beside the accumulators and mma_other_registers, one fragment of each).

@@ -490,7 +490,20 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
     }
   };
   nest.a = plan(a_reads, 4, std::min(max_fragment_cache_registers, budget - 2));
-  nest.b = plan(b_reads, 2, std::min(max_fragment_cache_registers, budget - 4 * nest.a.slots));
+  const int64_t b_cap = std::min(max_fragment_cache_registers, budget - 4 * nest.a.slots);
+  nest.b = plan(b_reads, 2, b_cap);
+  // B loaded inside the innermost loop it moves with (an even one) is kept across that loop
+  // instead where it fits: the same loads, two a ldmatrix.x4.
+  if (t.b_row.defined() && nest.b.over.empty() && nest.b.depth > 0) {
+    const For* l = nest.loops[static_cast<size_t>(nest.b.depth - 1)];
+    const int64_t extent = *as_const_int(l->extent);
+    if (extent % 2 == 0 && 2 * extent <= b_cap && uses_var(t.b_row, l->variable())) {
+      nest.b.over = {nest.b.depth - 1};
+      nest.b.depth -= 1;
+      nest.b.slots = extent;
+      nest.b.slot = simplify(l->var - l->min);
+    }
+  }
   if (t.b_row.defined() && !nest.b.over.empty()) {
     const For* v = nest.loops[static_cast<size_t>(nest.b.over.back())];
     if (*as_const_int(v->extent) % 2 == 0) {
