@@ -1056,6 +1056,16 @@ class emulation_builder {
     return Allocate::make(fa, Allocate::make(fb, level(0)));
   }
 
+  // This thread's lane in its warp, with the fragment layouts' g (lane / 4) and 2t (2 (lane % 4)).
+  struct warp_lane {
+    Expr lane, g, t2;
+  };
+  warp_lane this_lane() const {
+    const Expr lane = FloorMod::make(k_.thread_index[0], Expr(int64_t{32}));
+    return {lane, FloorDiv::make(lane, Expr(int64_t{4})),
+            FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2})};
+  }
+
   // Register r, half h of the operand's fragment (`a`: A's 8 values, else B's 4) into slot
   // fr.slot of `fragments`, as float32. ldmatrix (MmaTile::a_row, b_row): register r, half h of
   // lane (g, t) is element 2t + h of the row lane 8r + g gives (A, and B along k; TF32: element
@@ -1070,9 +1080,8 @@ class emulation_builder {
     const std::array<Expr, 3>& th = k_.thread_index;
     const Expr c32(int64_t{32});
     const int per_reg = t.per_register();
-    const Expr lane = FloorMod::make(th[0], c32);
-    const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
-    const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
+    const warp_lane w = this_lane();
+    const Expr &lane = w.lane, &g = w.g, &t2 = w.t2;
     auto row_of_lane = [&](const Expr& row, const Expr& giver) {
       return substitute(row, {{th[0].as<Variable>(), FloorDiv::make(th[0], c32) * c32 + giver}});
     };
@@ -1118,10 +1127,9 @@ class emulation_builder {
     auto thread_at = [&](const Expr& lane) {
       return linear_thread(th[0] - FloorMod::make(th[0], c32) + lane);
     };
-    const Expr lane = FloorMod::make(th[0], c32);
+    const warp_lane w = this_lane();
+    const Expr &lane = w.lane, &g = w.g, &t2 = w.t2;
     const Expr own = thread_at(lane);
-    const Expr g = FloorDiv::make(lane, Expr(int64_t{4}));
-    const Expr t2 = FloorMod::make(lane, Expr(int64_t{4})) * Expr(int64_t{2});
     std::vector<Stmt> seq;
     for (int r = 0; r < 4; ++r)
       for (int h = 0; h < per_reg; ++h)
