@@ -160,11 +160,14 @@ struct MmaNest {
     std::vector<int> over;  ///< positions in `loops`, outermost first
     ir::Expr slot;          ///< in the variables of `over`: sum of (v - min) x stride
     int64_t slots = 1;
-    /// B by ldmatrix with slots along the innermost loop of `over` (v, an even number of
-    /// values): two slots a load, `.x4` for v = min, min + 2, ...: the row lane l gives is
-    /// fragment v + l / 16's row of lane l % 16 (of b_row), its registers 2 and 3 slot + 1's.
-    /// Undefined: one slot a load.
+    /// B by ldmatrix two fragments a load (`.x4`) along loop v = loops[pair_loop] (an even
+    /// number of values), loaded for v = min, min + 2, ...: the row lane l gives is fragment
+    /// v + l / 16's row of lane l % 16 (of b_row), its registers 2 and 3 slot + 1's. v is the
+    /// innermost loop of `over`, or, where keeping B across it would take too many registers,
+    /// the loop B is loaded inside (then `slot` is (v - min) mod 2). Undefined: one fragment a
+    /// load.
     ir::Expr pair_row;
+    int pair_loop = -1;
   };
   std::vector<const ir::For*> loops;  ///< outermost first; empty when the head is the tile
   MmaTile tile;

@@ -442,6 +442,27 @@ TEST_SUITE("cuda") {
     CHECK(ptx.find("ld.local") == std::string::npos);  // the fragments stay in registers
   }
 
+  TEST_CASE("a warp's 1 x 32 tiles load B two fragments at every other tile along N") {
+    const lower::GpuProgram g = lower::lower_gpu(
+        loom_test::tensor_core_matmul(loom_test::matmul_b_transposed<bfloat16>(16, 256, 16),
+                                      {1, 1, 1, 32, true, true}),
+        Target::cuda(), "frag_wide");
+    const std::string src = cuda::to_cuda_source(g);
+    INFO(src);
+    CHECK(src.find("unsigned loom_fa[1][4], loom_fb[2][2];") != std::string::npos);
+    const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
+    auto count = [&](const std::string& what) {
+      size_t n = 0;
+      for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+      return n;
+    };
+    // One k-step: 32 instructions, A once, B's 32 fragments in 16 loads.
+    CHECK(count("mma.sync.aligned.m16n8k16") == 32);
+    CHECK(count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 1 + 16);
+    CHECK(count("ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 0);
+    CHECK(ptx.find("ld.local") == std::string::npos);
+  }
+
   TEST_CASE("a TF32 tile rounds its float32 operands and compiles to m16n8k8 for sm_90") {
     const lower::GpuProgram g =
         lower::lower_gpu(loom_test::tensor_core_matmul(loom_test::float_matmul(64, 64, 32),

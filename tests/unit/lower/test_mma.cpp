@@ -285,6 +285,18 @@ TEST_SUITE("lower.mma") {
     CHECK(nkn.b.slots == 2);
     CHECK(nkn.b.pair_row.defined());
     CHECK(emulate_matmul<bfloat16>(nk, 256, 16, 32) == "");
+    // 32 instructions along N: B's 32 fragments would take 64 registers, so B is loaded inside
+    // N's loop, at every other value two fragments (ldmatrix.x4) into 2 slots.
+    const auto wide_dag = loom_test::matmul_b_transposed<bfloat16>(16, 256, 32);
+    const State wide = loom_test::tensor_core_matmul(wide_dag, {1, 1, 1, 32, true, true});
+    const lower::MmaNest wn32 = first_nest(lower::lower_gpu(wide, Target::cuda()).kernels[0]);
+    REQUIRE(wn32.loops.size() == 1);
+    CHECK(wn32.b.depth == 1);
+    CHECK(wn32.b.over.empty());
+    CHECK(wn32.b.slots == 2);
+    CHECK(wn32.b.pair_loop == 0);
+    CHECK(wn32.b.pair_row.defined());
+    CHECK(emulate_matmul<bfloat16>(wide, 16, 256, 32) == "");
     // The registers a lane has bound what it keeps: 4 x 6 instructions (96 accumulators) keep
     // B's 6 fragments at 128 threads (255 registers a lane), not at 512 (128 a lane: 6 left
     // beside the accumulators and mma_other_registers, one fragment of each).

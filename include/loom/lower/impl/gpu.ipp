@@ -1031,7 +1031,7 @@ class emulation_builder {
     auto loads = [&](const MmaNest::Fragments& fr, bool a) {
       Stmt body = fragment_loads(t, a, a ? fa : fb, fr);
       if (fr.pair_row.defined()) {  // a load for every other value, two slots each
-        const For* l = nest.loops[static_cast<size_t>(fr.over.back())];
+        const For* l = nest.loops[static_cast<size_t>(fr.pair_loop)];
         body = IfThenElse::make(
             EQ::make(FloorMod::make(l->var - l->min, Expr(int64_t{2})), Expr(int64_t{0})), body);
       }

@@ -493,26 +493,35 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
   const int64_t b_cap = std::min(max_fragment_cache_registers, budget - 4 * nest.a.slots);
   nest.b = plan(b_reads, 2, b_cap);
   // B loaded inside the innermost loop it moves with (an even one) is kept across that loop
-  // instead where it fits: the same loads, two a ldmatrix.x4.
-  if (t.b_row.defined() && nest.b.over.empty() && nest.b.depth > 0) {
-    const For* l = nest.loops[static_cast<size_t>(nest.b.depth - 1)];
+  // instead where it fits, or else loaded at every other value of it into two slots: the same
+  // loads, two a ldmatrix.x4.
+  MmaNest::Fragments& b = nest.b;
+  if (t.b_row.defined() && b.over.empty() && b.depth > 0) {
+    const For* l = nest.loops[static_cast<size_t>(b.depth - 1)];
     const int64_t extent = *as_const_int(l->extent);
-    if (extent % 2 == 0 && 2 * extent <= b_cap && uses_var(t.b_row, l->variable())) {
-      nest.b.over = {nest.b.depth - 1};
-      nest.b.depth -= 1;
-      nest.b.slots = extent;
-      nest.b.slot = simplify(l->var - l->min);
+    if (extent % 2 == 0 && 4 <= b_cap && uses_var(t.b_row, l->variable())) {
+      b.pair_loop = b.depth - 1;
+      if (2 * extent <= b_cap) {
+        b.over = {b.depth - 1};
+        b.depth -= 1;
+        b.slots = extent;
+        b.slot = simplify(l->var - l->min);
+      } else {
+        b.slots = 2;
+        b.slot = simplify(FloorMod::make(l->var - l->min, Expr(int64_t{2})));
+      }
     }
+  } else if (t.b_row.defined() && !b.over.empty() &&
+             *as_const_int(nest.loops[static_cast<size_t>(b.over.back())]->extent) % 2 == 0) {
+    b.pair_loop = b.over.back();
   }
-  if (t.b_row.defined() && !nest.b.over.empty()) {
-    const For* v = nest.loops[static_cast<size_t>(nest.b.over.back())];
-    if (*as_const_int(v->extent) % 2 == 0) {
-      const Expr half =
-          FloorDiv::make(FloorMod::make(thread_x, Expr(int64_t{32})), Expr(int64_t{16}));
-      nest.b.pair_row = simplify(
-          substitute(t.b_row, {{thread_x.as<Variable>(), thread_x - half * Expr(int64_t{16})},
-                               {v->variable(), v->var + half}}));
-    }
+  if (b.pair_loop >= 0) {
+    const For* v = nest.loops[static_cast<size_t>(b.pair_loop)];
+    const Expr half =
+        FloorDiv::make(FloorMod::make(thread_x, Expr(int64_t{32})), Expr(int64_t{16}));
+    b.pair_row = simplify(
+        substitute(t.b_row, {{thread_x.as<Variable>(), thread_x - half * Expr(int64_t{16})},
+                             {v->variable(), v->var + half}}));
   }
   return nest;
 }

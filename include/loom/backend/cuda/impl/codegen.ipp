@@ -441,8 +441,10 @@ class printer {
     os_ << pad << "  unsigned loom_fa[" << nest.a.slots << "][4], loom_fb[" << nest.b.slots
         << "][2];\n";
     std::vector<bool> slotted(nest.loops.size());
-    for (const lower::MmaNest::Fragments* fr : {&nest.a, &nest.b})
+    for (const lower::MmaNest::Fragments* fr : {&nest.a, &nest.b}) {
       for (int j : fr->over) slotted[static_cast<size_t>(j)] = true;
+      if (fr->pair_loop >= 0) slotted[static_cast<size_t>(fr->pair_loop)] = true;
+    }
     mma_nest_level(nest, 0, slotted, indent + 1);
     os_ << pad << "}\n";
   }
@@ -484,7 +486,16 @@ class printer {
     for (size_t i = 0; i < fr.over.size(); ++i)
       open_loop(*nest.loops[static_cast<size_t>(fr.over[i])], std::string((indent + i) * 2, ' '),
                 true, paired && i + 1 == fr.over.size() ? 2 : 1);
-    const std::string pad((indent + fr.over.size()) * 2, ' ');
+    std::string pad((indent + fr.over.size()) * 2, ' ');
+    // Paired inside the loop it pairs along: a load at every other value of it.
+    const bool in_loop = paired && fr.over.empty();
+    if (in_loop) {
+      const For& v = *nest.loops[static_cast<size_t>(fr.pair_loop)];
+      os_ << pad << "if ("
+          << expr(simplify(FloorMod::make(v.var - v.min, Expr(int64_t{2})), ranges_))
+          << " == 0) {\n";
+      pad += "  ";
+    }
     const std::string slot = expr(fr.slot);
     const std::string dest = std::string(a ? "loom_fa[" : "loom_fb[") + slot + "]";
     // Paired: registers 2 and 3 are the next slot's 0 and 1.
@@ -531,6 +542,7 @@ class printer {
               << expr(i[1]) << "] << 16);\n";
       }
     }
+    if (in_loop) os_ << std::string((indent + fr.over.size()) * 2, ' ') << "}\n";
     for (size_t i = fr.over.size(); i-- > 0;)
       close_loop(*nest.loops[static_cast<size_t>(fr.over[i])], std::string((indent + i) * 2, ' '));
   }
