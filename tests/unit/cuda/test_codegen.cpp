@@ -31,6 +31,13 @@ using namespace loom;
 
 namespace {
 
+// How many times `what` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 struct gpu_workload {
   std::string name;
   std::shared_ptr<const ComputeDAG> dag;
@@ -206,11 +213,7 @@ TEST_SUITE("cuda") {
       const lower::GpuProgram g = row_reduction(false, e.threads, "row_sum");
       const std::string src = cuda::to_cuda_source(g);
       INFO(src);
-      size_t shuffles = 0;
-      for (size_t at = src.find("__shfl_xor_sync"); at != std::string::npos;
-           at = src.find("__shfl_xor_sync", at + 1))
-        ++shuffles;
-      CHECK(shuffles == static_cast<size_t>(e.shuffles));
+      CHECK(occurrences(src, "__shfl_xor_sync") == static_cast<size_t>(e.shuffles));
       CHECK((src.find("loom_red_buf") != std::string::npos) == e.shared_scratch);
       CHECK(g.kernels[0].shared_bytes() ==
             4 * lower::all_reduce_scratch_elements(g.kernels[0].block));
@@ -359,11 +362,7 @@ TEST_SUITE("cuda") {
       CHECK(src.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
       CHECK(src.find("(unsigned)B_shared[") != std::string::npos);
       const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
-      size_t found = 0;
-      for (size_t at = ptx.find(instruction); at != std::string::npos;
-           at = ptx.find(instruction, at + 1))
-        ++found;
-      CHECK(found == 4);
+      CHECK(occurrences(ptx, instruction) == 4);
     }
   }
 
@@ -379,11 +378,8 @@ TEST_SUITE("cuda") {
     CHECK(src.find(b) != std::string::npos);
     const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
     // Once per fragment and k-step: A for each of the warp's 2 tiles along M, B once for both.
-    size_t xa = 0, xb = 0;
-    for (size_t at = ptx.find(a); at != std::string::npos; at = ptx.find(a, at + 1)) ++xa;
-    for (size_t at = ptx.find(b); at != std::string::npos; at = ptx.find(b, at + 1)) ++xb;
-    CHECK(xa == 2);
-    CHECK(xb == 1);
+    CHECK(occurrences(ptx, a) == 2);
+    CHECK(occurrences(ptx, b) == 1);
   }
 
   TEST_CASE("B given as [N, K] loads with ldmatrix as stored, 16-bit and TF32") {
@@ -406,9 +402,8 @@ TEST_SUITE("cuda") {
       INFO(src);
       CHECK(src.find("(unsigned)B_shared[") == std::string::npos);
       const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
-      size_t x4 = 0;
-      for (size_t at = ptx.find(b); at != std::string::npos; at = ptx.find(b, at + 1)) ++x4;
-      CHECK(x4 == 2 + 1);  // A's 2 fragments; B's 2 in one load, once for both tiles along M
+      CHECK(occurrences(ptx, b) ==
+            2 + 1);  // A's 2 fragments; B's 2 in one load, once for both tiles along M
     }
     const lower::GpuProgram g = lower::lower_gpu(
         loom_test::tensor_core_matmul(loom_test::matmul_b_transposed<float>(64, 64, 32),
@@ -430,15 +425,10 @@ TEST_SUITE("cuda") {
     INFO(src);
     CHECK(src.find("unsigned loom_fa[1][4], loom_fb[4][2];") != std::string::npos);
     const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
-    auto count = [&](const std::string& what) {
-      size_t n = 0;
-      for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
-      return n;
-    };
     // B's 4 fragments two at a time: ldmatrix.x4, lanes 16-31 giving the second's rows.
-    CHECK(count("mma.sync.aligned.m16n8k16") == 16);
-    CHECK(count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2);
-    CHECK(count("ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 0);
+    CHECK(occurrences(ptx, "mma.sync.aligned.m16n8k16") == 16);
+    CHECK(occurrences(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2);
+    CHECK(occurrences(ptx, "ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 0);
     CHECK(ptx.find("ld.local") == std::string::npos);  // the fragments stay in registers
   }
 
@@ -451,15 +441,10 @@ TEST_SUITE("cuda") {
     INFO(src);
     CHECK(src.find("unsigned loom_fa[1][4], loom_fb[2][2];") != std::string::npos);
     const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
-    auto count = [&](const std::string& what) {
-      size_t n = 0;
-      for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
-      return n;
-    };
     // One k-step: 32 instructions, A once, B's 32 fragments in 16 loads.
-    CHECK(count("mma.sync.aligned.m16n8k16") == 32);
-    CHECK(count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 1 + 16);
-    CHECK(count("ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 0);
+    CHECK(occurrences(ptx, "mma.sync.aligned.m16n8k16") == 32);
+    CHECK(occurrences(ptx, "ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 1 + 16);
+    CHECK(occurrences(ptx, "ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 0);
     CHECK(ptx.find("ld.local") == std::string::npos);
   }
 
@@ -477,13 +462,8 @@ TEST_SUITE("cuda") {
     CHECK(src.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
     CHECK(src.find("__uint_as_float(loom_fa[") != std::string::npos);
     const std::string ptx = cuda::compile_to_ptx(src, "sm_90");
-    size_t found = 0, rounded = 0;
-    for (size_t at = ptx.find(instruction); at != std::string::npos;
-         at = ptx.find(instruction, at + 1))
-      ++found;
-    for (size_t at = ptx.find("cvt.rna.tf32.f32"); at != std::string::npos;
-         at = ptx.find("cvt.rna.tf32.f32", at + 1))
-      ++rounded;
+    const size_t found = occurrences(ptx, instruction),
+                 rounded = occurrences(ptx, "cvt.rna.tf32.f32");
     // The warp's 2 x 2 tiles, unrolled in the loop over k; their 2 x 4 A registers and 2 x 2 B
     // registers rounded once each, after their one load a k-step.
     CHECK(found == 4);
@@ -549,11 +529,7 @@ TEST_SUITE("cuda") {
       INFO(src);
       CHECK(src.find("cp.async.cg.shared.global [%0], [%1], 16;") != std::string::npos);
       // The prologue's stages - 1 groups and the step's.
-      size_t commits = 0;
-      for (size_t at = src.find("cp.async.commit_group;"); at != std::string::npos;
-           at = src.find("cp.async.commit_group;", at + 1))
-        ++commits;
-      CHECK(commits == static_cast<size_t>(stages));
+      CHECK(occurrences(src, "cp.async.commit_group;") == static_cast<size_t>(stages));
       // The wait comes right before the barrier at the top of each step.
       const std::string wait = "cp.async.wait_group " + std::to_string(stages - 2) +
                                ";\\n\" ::: \"memory\");\n    __syncthreads();";
