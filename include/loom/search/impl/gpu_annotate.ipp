@@ -128,9 +128,9 @@ inline operand_lanes tensor_core_operand_lanes(const sched::State& state, const 
   return out;
 }
 
-// The lane-major layouts (sched::StoragePermute) of tensor-core operand `copy`'s axes, read by
-// stage `at` (the tile's accumulator stage) whose spatial split steps are `steps` (lengths:
-// vthread, warp, lane, register, fragment). A lane's rows (columns) of the operand are a
+// The lane-major layouts (sched::StoragePermute) of a tensor-core operand's axes, read as `o`
+// says by the tile whose spatial split steps are `steps` (lengths: vthread, warp, lane,
+// register, fragment). A lane's rows (columns) of the operand are a
 // contiguous run of register x fragment, so the rows one ldmatrix phase reads are that far
 // apart and share bank groups; stored lane-major they lie side by side. A's phase (8 lanes of
 // M, lane bits 2-4) reads one fragment row of each lane: units of one row, a lane's run of
@@ -139,11 +139,9 @@ inline operand_lanes tensor_core_operand_lanes(const sched::State& state, const 
 // reads by its own variable (tensor_core_operand_lanes) is permuted, and only where a lane
 // holds more than one unit.
 inline std::vector<sched::StoragePermute> tensor_core_lane_major(const sched::State& state,
-                                                                 const sched::Stage& copy,
-                                                                 const sched::Stage& at,
+                                                                 const operand_lanes& o,
                                                                  const std::vector<int>& steps) {
   std::vector<sched::StoragePermute> out;
-  const operand_lanes o = tensor_core_operand_lanes(state, copy, at, steps);
   const bool rows = o.total == 8;  // A's side: M takes 8 lanes, N 4
   for (const auto& [d, v] : o.own) {
     const int64_t l = split_length(state, steps, v, tensor_core_lane_length),
@@ -163,16 +161,12 @@ inline std::vector<sched::StoragePermute> tensor_core_lane_major(const sched::St
 // then lie S apart, and with S = c (mod 8 units) the phase's rows r S + j u (j < c, r < 8 / c)
 // are 8 different units mod 8, whatever u: j u mod c is a permutation of j (u odd, c a power
 // of two). Each axis further out has the lanes inside it as its residue. None on B's side or
-// where the lanes lie along one axis (a GEMM).
-inline std::vector<sched::StorageAlign> tensor_core_phase_aligns(const sched::State& state,
-                                                                 const sched::Stage& copy,
-                                                                 const sched::Stage& at,
-                                                                 const std::vector<int>& steps) {
+// where the lanes lie along one axis (a GEMM). `units`: the operand's elements per 16 bytes.
+inline std::vector<sched::StorageAlign> tensor_core_phase_aligns(const operand_lanes& o,
+                                                                 int64_t units) {
   std::vector<sched::StorageAlign> out;
-  const operand_lanes o = tensor_core_operand_lanes(state, copy, at, steps);
   const int rank = static_cast<int>(o.lanes.size());
   if (o.total != 8 || rank < 3) return out;
-  const int64_t units = 16 / copy.op.dtype().bytes();  // elements per 16 bytes
   int64_t inside = o.lanes[static_cast<size_t>(rank - 2)];
   for (int d = rank - 3; d >= 0 && inside < 8; --d) {
     const int64_t l = o.lanes[static_cast<size_t>(d)];
@@ -288,14 +282,14 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       std::vector<sched::StoragePermute> permutes;
       const bool lane_major = tensor_core && s.storage_permutes.empty() &&
                               ::loom::detail::unit_draw(rng) < o.gpu_lane_major_probability;
-      const std::vector<sched::StorageAlign> phase_aligns =
-          lane_major && pad
-              ? detail::tensor_core_phase_aligns(state, s, state.stage(s.attach_stage), steps)
-              : std::vector<sched::StorageAlign>{};
-      if (lane_major)
-        for (const sched::StoragePermute& p :
-             detail::tensor_core_lane_major(state, s, state.stage(s.attach_stage), steps))
+      std::vector<sched::StorageAlign> phase_aligns;
+      if (lane_major) {
+        const detail::operand_lanes read =
+            detail::tensor_core_operand_lanes(state, s, state.stage(s.attach_stage), steps);
+        if (pad) phase_aligns = detail::tensor_core_phase_aligns(read, units);
+        for (const sched::StoragePermute& p : detail::tensor_core_lane_major(state, read, steps))
           if (p.axis != innermost || p.unit * s.op.dtype().bytes() >= 4) permutes.push_back(p);
+      }
       int64_t vector_unit = 0;  // the elements a copy vector must divide: the innermost unit
       for (const sched::StoragePermute& p : permutes)
         if (p.axis == innermost) vector_unit = p.unit;
@@ -352,9 +346,11 @@ LOOM_DECL void follow_lane_major(sched::State& state) {
     if (copy.location != sched::ComputeLocation::At) continue;
     // A lane holding a single unit leaves the axis as it is (per_lane 1).
     sched::StoragePermute now{p->axis, p->lanes, 1, p->unit};
-    for (const sched::StoragePermute& q : detail::tensor_core_lane_major(
-             state, copy, state.stage(copy.attach_stage),
-             detail::gpu_spatial_split_steps(state, copy.attach_stage, tensor_core_spatial_levels)))
+    const std::vector<int> steps_at =
+        detail::gpu_spatial_split_steps(state, copy.attach_stage, tensor_core_spatial_levels);
+    const detail::operand_lanes read =
+        detail::tensor_core_operand_lanes(state, copy, state.stage(copy.attach_stage), steps_at);
+    for (const sched::StoragePermute& q : detail::tensor_core_lane_major(state, read, steps_at))
       if (q.axis == p->axis) now = q;
     if (now.lanes != p->lanes || now.per_lane != p->per_lane || now.unit != p->unit) {
       p->lanes = now.lanes;
