@@ -35,7 +35,8 @@
 // (printed with its math type when the plan is made).
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
-//             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--ansor-features]
+//             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--widest-copy=P]
+//             [--ansor-features]
 //             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
@@ -58,6 +59,9 @@
 // (SearchOptions::gpu_pad_shared_probability, 1 by default); 0 against 1 measures the padding.
 // --lane-major=P: how often tensor-core operands' shared copies are stored lane-major
 // (SearchOptions::gpu_lane_major_probability, 1 by default); 0 against 1 measures it.
+// --widest-copy=P: how often a shared copy takes the widest vector its layout allows rather
+// than a drawn one (SearchOptions::gpu_widest_copy_probability, 0.9 by default); 0 against the
+// default measures it.
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -776,6 +780,7 @@ int main(int argc, char** argv) {
   bool ansor_features = false;
   double pad_shared = search::SearchOptions{}.gpu_pad_shared_probability;
   double lane_major = search::SearchOptions{}.gpu_lane_major_probability;
+  double widest_copy = search::SearchOptions{}.gpu_widest_copy_probability;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -793,6 +798,8 @@ int main(int argc, char** argv) {
       pad_shared = std::atof(argv[i] + 13);
     } else if (std::strncmp(argv[i], "--lane-major=", 13) == 0) {
       lane_major = std::atof(argv[i] + 13);
+    } else if (std::strncmp(argv[i], "--widest-copy=", 14) == 0) {
+      widest_copy = std::atof(argv[i] + 14);
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
@@ -850,6 +857,7 @@ int main(int argc, char** argv) {
       o.space.gpu_max_pipeline_stages = max_stages;
       o.space.gpu_pad_shared_probability = pad_shared;
       o.space.gpu_lane_major_probability = lane_major;
+      o.space.gpu_widest_copy_probability = widest_copy;
       if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;
@@ -905,11 +913,16 @@ int main(int argc, char** argv) {
             std::any_of(best->steps().begin(), best->steps().end(), [](const sched::Step& st) {
               return std::holds_alternative<sched::StoragePermuteStep>(st);
             });
+        // The sizes of its asynchronous copies, as the copy statements print them.
+        std::string async_bytes;
+        for (const char* bytes : {"16", "8", "4"})
+          if (c.source.find(std::string("[%1], ") + bytes + ";") != std::string::npos)
+            async_bytes += (async_bytes.empty() ? "" : "/") + std::string(bytes);
         std::printf(
-            "%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages), "
+            "%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages, %s bytes), "
             "lane-major shared copies %s\n",
             w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages,
-            lane_major ? "yes" : "no");
+            async_bytes.empty() ? "no" : async_bytes.c_str(), lane_major ? "yes" : "no");
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",

@@ -42,7 +42,10 @@
 ///    lanes of a phase spread over several axes (a convolution's image rows and columns), the
 ///    outer axes' strides are padded too (detail::tensor_core_phase_aligns), so that the
 ///    phase's rows still hit 8 bank groups. A permuted innermost axis narrows the copy's vectors
-///    to its unit (the fragment's two columns, 4 bytes).
+///    to its unit (the fragment's two columns, 4 bytes). Each thread copies a vector of the
+///    copy's innermost elements: the widest its extent and layout allow (16 bytes at most) with
+///    probability `gpu_widest_copy_probability` (not in Ansor, which starts at 1 lane), else 1,
+///    2, 4 or 8 lanes drawn uniformly from those allowed.
 ///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
 ///    iterations that shared stages are computed at is pipelined with probability
 ///    `gpu_double_buffer_probability`, in 2 to `gpu_max_pipeline_stages` stages drawn uniformly

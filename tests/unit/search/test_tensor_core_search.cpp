@@ -209,6 +209,43 @@ TEST_SUITE("search.tensor_cores") {
     }
   }
 
+  TEST_CASE("tensor-core operands are copied 16 bytes a thread unless the draw says otherwise") {
+    // A's k-step is a multiple of 16 elements, so every copy of A can take 16 bytes (8 bf16).
+    // B given as [K, N] and stored lane-major keeps its fragments' 4 bytes; as [N, K], 16.
+    // (A copy of 16 bytes is one cp.async; one of 2 bytes cannot be asynchronous.)
+    for (const bool b_lane_major : {true, false}) {
+      CAPTURE(b_lane_major);
+      const auto dag = loom_test::half_matmul<bfloat16>(256, 256, 128);
+      const Task task(dag, Target::cuda("sm_90"));
+      const sched::State sketch = the_tensor_core_sketch(task);
+      for (const double p : {1.0, 0.0}) {
+        CAPTURE(p);
+        search::SearchOptions o = lane_major(b_lane_major ? 1.0 : 0.0);
+        o.gpu_widest_copy_probability = p;
+        std::mt19937_64 rng(17);
+        int copies = 0, widest = 0;
+        for (const sched::State& prog : search::sample_programs({sketch}, task, o, rng, 16)) {
+          for (const char* name : {"A.shared", "B.shared"}) {
+            const sched::Stage& st = prog.stage(name);
+            const int64_t lanes =
+                st.leaves.size() == 3 ? st.leaf(2).extent : 1;  // outer, threads, vector
+            const bool b_permuted = name[0] == 'B' && !st.storage_permutes.empty();
+            ++copies;
+            widest += lanes == (b_permuted ? 2 : 8);
+          }
+        }
+        MESSAGE("B lane-major " << b_lane_major << ", widest-copy probability " << p << ": "
+                                << widest << " of " << copies << " copies the widest");
+        if (p == 1.0) {
+          CHECK(widest == copies);
+        } else {
+          CHECK(widest < copies);
+          CHECK(widest > 0);
+        }
+      }
+    }
+  }
+
   TEST_CASE("lane-major shared copies: ldmatrix phases without bank conflicts, B by ldmatrix") {
     // A lane's rows are a run of its register tile, so one ldmatrix phase reads rows a run apart:
     // padded, still 2-, 4- or 8-way conflicts on A. Stored lane-major (storage_permute), the

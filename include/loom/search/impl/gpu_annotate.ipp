@@ -294,14 +294,17 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       for (const sched::StoragePermute& p : permutes)
         if (p.axis == innermost) vector_unit = p.unit;
       // Each thread copies a vector of consecutive elements (Ansor splits one out too): 1, 2,
-      // 4 or 8 lanes of at most 16 bytes that divide the copy's innermost extent, drawn.
+      // 4 or 8 lanes of at most 16 bytes that divide the copy's innermost extent; the widest
+      // with probability gpu_widest_copy_probability, else drawn.
       const int64_t inner = s.leaf(static_cast<int>(s.leaves.size()) - 1).extent;
       std::vector<int64_t> lanes{1};
       for (int64_t v : {2, 4, 8})
         if (v * s.op.dtype().bytes() <= 16 && inner > 0 && inner % v == 0 &&
             (vector_unit == 0 || vector_unit % v == 0))
           lanes.push_back(v);
-      const int64_t vector = lanes.size() > 1 ? lanes[::loom::detail::draw(rng, lanes.size())] : 1;
+      int64_t vector = lanes.back();
+      if (lanes.size() > 1 && ::loom::detail::unit_draw(rng) >= o.gpu_widest_copy_probability)
+        vector = lanes[::loom::detail::draw(rng, lanes.size())];
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
         std::iota(all.begin(), all.end(), 0);
