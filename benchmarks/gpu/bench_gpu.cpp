@@ -36,7 +36,7 @@
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
 //             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--widest-copy=P]
-//             [--ansor-features]
+//             [--vector-stores=0|1] [--ansor-features]
 //             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
@@ -61,7 +61,8 @@
 // (SearchOptions::gpu_lane_major_probability, 1 by default); 0 against 1 measures it.
 // --widest-copy=P: how often a shared copy takes the widest vector its layout allows rather
 // than a drawn one (SearchOptions::gpu_widest_copy_probability, 0.9 by default); 0 against the
-// default measures it.
+// default measures it. --vector-stores=0: a thread's results stored element by element, not as
+// vectors (SearchOptions::gpu_vector_stores, on by default).
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -781,6 +782,7 @@ int main(int argc, char** argv) {
   double pad_shared = search::SearchOptions{}.gpu_pad_shared_probability;
   double lane_major = search::SearchOptions{}.gpu_lane_major_probability;
   double widest_copy = search::SearchOptions{}.gpu_widest_copy_probability;
+  bool vector_stores = search::SearchOptions{}.gpu_vector_stores;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -800,6 +802,8 @@ int main(int argc, char** argv) {
       lane_major = std::atof(argv[i] + 13);
     } else if (std::strncmp(argv[i], "--widest-copy=", 14) == 0) {
       widest_copy = std::atof(argv[i] + 14);
+    } else if (std::strncmp(argv[i], "--vector-stores=", 16) == 0) {
+      vector_stores = std::atoi(argv[i] + 16) != 0;
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
@@ -858,6 +862,7 @@ int main(int argc, char** argv) {
       o.space.gpu_pad_shared_probability = pad_shared;
       o.space.gpu_lane_major_probability = lane_major;
       o.space.gpu_widest_copy_probability = widest_copy;
+      o.space.gpu_vector_stores = vector_stores;
       if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;

@@ -45,7 +45,10 @@
 ///    to its unit (the fragment's two columns, 4 bytes). Each thread copies a vector of the
 ///    copy's innermost elements: the widest its extent and layout allow (16 bytes at most) with
 ///    probability `gpu_widest_copy_probability` (not in Ansor, which starts at 1 lane), else 1,
-///    2, 4 or 8 lanes drawn uniformly from those allowed.
+///    2, 4 or 8 lanes drawn uniformly from those allowed. With `gpu_vector_stores` (not in
+///    Ansor) a root stage bound to threads that reduces nothing (a tile's consumer) has its
+///    innermost loop, the thread's run of outputs along the last axis, vectorized over the
+///    widest of 2, 4 or 8 lanes of at most 16 bytes that divides it: one vector store.
 ///  - DoubleBuffer (not in Ansor): on sm_80 and later, a reduction loop of two or more
 ///    iterations that shared stages are computed at is pipelined with probability
 ///    `gpu_double_buffer_probability`, in 2 to `gpu_max_pipeline_stages` stages drawn uniformly

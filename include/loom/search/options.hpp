@@ -64,6 +64,10 @@ struct SearchOptions {
   /// both (8 of 10 sampled bf16 GEMMs). Ansor starts its copies at 1 lane and leaves the
   /// widths to mutation. 0 always draws uniformly, 1 always takes the widest.
   double gpu_widest_copy_probability = 0.9;
+  /// GPU (not in Ansor): whether ThreadBind vectorizes the innermost loop of a stage that
+  /// stores a thread's results (a tile's consumer): its run of consecutive outputs, 16 bytes
+  /// at most, one vector store (the CUDA printer packs the values computed lane by lane).
+  bool gpu_vector_stores = true;
   /// Whether to emit sketches with a `cache_write` (local accumulator) stage beside those
   /// without (Ansor rule AddCacheWrite). Off gives fewer, simpler sketches.
   bool enable_cache_write = true;

@@ -499,6 +499,51 @@ TEST_SUITE("cuda") {
     }
   }
 
+  TEST_CASE("a vectorized store packs the values computed lane by lane into one vector") {
+    // Y[4, w] = X[4, w] * 2, each thread computing 4 (float) or 8 (fp16) consecutive outputs.
+    // With w = 32 a thread's run starts at a multiple of its length: one uint4 store of the
+    // four floats' bits (of eight halves, two a word, the first low); with w = 30 the runs
+    // cross rows and the last passes the end: a loop of element stores.
+    for (const bool half : {false, true}) {
+      for (const int64_t w : {32, 30}) {
+        CAPTURE(half);
+        CAPTURE(w);
+        auto x = placeholder<float>("X", {4, w});
+        ir::Tensor y;
+        if (half)
+          y = compute("Y", {4, w}, [&](Var i, Var j) { return cast<float16>(x(i, j) * 2.0f); });
+        else
+          y = compute("Y", {4, w}, [&](Var i, Var j) { return x(i, j) * 2.0f; });
+        const auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{x},
+                                                            std::vector<ir::Tensor>{y});
+        const int64_t lanes = half ? 8 : 4;
+        sched::State s(dag);
+        s.split("Y", 1, {lanes});  // i j.0 j.1
+        s.annotate("Y", 0, sched::Annotation::BlockIdxX);
+        s.annotate("Y", 1, sched::Annotation::ThreadIdxX);
+        s.annotate("Y", 2, sched::Annotation::Vectorized);
+        const std::string src = cuda::to_cuda_source(lower::lower_gpu(s, Target::cuda(), "st"));
+        INFO(src);
+        const std::string kernel = src.substr(src.find("__global__"));  // past the prelude
+        if (w == 32) {
+          CHECK(occurrences(kernel, "*reinterpret_cast<uint4*>(&Y[") == 1);
+          CHECK(occurrences(kernel, "make_uint4(") == 1);
+          if (half) {
+            CHECK(occurrences(kernel, " << 16))") == 4);  // lanes 1, 3, 5, 7 in the high halves
+          } else {
+            CHECK(occurrences(kernel, "__float_as_uint(") == 4);
+            // Lane v reads X at the run's base + v.
+            for (const char* lane : {" + 1)]", " + 2)]", " + 3)]"})
+              CHECK(kernel.find(lane) != std::string::npos);
+          }
+        } else {
+          CHECK(kernel.find("reinterpret_cast<uint") == std::string::npos);
+        }
+        CHECK(cuda::compile_to_ptx(src).find(".entry st_kernel0(") != std::string::npos);
+      }
+    }
+  }
+
   TEST_CASE("a pipelined loop copies with cp.async and waits for all but its last groups") {
     // C[16, 32] = A[16, 32] B[32, 32], the reduction split into 4 steps of 8; each step's 8
     // elements of A's row go to shared memory as two 16-byte copies, in 2, 3 or 4 slots.
@@ -564,7 +609,7 @@ TEST_SUITE("cuda") {
         const std::string one =
             cuda::to_cuda_source(lower::lower_gpu(p, task.target, "v" + std::to_string(n++)));
         // A plain vector copy, or an asynchronous one of 8 or 16 bytes (a pipelined loop).
-        vector_copies += one.find("*reinterpret_cast<uint") != std::string::npos ||
+        vector_copies += one.find("*reinterpret_cast<const uint") != std::string::npos ||
                          one.find("], 16;") != std::string::npos ||
                          one.find("], 8;") != std::string::npos;
         batch += one;

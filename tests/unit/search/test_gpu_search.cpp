@@ -325,6 +325,58 @@ TEST_SUITE("search") {
     CHECK(vectors > 0);
   }
 
+  TEST_CASE("ThreadBind stores a thread's run of results as vectors (gpu_vector_stores)") {
+    // The consumer of a tile (the cache_write copy, a fused bias and ReLU) ends in the thread's
+    // run of outputs along the last axis: vectorized, at most 16 bytes, wherever the run has an
+    // even length; nothing that reduces, and nothing with the option off. The samples compute
+    // the DAG's result (the property test below covers these workloads too).
+    for (const loom_test::workload& w : {gpu_matmul(), gpu_conv2d()}) {
+      CAPTURE(w.name);
+      const Task task(w.dag, Target::cuda());
+      const auto sketches = search::generate_sketches(task);
+      for (const bool on : {true, false}) {
+        CAPTURE(on);
+        search::SearchOptions o;
+        o.gpu_vector_stores = on;
+        const auto ref = loom_test::make_reference(w, 29);
+        std::mt19937_64 rng(29);
+        int vectorized = 0, even_runs = 0;
+        for (const sched::State& p : search::sample_programs(sketches, task, o, rng, 16)) {
+          for (const sched::Stage& st : p.stages()) {
+            if (st.is_placeholder || st.location != sched::ComputeLocation::Root) continue;
+            const sched::Iterator& last = st.leaf(static_cast<int>(st.leaves.size()) - 1);
+            const bool reduces = std::any_of(st.iters.begin(), st.iters.end(), [](auto& it) {
+              return it.kind == sched::IterKind::Reduce;
+            });
+            if (last.annotation == sched::Annotation::Vectorized) {
+              ++vectorized;
+              CHECK_FALSE(reduces);
+              CHECK(last.extent * st.op.dtype().bytes() <= 16);
+            } else if (!reduces && last.annotation == sched::Annotation::Serial &&
+                       last.kind == sched::IterKind::Spatial && last.extent % 2 == 0 &&
+                       p.attached_at(st.name, st.leaves.back()).empty()) {
+              ++even_runs;  // left scalar: only with the option off
+            }
+          }
+          const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+          auto r = loom_test::run_and_compare(
+              w, ref, p,
+              [&](const ir::LoweredFunc&, std::vector<void*>& ptrs) { lower::emulate(g, ptrs); });
+          CHECK_MESSAGE(r.ok, r.message << "\n" << p.to_string());
+        }
+        MESSAGE(w.name << ", vector stores " << on << ": " << vectorized << " vectorized, "
+                       << even_runs << " even runs left scalar");
+        if (on) {
+          CHECK(vectorized > 0);
+          CHECK(even_runs == 0);
+        } else {
+          CHECK(vectorized == 0);
+          CHECK(even_runs > 0);
+        }
+      }
+    }
+  }
+
   TEST_CASE("every sampled GPU program of the operator library's ops computes the DAG's result") {
     int total = 0, wrong = 0;
     uint64_t seed = 3000;

@@ -183,6 +183,32 @@ inline bool has_thread_loop(const sched::Stage& s) {
   return false;
 }
 
+// A root stage bound to threads that stores a thread's run of results (a tile's consumer: its
+// innermost loop is the thread's register tile along the output's last axis, contiguous)
+// stores them as vectors: that loop, or its inner part, vectorized over the widest of 2, 4 or
+// 8 lanes of at most 16 bytes that divides it. Stages that reduce, and loops other stages are
+// computed at, stay as they are.
+inline void vectorize_thread_stores(sched::State& state, const std::string& name) {
+  const sched::Stage& s = state.stage(name);
+  if (s.is_placeholder || s.location != sched::ComputeLocation::Root || !has_thread_loop(s)) return;
+  for (const sched::Iterator& it : s.iters)
+    if (it.kind == sched::IterKind::Reduce) return;
+  const int last = static_cast<int>(s.leaves.size()) - 1;
+  const sched::Iterator& inner = s.leaf(last);
+  const int64_t bytes = s.op.dtype().bytes();
+  if (inner.kind != sched::IterKind::Spatial || inner.annotation != sched::Annotation::Serial ||
+      !state.attached_at(name, s.leaves[static_cast<size_t>(last)]).empty() ||
+      (bytes != 2 && bytes != 4))
+    return;
+  const int64_t extent = inner.extent;  // `s` and `inner` go stale once the state changes
+  int64_t vector = 1;
+  for (int64_t v : {2, 4, 8})
+    if (v * bytes <= 16 && extent % v == 0) vector = v;
+  if (vector == 1) return;
+  if (extent > vector) state.split(name, last, {vector});
+  state.annotate(name, last + (extent > vector ? 1 : 0), sched::Annotation::Vectorized);
+}
+
 }  // namespace detail
 
 LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
@@ -332,6 +358,9 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
         state.storage_permute(name, p.axis, p.lanes, p.per_lane, p.unit);
     }
   }
+  if (o.gpu_vector_stores)
+    for (size_t si = 0; si < state.stages().size(); ++si)
+      detail::vectorize_thread_stores(state, state.stages()[si].name);
 }
 
 LOOM_DECL void follow_lane_major(sched::State& state) {

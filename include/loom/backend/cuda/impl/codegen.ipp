@@ -252,7 +252,8 @@ class printer {
           mma_nest(*nest, indent);
           return;
         }
-        if (f->for_kind == ForKind::Vectorized && vector_copy(*f, pad)) return;
+        if (f->for_kind == ForKind::Vectorized && (vector_copy(*f, pad) || vector_store(*f, pad)))
+          return;
         open_loop(*f, pad, f->for_kind == ForKind::Unrolled || f->for_kind == ForKind::Vectorized);
         stmt(f->body, indent + 1);
         close_loop(*f, pad);
@@ -372,7 +373,10 @@ class printer {
       return false;
     auto* st = guard ? guard->then_case.as<Store>() : f.body.as<Store>();
     auto* ld = st ? st->value.as<Load>() : nullptr;
-    if (!lanes || !is_const_int(f.min, 0) || !ld || ld->buffer->dtype != st->buffer->dtype)
+    // A thread's own array stays out of it: a vector read of it through a pointer would put it
+    // in local memory (vector_store reads it element by element).
+    if (!lanes || !is_const_int(f.min, 0) || !ld || ld->buffer->dtype != st->buffer->dtype ||
+        ld->buffer->scope == MemoryScope::Local || st->buffer->scope == MemoryScope::Local)
       return false;
     const int64_t bytes = *lanes * st->buffer->dtype.bytes();
     const char* vec = bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : "";
@@ -394,6 +398,56 @@ class printer {
         << name(st->buffer.get(), st->buffer->name) << "[" << expr(*d)
         << "]) = *reinterpret_cast<const " << vec << "*>(&"
         << name(ld->buffer.get(), ld->buffer->name) << "[" << expr(*s) << "]);\n";
+    return true;
+  }
+
+  // A vectorized loop that stores `lanes` consecutive elements of global memory, `dst[d + v] =
+  // value(v)`, of 4, 8 or 16 bytes at a base known to be a multiple of `lanes`: the values
+  // computed lane by lane (v a constant in each, so a thread's array is read at constant
+  // indices and stays in registers), packed into one vector, one store: a tile's results
+  // (accumulators, with a fused consumer's bias or activation) written 16 bytes a thread
+  // rather than 4. False (nothing printed) for any other loop.
+  bool vector_store(const For& f, const std::string& pad) {
+    const int64_t* lanes = as_const_int(f.extent);
+    auto* guard = f.body.as<IfThenElse>();
+    if (guard && (guard->else_case.defined() || uses_var(guard->condition, f.variable())))
+      return false;
+    auto* st = guard ? guard->then_case.as<Store>() : f.body.as<Store>();
+    if (!lanes || *lanes < 2 || !is_const_int(f.min, 0) || !st ||
+        st->buffer->scope != MemoryScope::Global)
+      return false;
+    const DType t = st->buffer->dtype;
+    const bool f32 = t == DType::f32(), i32 = t.is_int() && t.bits == 32;
+    if (!f32 && !i32 && !t.is_16bit_float()) return false;
+    const int64_t bytes = *lanes * t.bytes();
+    const char* vec = bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : "";
+    if (!*vec) return false;
+    const Variable* v = f.variable();
+    const std::optional<lane_form> l = in_lanes(st->index, v, *lanes);
+    if (!l || l->step != 1 || known_divisor(l->base) % *lanes != 0) return false;
+    // The 32-bit words of the vector: one element each, or two 16-bit ones (the first low).
+    std::vector<std::string> words;
+    for (int64_t lane = 0; lane < *lanes; ++lane) {
+      const Expr value = simplify(substitute(st->value, {{v, Expr(lane)}}), ranges_);
+      const std::string bits =
+          f32 ? "__float_as_uint(" + expr(value) + ")" : "((unsigned)" + expr(value) + ")";
+      if (t.bytes() == 4 || lane % 2 == 0)
+        words.push_back(bits);
+      else
+        words.back() = "(" + words.back() + " | (" + bits + " << 16))";
+    }
+    const std::string in = guard ? pad + "  " : pad;
+    if (guard) os_ << pad << "if (" << expr(guard->condition) << ") {\n";
+    os_ << in << "*reinterpret_cast<" << vec << "*>(&" << name(st->buffer.get(), st->buffer->name)
+        << "[" << expr(simplify(l->base, ranges_)) << "]) = ";
+    if (words.size() == 1) {
+      os_ << words[0] << ";\n";
+    } else {
+      os_ << "make_" << vec << "(";
+      for (size_t w = 0; w < words.size(); ++w) os_ << (w ? ", " : "") << words[w];
+      os_ << ");\n";
+    }
+    if (guard) os_ << pad << "}\n";
     return true;
   }
 
