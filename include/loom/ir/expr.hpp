@@ -313,6 +313,8 @@ Expr operator&&(Expr a, Expr b);
 Expr operator||(Expr a, Expr b);
 Expr floordiv(Expr a, Expr b);
 Expr floormod(Expr a, Expr b);
+/// Bitwise exclusive or of two integers (a swizzled shared-memory layout's address bits).
+Expr bitxor(Expr a, Expr b);
 Expr min(Expr a, Expr b);
 Expr max(Expr a, Expr b);
 Expr make_const(DType t, double value);

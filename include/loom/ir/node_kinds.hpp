@@ -18,7 +18,9 @@
 /// - An expression of `lanes > 1` applies its operation lane by lane.
 ///
 /// How to add a new expression node:
-///  1. Add it to LOOM_FOR_EACH_EXPR (and to LOOM_FOR_EACH_BINARY if it is a plain binary op).
+///  1. Add it at the end of LOOM_FOR_EACH_EXPR (and at the end of LOOM_FOR_EACH_BINARY if it is
+///     a plain binary op): an earlier place renumbers the kinds after it, which changes every
+///     workload key and orphans the records on disk.
 ///  2. Declare the node in ir/expr.hpp with a validating static make().
 ///  3. Teach the printer (ir/impl/printer.ipp), structural equality and hashing
 ///     (ir/impl/equal_hash.ipp), the mutator (ir/impl/visitor.ipp), the simplifier where it can
@@ -35,39 +37,47 @@
 
 /// Binary nodes that share the layout {a, b}: arithmetic, comparisons and logic.
 #define LOOM_FOR_EACH_BINARY(X) \
-  X(Add)                        \
-  X(Sub)                        \
-  X(Mul)                        \
-  X(Div)                        \
-  X(Mod)                        \
-  X(FloorDiv)                   \
-  X(FloorMod)                   \
-  X(Min)                        \
-  X(Max)                        \
-  X(EQ)                         \
-  X(NE)                         \
-  X(LT)                         \
-  X(LE)                         \
-  X(GT)                         \
-  X(GE)                         \
-  X(And)                        \
+  LOOM_FOR_EACH_FIRST_BINARY(X) \
+  X(BitXor)
+
+/// The binary nodes of the first releases, in their order. Kinds are numbered in
+/// LOOM_FOR_EACH_EXPR's order and the numbers enter workload keys (structural hashes) and so
+/// the records on disk: a new kind goes last there, never between.
+#define LOOM_FOR_EACH_FIRST_BINARY(X) \
+  X(Add)                              \
+  X(Sub)                              \
+  X(Mul)                              \
+  X(Div)                              \
+  X(Mod)                              \
+  X(FloorDiv)                         \
+  X(FloorMod)                         \
+  X(Min)                              \
+  X(Max)                              \
+  X(EQ)                               \
+  X(NE)                               \
+  X(LT)                               \
+  X(LE)                               \
+  X(GT)                               \
+  X(GE)                               \
+  X(And)                              \
   X(Or)
 
-/// Every expression node kind, each listed once.
-#define LOOM_FOR_EACH_EXPR(X) \
-  X(IntImm)                   \
-  X(FloatImm)                 \
-  X(Variable)                 \
-  X(Cast)                     \
-  LOOM_FOR_EACH_BINARY(X)     \
-  X(Not)                      \
-  X(Select)                   \
-  X(Call)                     \
-  X(TensorRead)               \
-  X(Reduce)                   \
-  X(Load)                     \
-  X(Ramp)                     \
-  X(Broadcast)
+/// Every expression node kind, each listed once (new kinds last: see above).
+#define LOOM_FOR_EACH_EXPR(X)   \
+  X(IntImm)                     \
+  X(FloatImm)                   \
+  X(Variable)                   \
+  X(Cast)                       \
+  LOOM_FOR_EACH_FIRST_BINARY(X) \
+  X(Not)                        \
+  X(Select)                     \
+  X(Call)                       \
+  X(TensorRead)                 \
+  X(Reduce)                     \
+  X(Load)                       \
+  X(Ramp)                       \
+  X(Broadcast)                  \
+  X(BitXor)
 
 /// Every statement node kind of the lowered loop-nest IR.
 #define LOOM_FOR_EACH_STMT(X) \

@@ -41,6 +41,7 @@ TEST_SUITE("ir") {
     CHECK(to_string(i - (j - 1)) == "i - (j - 1)");
     CHECK(to_string(i - j - 1) == "i - j - 1");
     CHECK(to_string(floordiv(i, 4) + floormod(j, 3)) == "floordiv(i, 4) + floormod(j, 3)");
+    CHECK(to_string(bitxor(floormod(i, 8), j) * 8) == "bitxor(floormod(i, 8), j)*8");
     CHECK(to_string(i < j && j < 8) == "i < j && j < 8");
     CHECK(to_string(Not::make(i < j)) == "!(i < j)");
     CHECK(to_string(FloatImm::make(DType::f32(), 2.0)) == "2.0f");

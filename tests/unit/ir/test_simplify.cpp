@@ -92,6 +92,9 @@ TEST_SUITE("ir") {
     CHECK(known_divisor(FloorDiv::make(x * Expr(int64_t{6}), Expr(int64_t{4}))) == 1);
     CHECK(known_divisor(x * y) == 1);
     CHECK(known_divisor(Expr(int64_t{0}) * x) == 0);
+    // A xor keeps the low zero bits both operands have: a power of two.
+    CHECK(known_divisor(bitxor(x * Expr(int64_t{24}), y * Expr(int64_t{16}))) == 8);
+    CHECK(known_divisor(bitxor(x * Expr(int64_t{6}), y * Expr(int64_t{3}))) == 1);
     // Every value of a few such expressions is a multiple of what it says.
     for (int64_t a = -20; a <= 20; ++a)
       for (int64_t b = -5; b <= 5; ++b) {
@@ -114,6 +117,11 @@ TEST_SUITE("ir") {
     CHECK(bounds_of(x * y, r) == Interval{-14, 21});
     CHECK(bounds_of(floordiv(x, 3), r) == Interval{0, 2});
     CHECK(bounds_of(floormod(x + 8, 4), r) == Interval{0, 3});
+    CHECK(bounds_of(bitxor(x, floormod(x, 4) + 1), r) == Interval{0, 7});  // x < 8, the other < 5
+    CHECK(bounds_of(bitxor(x * 2, Expr(int64_t{1})), r) == Interval{0, 15});
+    CHECK_FALSE(bounds_of(bitxor(x, y), r).bounded());  // y may be negative
+    CHECK(to_string(simplify(bitxor(Expr(int64_t{5}), Expr(int64_t{3})))) == "6");
+    CHECK(to_string(simplify(bitxor(x, Expr(int64_t{0})))) == "x");
     CHECK_FALSE(bounds_of(x + Variable::make("z"), r).bounded());
   }
 
@@ -128,7 +136,8 @@ TEST_SUITE("ir") {
                                min(x * 2, y + 9),
                                max(x - y, Expr(2)),
                                floordiv(floordiv(x * 7 + y, 2), 3),
-                               floormod(x - 10, 4)};
+                               floormod(x - 10, 4),
+                               bitxor(floormod(x, 4), floordiv(y, 2)) * 8 + x * 32 + y};
     for (auto& e : cases) {
       Expr s = simplify(e, r);
       for (int64_t xv = 0; xv < 9; ++xv)

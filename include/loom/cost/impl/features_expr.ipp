@@ -140,7 +140,8 @@ inline void extractor::count(const ir::Expr& e, double* c, bool collect) {
     case NodeKind::Variable: return;
     case NodeKind::Cast: return count(static_cast<const ir::Cast*>(n)->value, c, collect);
     case NodeKind::Add:
-    case NodeKind::Sub: {
+    case NodeKind::Sub:
+    case NodeKind::BitXor: {  // one integer ALU operation, as an add
       auto [a, b] = ir::binary_operands(e);
       const bool f = a->dtype().is_float();
       const double lanes = a->dtype().lanes;

@@ -340,6 +340,7 @@ class compiler {
         case K::GE: r.i = x >= y; break;
         case K::And: r.i = x && y; break;
         case K::Or: r.i = x || y; break;
+        case K::BitXor: r.i = x ^ y; break;  // in range for the type when both operands are
         default: r.i = 0;
       }
       return r;

@@ -79,7 +79,7 @@ Expr BinaryNode<K>::make(Expr a, Expr b) {
   } else {
     LOOM_USER_CHECK(!t.is_bool(), "loom.ir.E009")
         << "arithmetic " << node_kind_name(K) << " on bool operands";
-    if constexpr (K == NodeKind::FloorDiv || K == NodeKind::FloorMod) {
+    if constexpr (K == NodeKind::FloorDiv || K == NodeKind::FloorMod || K == NodeKind::BitXor) {
       LOOM_USER_CHECK(t.is_integral(), "loom.ir.E010")
           << node_kind_name(K) << " needs integer operands, got " << to_string(t);
     }
@@ -484,6 +484,7 @@ LOOM_IR_OPERATOR(operator&&, And)
 LOOM_IR_OPERATOR(operator||, Or)
 LOOM_IR_OPERATOR(floordiv, FloorDiv)
 LOOM_IR_OPERATOR(floormod, FloorMod)
+LOOM_IR_OPERATOR(bitxor, BitXor)
 LOOM_IR_OPERATOR(min, Min)
 LOOM_IR_OPERATOR(max, Max)
 #undef LOOM_IR_OPERATOR

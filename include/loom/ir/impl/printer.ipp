@@ -33,6 +33,7 @@ inline int precedence(NodeKind k) {
     case NodeKind::Cast:
     case NodeKind::FloorDiv:
     case NodeKind::FloorMod:
+    case NodeKind::BitXor:
     case NodeKind::Min:
     case NodeKind::Max:
     case NodeKind::Select:
@@ -67,6 +68,7 @@ inline const char* infix_symbol(NodeKind k) {
     case NodeKind::Cast:
     case NodeKind::FloorDiv:
     case NodeKind::FloorMod:
+    case NodeKind::BitXor:
     case NodeKind::Min:
     case NodeKind::Max:
     case NodeKind::Not:
@@ -158,13 +160,15 @@ class printer {
         return;
       case NodeKind::FloorDiv:
       case NodeKind::FloorMod:
+      case NodeKind::BitXor:
       case NodeKind::Min:
       case NodeKind::Max: {
-        static const char* names[] = {"floordiv", "floormod", "min", "max"};
+        static const char* names[] = {"floordiv", "floormod", "bitxor", "min", "max"};
         int idx = e.kind() == NodeKind::FloorDiv   ? 0
                   : e.kind() == NodeKind::FloorMod ? 1
-                  : e.kind() == NodeKind::Min      ? 2
-                                                   : 3;
+                  : e.kind() == NodeKind::BitXor   ? 2
+                  : e.kind() == NodeKind::Min      ? 3
+                                                   : 4;
         auto [a, b] = binary_operands(e);
         os_ << names[idx] << '(';
         print(*a);

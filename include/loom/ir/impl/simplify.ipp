@@ -100,6 +100,7 @@ inline bool is_index_arithmetic(const Expr& e) {
     case NodeKind::Mod:
     case NodeKind::FloorDiv:
     case NodeKind::FloorMod:
+    case NodeKind::BitXor:
     case NodeKind::Min:
     case NodeKind::Max: {
       auto [a, b] = binary_operands(e);
@@ -194,6 +195,15 @@ class bounds_analyzer {
       case NodeKind::Select: {
         auto* s = e.as<Select>();
         return interval_union(of(s->true_value), of(s->false_value));
+      }
+      case NodeKind::BitXor: {
+        // Non-negative operands below 2^n give a result below 2^n.
+        auto* n = e.as<BitXor>();
+        const Interval x = of(n->a), y = of(n->b);
+        if (x.min < 0 || y.min < 0 || !x.bounded() || !y.bounded()) return {};
+        int64_t below = 1;
+        while (below <= std::max(x.max, y.max)) below *= 2;
+        return {0, below - 1};
       }
       default:
         if (e.dtype().is_bool()) return {0, 1};
@@ -611,6 +621,14 @@ class simplifier : public ExprMutator {
       return mutate(FloorMod::make(a, b));
     return a.same_as(op->a) && b.same_as(op->b) ? self : Mod::make(a, b);
   }
+  Expr visit_BitXor(const BitXor* op, const Expr& self) override {
+    Expr a = mutate(op->a), b = mutate(op->b);
+    int64_t x, y;
+    if (both_int(a, b, x, y)) return IntImm::make(op->dtype, x ^ y);
+    if (is_const_int(b, 0)) return a;
+    if (is_const_int(a, 0)) return b;
+    return a.same_as(op->a) && b.same_as(op->b) ? self : BitXor::make(a, b);
+  }
   Expr visit_Min(const Min* op, const Expr& self) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (op->dtype.is_integral()) {
@@ -791,6 +809,11 @@ LOOM_DECL int64_t known_divisor(const Expr& e) {
     case NodeKind::Select:
       return gcd(known_divisor(e.as<Select>()->true_value),
                  known_divisor(e.as<Select>()->false_value));
+    case NodeKind::BitXor: {
+      // Bits below the lowest set bit of both divisors are zero in both operands.
+      const int64_t d = gcd(known_divisor(e.as<BitXor>()->a), known_divisor(e.as<BitXor>()->b));
+      return d == 0 ? 0 : d & -d;
+    }
     case NodeKind::Cast: return e.dtype().is_integral() ? known_divisor(e.as<Cast>()->value) : 1;
     default: return 1;
   }

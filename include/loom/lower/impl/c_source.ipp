@@ -59,6 +59,7 @@ class printer {
         case NodeKind::GE: return "(" + x + " >= " + y + ")";
         case NodeKind::And: return "(" + x + " && " + y + ")";
         case NodeKind::Or: return "(" + x + " || " + y + ")";
+        case NodeKind::BitXor: return "(" + x + " ^ " + y + ")";
         default: break;
       }
     }

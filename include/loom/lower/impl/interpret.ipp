@@ -710,6 +710,7 @@ class compiler {
       case K::GE: return ordered(std::greater_equal<>());
       case K::And: return ordered(std::logical_and<>());
       case K::Or: return ordered(std::logical_or<>());
+      case K::BitXor: return plain([](scalar x, scalar y) { return ival(x.i ^ y.i); });
       default: break;
     }
     LOOM_INTERNAL_CHECK(false) << "not a binary node: " << ir::node_kind_name(k);

@@ -83,6 +83,9 @@ inline std::optional<int64_t> eval_index(const Expr& e, const Values& v) {
     case NodeKind::Max:
       if (auto p = both(e.as<Max>()->a, e.as<Max>()->b)) return std::max(p->first, p->second);
       return std::nullopt;
+    case NodeKind::BitXor:
+      if (auto p = both(e.as<BitXor>()->a, e.as<BitXor>()->b)) return p->first ^ p->second;
+      return std::nullopt;
     default: return std::nullopt;
   }
 }

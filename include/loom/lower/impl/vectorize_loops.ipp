@@ -71,6 +71,7 @@ class loop_vectorizer : public ir::StmtMutator {
   LOOM_VEC_BINARY(GE)
   LOOM_VEC_BINARY(And)
   LOOM_VEC_BINARY(Or)
+  LOOM_VEC_BINARY(BitXor)
 #undef LOOM_VEC_BINARY
   E visit_Cast(const ir::Cast* op, const E& self) override {
     E v = mutate(op->value);

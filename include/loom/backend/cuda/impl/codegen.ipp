@@ -141,6 +141,7 @@ class printer {
         case NodeKind::GE: return "(" + x + " >= " + y + ")";
         case NodeKind::And: return "(" + x + " && " + y + ")";
         case NodeKind::Or: return "(" + x + " || " + y + ")";
+        case NodeKind::BitXor: return "(" + x + " ^ " + y + ")";
         default: break;
       }
     }
@@ -351,6 +352,18 @@ class printer {
           return std::nullopt;
         if (div) return lane_form{FloorDiv::make(x->base, Expr(*c)), 0};
         return lane_form{FloorMod::make(x->base, Expr(*c)), x->step};
+      }
+      case NodeKind::BitXor: {
+        // A lane-invariant mask whose low bits and the base's are zero where the lanes run (a
+        // swizzle moving whole 16-byte units): (base + step v) ^ mask = (base ^ mask) + step v.
+        auto p = both(e.as<BitXor>()->a, e.as<BitXor>()->b);
+        if (!p) return std::nullopt;
+        auto [x, y] = *p;
+        if (x.step == 0) std::swap(x, y);
+        const int64_t low = std::gcd(known_divisor(x.base), known_divisor(y.base));
+        if (y.step != 0 || x.step < 0 || low == 0 || x.step * (lanes - 1) >= (low & -low))
+          return std::nullopt;
+        return lane_form{BitXor::make(x.base, y.base), x.step};
       }
       case NodeKind::Cast:
         if (e.dtype().is_integral() && e.as<Cast>()->value.dtype().is_integral())

@@ -274,6 +274,7 @@ class codegen {
       case NodeKind::GE: return fp ? b_.CreateFCmpOGE(a, b) : b_.CreateICmpSGE(a, b);
       case NodeKind::And: return b_.CreateAnd(a, b);
       case NodeKind::Or: return b_.CreateOr(a, b);
+      case NodeKind::BitXor: return b_.CreateXor(a, b);
       default: break;
     }
     LOOM_INTERNAL_CHECK(false) << "no code for " << node_kind_name(e.kind());
