@@ -36,7 +36,7 @@
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
 //             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--widest-copy=P]
-//             [--vector-stores=0|1] [--ansor-features]
+//             [--vector-stores=0|1] [--swizzle-shared=P] [--ansor-features]
 //             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
@@ -62,7 +62,9 @@
 // --widest-copy=P: how often a shared copy takes the widest vector its layout allows rather
 // than a drawn one (SearchOptions::gpu_widest_copy_probability, 0.9 by default); 0 against the
 // default measures it. --vector-stores=0: a thread's results stored element by element, not as
-// vectors (SearchOptions::gpu_vector_stores, on by default).
+// vectors (SearchOptions::gpu_vector_stores, on by default). --swizzle-shared=P: how often a
+// tensor-core operand's shared rows drawn for padding are swizzled instead where they can be
+// (SearchOptions::gpu_swizzle_shared_probability, 0.5 by default); 0 against 1 measures it.
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -783,6 +785,7 @@ int main(int argc, char** argv) {
   double lane_major = search::SearchOptions{}.gpu_lane_major_probability;
   double widest_copy = search::SearchOptions{}.gpu_widest_copy_probability;
   bool vector_stores = search::SearchOptions{}.gpu_vector_stores;
+  double swizzle_shared = search::SearchOptions{}.gpu_swizzle_shared_probability;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -804,6 +807,8 @@ int main(int argc, char** argv) {
       widest_copy = std::atof(argv[i] + 14);
     } else if (std::strncmp(argv[i], "--vector-stores=", 16) == 0) {
       vector_stores = std::atoi(argv[i] + 16) != 0;
+    } else if (std::strncmp(argv[i], "--swizzle-shared=", 17) == 0) {
+      swizzle_shared = std::atof(argv[i] + 17);
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
@@ -863,6 +868,7 @@ int main(int argc, char** argv) {
       o.space.gpu_lane_major_probability = lane_major;
       o.space.gpu_widest_copy_probability = widest_copy;
       o.space.gpu_vector_stores = vector_stores;
+      o.space.gpu_swizzle_shared_probability = swizzle_shared;
       if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;
@@ -914,10 +920,13 @@ int main(int argc, char** argv) {
         // A loop of s pipeline stages waits for all but s - 2 copy groups.
         const size_t wait = c.source.find("cp.async.wait_group ");
         const int stages = wait == std::string::npos ? 0 : 2 + std::atoi(&c.source[wait + 20]);
-        const bool lane_major =
-            std::any_of(best->steps().begin(), best->steps().end(), [](const sched::Step& st) {
-              return std::holds_alternative<sched::StoragePermuteStep>(st);
-            });
+        auto has_step = [&](auto step) {
+          return std::any_of(best->steps().begin(), best->steps().end(), [](const sched::Step& st) {
+            return std::holds_alternative<decltype(step)>(st);
+          });
+        };
+        const bool lane_major = has_step(sched::StoragePermuteStep{});
+        const bool swizzled = has_step(sched::StorageSwizzleStep{});
         // The sizes of its asynchronous copies, as the copy statements print them.
         std::string async_bytes;
         for (const char* bytes : {"16", "8", "4"})
@@ -925,9 +934,10 @@ int main(int argc, char** argv) {
             async_bytes += (async_bytes.empty() ? "" : "/") + std::string(bytes);
         std::printf(
             "%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages, %s bytes), "
-            "lane-major shared copies %s\n",
+            "lane-major shared copies %s, swizzled %s\n",
             w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages,
-            async_bytes.empty() ? "no" : async_bytes.c_str(), lane_major ? "yes" : "no");
+            async_bytes.empty() ? "no" : async_bytes.c_str(), lane_major ? "yes" : "no",
+            swizzled ? "yes" : "no");
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",

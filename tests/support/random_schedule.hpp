@@ -548,6 +548,10 @@ inline const std::vector<random_step_kind>& random_step_kinds() {
          return StoragePermuteStep{c.st.name, pick(rng, c.st.op.rank()), int64_t{1} << pick(rng, 4),
                                    1 + pick(rng, 3), int64_t{1} << pick(rng, 2)};
        }},
+      {1, StorageSwizzleStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         return StorageSwizzleStep{c.st.name, int64_t{32} << pick(rng, 3)};
+       }},
       {1, RfactorStep::tag,
        [](const context& c, std::mt19937& rng) -> result {
          // a reduction loop (legal only before the spatial loops change)

@@ -12,7 +12,8 @@
 ///   kernel); with storage_align its rows are padded (TVM's storage_align: stride % factor ==
 ///   offset) and the buffer is flat, of the padded size; with storage_permute an axis's
 ///   elements are stored lane-major (sched::StoragePermute) and the axis is rounded up to whole
-///   permutation blocks;
+///   permutation blocks; with storage_swizzle its 16-byte units are swizzled in rows of 32, 64
+///   or 128 bytes (sched::StorageSwizzleStep) and the buffer is rounded up to whole rows;
 /// - every stage computed inside another has a buffer of its region's size in its scope
 ///   (local, shared) with the same padding; where its innermost loop is vectorized along a
 ///   spatial axis (and neither storage_align nor shared memory fixes the layout), that axis is
@@ -38,6 +39,7 @@ struct StageBuffer {
   std::vector<ir::Expr> min;                    ///< the region's start, per tensor dimension
   std::vector<int64_t> strides;                 ///< in elements, per tensor dimension
   std::vector<sched::StoragePermute> permutes;  ///< lane-major axes (storage_permute)
+  int64_t swizzle = 0;  ///< swizzled rows of this many bytes (storage_swizzle), 0 for none
   /// The element of `buffer` that holds tensor coordinates `coords` (absolute, in the region).
   ir::Expr flat_index(const std::vector<ir::Expr>& coords) const;
 };

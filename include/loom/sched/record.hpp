@@ -25,6 +25,7 @@
 /// | `PR`   | stage, iter, auto_unroll_max_step                       | PragmaStep               |
 /// | `SA`   | stage, axis, factor, offset                             | StorageAlignStep         |
 /// | `SPM`  | stage, axis, lanes, per_lane, unit                      | StoragePermuteStep       |
+/// | `SSW`  | stage, bytes                                            | StorageSwizzleStep       |
 /// | `RF`   | stage, iter, factor_axis                                | RfactorStep              |
 ///
 /// For example `["SP", "C", 0, 64, [8, null]]` splits loop 0 of stage C (extent 64) into three

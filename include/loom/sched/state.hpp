@@ -104,6 +104,8 @@ struct Stage {
   int auto_unroll_max_step = 0;
   std::vector<StorageAlign> storage_aligns;
   std::vector<StoragePermute> storage_permutes;
+  /// Swizzled rows of this many bytes (StorageSwizzleStep), 0 for none.
+  int64_t storage_swizzle = 0;
   /// Number of root iterators that are the op's spatial axes (then come the reduce axes).
   int num_spatial_axes = 0;
 
@@ -177,6 +179,7 @@ class State {
   void storage_align(const std::string& stage, int axis, int64_t factor, int64_t offset);
   void storage_permute(const std::string& stage, int axis, int64_t lanes, int64_t per_lane,
                        int64_t unit);
+  void storage_swizzle(const std::string& stage, int64_t bytes);
   void follow_split(const std::string& stage, int iter, int src_step, int n_split);
   void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps, int level,
                           bool factor_or_nparts);

@@ -209,6 +209,22 @@ struct StoragePermuteStep {
                                             StepField{"unit", &StoragePermuteStep::unit}};
   bool operator==(const StoragePermuteStep&) const = default;
 };
+/// Store a stage's buffer swizzled in `bytes`-byte rows (32, 64 or 128): byte offset o (after
+/// its other layout steps) holds what o ^ (((o >> 7) mod (bytes / 16)) << 4) would, Hopper's
+/// shared-memory swizzle (CUTLASS's Swizzle<log2(bytes / 16), 4, 3>): in rows of `bytes`
+/// bytes, the 16-byte units of the rows of each run of 8 are permuted so that one unit of 8
+/// consecutive rows lies in 8 different bank groups, without padding. Each 16-byte unit stays
+/// whole (vector copies and ldmatrix rows keep their alignment) and within its aligned
+/// `bytes`-byte span; the buffer is rounded up to whole spans.
+struct StorageSwizzleStep {
+  std::string stage;
+  int64_t bytes;
+
+  static constexpr const char* tag = "SSW";
+  static constexpr auto fields = std::tuple{StepField{"stage", &StorageSwizzleStep::stage},
+                                            StepField{"bytes", &StorageSwizzleStep::bytes}};
+  bool operator==(const StorageSwizzleStep&) const = default;
+};
 /// Factor a reduction: leaf `iter` (a reduce loop, typically one part of a split reduction) becomes
 /// a spatial axis, at position `factor_axis` among the output axes, of a new stage "<stage>.rf"
 /// that reduces over the stage's other reduce loops; the stage then reduces "<stage>.rf" over that
@@ -229,10 +245,10 @@ struct RfactorStep {
 /// reader's dispatch and the structural hash are generated from it and from each step's `tag`
 /// and `fields`; every other visit over steps is an overload set without a catch-all, so a step
 /// that one of them does not handle fails to compile. See sched/state.hpp for the checklist.
-using Step =
-    std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
-                 AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep, CacheReadStep,
-                 CacheWriteStep, PragmaStep, StorageAlignStep, StoragePermuteStep, RfactorStep>;
+using Step = std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
+                          AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep,
+                          CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep,
+                          StoragePermuteStep, StorageSwizzleStep, RfactorStep>;
 
 /// Calls `f(field, value)` for each field of step `s` in record order (`value` a const
 /// reference to the member).

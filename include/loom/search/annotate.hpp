@@ -32,7 +32,10 @@
 ///    (storage_align) to an odd number of 16 bytes with probability
 ///    `gpu_pad_shared_probability` (not in Ansor): consecutive rows an `ldmatrix` phase reads
 ///    then hit 8 different bank groups (B's k rows: no bank conflict), rows two apart 4 (A's
-///    where a lane holds one tile: 2-way conflicts, more with more tiles). With probability
+///    where a lane holds one tile: 2-way conflicts, more with more tiles). Rows of 32, 64 or
+///    128 bytes whose phases read consecutive rows are instead swizzled with probability
+///    `gpu_swizzle_shared_probability` (storage_swizzle, Hopper's layout: the same 8 bank
+///    groups without the padding's shared memory). With probability
 ///    `gpu_lane_major_probability` (not in Ansor) the copy's axes that the tile reads by a
 ///    lane-split variable are stored lane-major (storage_permute;
 ///    detail::tensor_core_lane_major): the rows (columns) one ldmatrix phase reads lie side by

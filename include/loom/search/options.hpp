@@ -48,6 +48,12 @@ struct SearchOptions {
   /// reads at once then fall in 8 different bank groups, where rows of 32 or 64 bytes share
   /// 4 or 2 of them (2- and 4-way bank conflicts). 0 never, 1 always.
   double gpu_pad_shared_probability = 1.0;
+  /// GPU: of the tensor-core operands' shared copies drawn for padding, how often those whose
+  /// rows are 32, 64 or 128 bytes and whose ldmatrix phases read consecutive rows are swizzled
+  /// instead (storage_swizzle: the 16-byte units of 8 consecutive rows permuted, Hopper's
+  /// layout): as free of bank conflicts without the padding's shared memory (a 64-byte row
+  /// padded takes 80). 0 always pads, 1 swizzles wherever it can.
+  double gpu_swizzle_shared_probability = 0.5;
   /// GPU: how often ThreadBind stores a tensor-core operand's shared copy lane-major
   /// (storage_permute, search/annotate.hpp): a lane's rows (columns) are a run of its register
   /// tile, so the 8 rows one `ldmatrix` phase reads are that run apart and share bank groups

@@ -9,6 +9,7 @@
 #include <loom/sched/record.hpp>
 
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -559,6 +560,53 @@ TEST_SUITE("sched") {
     check_schedule(w, t);
   }
 
+  TEST_CASE("storage_swizzle permutes the 16-byte units of each 8 rows, rounded to whole rows") {
+    // Rows of 64 bytes, 16 floats: unit u of row r goes to unit u ^ ((r / 2) mod 4); every
+    // element lands once, units stay whole, and one unit of 8 consecutive rows takes 8
+    // different bank groups (16-byte units mod 8).
+    loom::lower::StageBuffer b;
+    b.buffer = loom::ir::make_buffer("S", loom::ir::DType::f32(), {256}, MemoryScope::Shared);
+    b.min = {loom::ir::Expr(int64_t{0}), loom::ir::Expr(int64_t{0})};
+    b.strides = {16, 1};
+    b.swizzle = 64;
+    std::vector<int> seen(256, 0);
+    for (int64_t r = 0; r < 16; ++r)
+      for (int64_t c = 0; c < 16; ++c) {
+        const loom::ir::Expr at =
+            loom::ir::simplify(b.flat_index({loom::ir::Expr(r), loom::ir::Expr(c)}));
+        REQUIRE(loom::ir::as_const_int(at) != nullptr);
+        const int64_t stored = *loom::ir::as_const_int(at);
+        CHECK(stored == r * 16 + ((c / 4) ^ (r / 2 % 4)) * 4 + c % 4);
+        ++seen[static_cast<size_t>(stored)];
+      }
+    for (int n : seen) CHECK(n == 1);
+    for (int64_t unit = 0; unit < 4; ++unit) {
+      std::set<int64_t> groups;
+      for (int64_t r = 0; r < 8; ++r)
+        groups.insert(*loom::ir::as_const_int(loom::ir::simplify(
+                          b.flat_index({loom::ir::Expr(r), loom::ir::Expr(unit * 4)}))) /
+                      4 % 8);
+      CHECK(groups.size() == 8);
+    }
+
+    auto w = matmul_bias_relu(13, 17, 19);
+    State s(w.dag);
+    s.split("D", 0, {4});
+    s.compute_at("C", "D", 0);  // C's region: 4 x 17 floats, 272 bytes
+    s.storage_swizzle("C", 128);
+    check_schedule(w, s);
+    // Rounded up to whole rows of 128 bytes: 96 floats.
+    CHECK(lowered_text(s).find("allocate C: float32[96]") != std::string::npos);
+    // With the other layout steps, and on a stage computed at the root.
+    s.storage_permute("C", 1, 4, 2, 2);
+    s.storage_align("C", 0, 8, 3);
+    check_schedule(w, s);
+    State t(w.dag);
+    t.storage_swizzle("C", 32);
+    CHECK(t.stage("C").storage_swizzle == 32);
+    check_schedule(w, t);
+  }
+
   TEST_CASE("follow_split and follow_fused_split tile like their source split") {
     auto w = matmul_bias_relu(13, 17, 19);
     State s(w.dag);
@@ -747,6 +795,10 @@ TEST_SUITE("sched") {
       twice.storage_permute("D", 0, 8, 2, 1);
       check_rejected(
           twice, [](State& x) { x.storage_permute("D", 0, 4, 2, 1); }, "[loom.sched.E248]");
+      check_rejected(s, [](State& x) { x.storage_swizzle("D", 48); }, "[loom.sched.E265]");
+      check_rejected(s, [](State& x) { x.storage_swizzle("D", 256); }, "[loom.sched.E265]");
+      twice.storage_swizzle("D", 64);
+      check_rejected(twice, [](State& x) { x.storage_swizzle("D", 64); }, "[loom.sched.E266]");
     }
     SUBCASE("names of annotations and scopes") {
       CHECK(parse_annotation("vectorize") == Annotation::Vectorized);

@@ -189,6 +189,7 @@ TEST_SUITE("search.tensor_cores") {
       CAPTURE(probability);
       search::SearchOptions o;
       o.gpu_pad_shared_probability = probability;
+      o.gpu_swizzle_shared_probability = 0;  // padding only (swizzles: the test below)
       std::mt19937_64 rng(5);
       int shared = 0, odd = 0, padded = 0;
       for (const sched::State& p : search::sample_programs(tc, task, o, rng, 12)) {
@@ -296,6 +297,63 @@ TEST_SUITE("search.tensor_cores") {
           CHECK(a_worst > 1);
         }
       }
+    }
+  }
+
+  TEST_CASE("swizzled shared copies: ldmatrix phases without bank conflicts, without padding") {
+    // The same programs (one seed) with the operands' rows padded and swizzled: every swizzled
+    // one has conflict-free phases on both operands, computes the product, and takes less
+    // shared memory than its padded twin.
+    for (const bool bf : {true, false}) {
+      CAPTURE(bf);
+      const auto dag = bf ? loom_test::half_matmul<bfloat16>(128, 128, 64)
+                          : loom_test::matmul_b_transposed<float16>(128, 128, 64);
+      const Task task(dag, Target::cuda("sm_90"));
+      const sched::State sketch = the_tensor_core_sketch(task);
+      std::vector<int64_t> shared[2];
+      int swizzled = 0, tiles = 0, a_worst = 1, b_worst = 1;
+      for (const double p : {0.0, 1.0}) {
+        search::SearchOptions o;
+        o.gpu_swizzle_shared_probability = p;
+        std::mt19937_64 rng(43);
+        for (const sched::State& prog : search::sample_programs({sketch}, task, o, rng, 16)) {
+          const lower::GpuProgram g = lower::lower_gpu(prog, task.target);
+          const lower::GpuKernel& k = g.kernels[0];
+          shared[p == 1.0].push_back(k.shared_bytes());
+          if (p == 0.0) continue;
+          bool any = false;
+          for (const sched::Stage& st : prog.stages()) any |= st.storage_swizzle != 0;
+          if (!any) continue;
+          ++swizzled;
+          for (const lower::MmaTile& t : loom_test::tiles_of(k)) {
+            ++tiles;
+            REQUIRE(t.a_row.defined());
+            REQUIRE(t.b_row.defined());
+            for (int64_t others : {0, 1}) {
+              a_worst = std::max(a_worst, ldmatrix_ways(k, t.a, t.a_row, 4, others));
+              b_worst = std::max(b_worst, ldmatrix_ways(k, t.b, t.b_row, 2, others));
+            }
+          }
+          auto run = [&](std::vector<void*> args) { lower::emulate(g, args); };
+          const std::string r = bf ? loom_test::check_half_matmul<bfloat16>(*dag, 128, 128, 64, run)
+                                   : loom_test::check_half_matmul<float16>(*dag, 128, 128, 64, run);
+          CHECK_MESSAGE(r == "", prog.to_string());
+        }
+      }
+      REQUIRE(shared[0].size() == shared[1].size());
+      int smaller = 0;
+      for (size_t i = 0; i < shared[0].size(); ++i) {
+        CHECK(shared[1][i] <= shared[0][i]);
+        smaller += shared[1][i] < shared[0][i];
+      }
+      MESSAGE((bf ? "B [K, N]" : "B [N, K]")
+              << ": " << swizzled << " of 16 programs swizzled, " << tiles
+              << " tiles, worst phases A " << a_worst << "-way, B " << b_worst << "-way; "
+              << smaller << " take less shared memory than padded");
+      CHECK(swizzled >= 4);
+      CHECK(smaller == swizzled);
+      CHECK(a_worst == 1);
+      CHECK(b_worst == 1);
     }
   }
 

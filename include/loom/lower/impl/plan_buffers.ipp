@@ -71,6 +71,13 @@ inline ir::Expr permute_position(const ir::Expr& x, const sched::StoragePermute&
   return ir::simplify(x + i * Expr((p.lanes - 1) * p.unit) - l * Expr((p.per_lane - 1) * p.unit));
 }
 
+// `elements` rounded up to whole swizzled rows of `bytes` bytes (none: 0) of `dtype`.
+inline int64_t swizzled_size(int64_t elements, ir::DType dtype, int64_t bytes) {
+  if (bytes == 0) return elements;
+  const int64_t row = bytes / dtype.bytes();
+  return (elements + row - 1) / row * row;
+}
+
 // The buffer of a stage computed inside another, of its region's size.
 inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
                                const std::vector<int64_t>& region_extent) {
@@ -96,7 +103,10 @@ inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
     size = stride;
   }
   std::vector<int64_t> alloc_shape = extent;
-  if (!ps.storage_aligns.empty()) alloc_shape = {size};
+  in.swizzle = ps.storage_swizzle;
+  if (!ps.storage_aligns.empty() || in.swizzle) {
+    alloc_shape = {swizzled_size(size, ps.op.dtype(), in.swizzle)};
+  }
   in.buffer = ir::make_buffer(ps.name, ps.op.dtype(), alloc_shape, ps.scope);
 }
 
@@ -112,7 +122,13 @@ LOOM_DECL ir::Expr StageBuffer::flat_index(const std::vector<ir::Expr>& coords) 
     if (strides[d] != 1) term = term * ir::Expr(strides[d]);
     off = off.defined() ? off + term : term;
   }
-  return off.defined() ? off : ir::Expr(int64_t{0});
+  if (!off.defined()) off = ir::Expr(int64_t{0});
+  if (swizzle == 0) return off;
+  // Byte offset o ^ (((o >> 7) mod (swizzle / 16)) << 4), in elements of e bytes.
+  const int64_t e = buffer->dtype.bytes();
+  const ir::Expr row_bits =
+      ir::FloorMod::make(ir::FloorDiv::make(off, ir::Expr(128 / e)), ir::Expr(swizzle / 16));
+  return ir::BitXor::make(off, row_bits * ir::Expr(16 / e));
 }
 
 LOOM_DECL BufferPlan plan_buffers(const sched::State& state,
@@ -140,11 +156,14 @@ LOOM_DECL BufferPlan plan_buffers(const sched::State& state,
     } else if (s.location == sched::ComputeLocation::Root && !s.is_placeholder && !is_arg[si]) {
       const std::vector<int64_t> shape = detail::permuted_extent(s.op.shape(), s.storage_permutes);
       in.permutes = s.storage_permutes;
+      in.swizzle = s.storage_swizzle;
       in.strides = dense_strides(shape, s.storage_aligns);
-      in.buffer = s.storage_aligns.empty()
-                      ? ir::make_buffer(s.name, s.op.dtype(), shape, ir::MemoryScope::Global)
-                      : ir::make_buffer(s.name, s.op.dtype(), {in.strides[0] * shape[0]},
-                                        ir::MemoryScope::Global);
+      in.buffer =
+          s.storage_aligns.empty() && in.swizzle == 0
+              ? ir::make_buffer(s.name, s.op.dtype(), shape, ir::MemoryScope::Global)
+              : ir::make_buffer(s.name, s.op.dtype(),
+                                {swizzled_size(in.strides[0] * shape[0], s.op.dtype(), in.swizzle)},
+                                ir::MemoryScope::Global);
       plan.root.push_back(in.buffer);
     }
     if (in.buffer) in.min = regions[si].min;

@@ -503,6 +503,17 @@ struct step_applier {
           << "' is permuted already; permute an axis once";
     s.storage_permutes.push_back({x.axis, x.lanes, x.per_lane, x.unit});
   }
+
+  void operator()(const StorageSwizzleStep& x) {
+    Stage& s = compute_stage(x.stage, "storage_swizzle");
+    LOOM_USER_CHECK(x.bytes == 32 || x.bytes == 64 || x.bytes == 128, "loom.sched.E265")
+        << "storage_swizzle: rows of " << x.bytes
+        << " bytes; the swizzles are of rows of 32, 64 or 128 bytes";
+    LOOM_USER_CHECK(s.storage_swizzle == 0, "loom.sched.E266")
+        << "storage_swizzle: stage '" << s.name << "' is swizzled already (rows of "
+        << s.storage_swizzle << " bytes); swizzle a buffer once";
+    s.storage_swizzle = x.bytes;
+  }
 };
 
 LOOM_DECL ir::Expr iterator_value(const Stage& s, int id, const std::vector<int64_t>& extent,
@@ -676,6 +687,9 @@ LOOM_DECL void State::storage_align(const std::string& stage, int axis, int64_t 
 LOOM_DECL void State::storage_permute(const std::string& stage, int axis, int64_t lanes,
                                       int64_t per_lane, int64_t unit) {
   LOOM_STATE_WRAPPER((StoragePermuteStep{stage, axis, lanes, per_lane, unit}));
+}
+LOOM_DECL void State::storage_swizzle(const std::string& stage, int64_t bytes) {
+  LOOM_STATE_WRAPPER((StorageSwizzleStep{stage, bytes}));
 }
 LOOM_DECL void State::follow_split(const std::string& stage, int iter, int src_step, int n_split) {
   LOOM_STATE_WRAPPER((FollowSplitStep{stage, iter, src_step, n_split}));

@@ -135,6 +135,9 @@ struct step_printer {
     os << "storage_permute " << s.stage << " axis " << s.axis << " lanes " << s.lanes
        << " per_lane " << s.per_lane << " unit " << s.unit;
   }
+  void operator()(const StorageSwizzleStep& s) const {
+    os << "storage_swizzle " << s.stage << " bytes " << s.bytes;
+  }
   void operator()(const RfactorStep& s) const {
     os << "rfactor " << s.stage << " @" << s.iter << " axis " << s.factor_axis;
   }

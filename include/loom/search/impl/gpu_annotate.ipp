@@ -331,6 +331,15 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       int64_t vector = lanes.back();
       if (lanes.size() > 1 && ::loom::detail::unit_draw(rng) >= o.gpu_widest_copy_probability)
         vector = lanes[::loom::detail::draw(rng, lanes.size())];
+      // Rows of 32, 64 or 128 bytes whose phases read consecutive rows (no phase aligns) may
+      // be swizzled instead of padded, with probability gpu_swizzle_shared_probability.
+      int64_t row_bytes = inner;
+      for (const sched::StoragePermute& p : permutes)
+        if (p.axis == innermost) row_bytes = (inner + p.block() - 1) / p.block() * p.block();
+      row_bytes *= s.op.dtype().bytes();
+      const bool swizzle = pad && phase_aligns.empty() &&
+                           ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability &&
+                           (row_bytes == 32 || row_bytes == 64 || row_bytes == 128);
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
         std::iota(all.begin(), all.end(), 0);
@@ -347,7 +356,9 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       }
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
       if (vector > 1) state.annotate(name, 2, sched::Annotation::Vectorized);
-      if (pad) {
+      if (swizzle) {
+        state.storage_swizzle(name, row_bytes);
+      } else if (pad) {
         state.storage_align(name, rows_axis, 2 * units, units);
         // Rows side by side along the columns are what the phase strides assume.
         if (lane_major)

@@ -136,6 +136,9 @@ struct structure_equal {
   bool operator()(const sched::StoragePermuteStep& a, const sched::StoragePermuteStep& b) const {
     return a == b;
   }
+  bool operator()(const sched::StorageSwizzleStep& a, const sched::StorageSwizzleStep& b) const {
+    return a == b;
+  }
   bool operator()(const sched::RfactorStep& a, const sched::RfactorStep& b) const { return a == b; }
 };
 
@@ -216,6 +219,7 @@ struct step_renumberer {
   // `axis` is a tensor axis, not a loop.
   result operator()(const sched::StorageAlignStep& s) const { return s; }
   result operator()(const sched::StoragePermuteStep& s) const { return s; }
+  result operator()(const sched::StorageSwizzleStep& s) const { return s; }
 };
 
 inline std::optional<sched::Step> renumbered(const sched::Step& step, const std::string& stage,
@@ -247,6 +251,7 @@ struct step_reference_shifter {
   void operator()(sched::PragmaStep&) const {}
   void operator()(sched::StorageAlignStep&) const {}
   void operator()(sched::StoragePermuteStep&) const {}
+  void operator()(sched::StorageSwizzleStep&) const {}
   void operator()(sched::RfactorStep&) const {}
 };
 
