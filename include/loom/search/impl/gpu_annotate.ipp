@@ -3,6 +3,7 @@
 
 #include "loom/detail/random.hpp"
 #include "loom/lower/gpu.hpp"
+#include "loom/lower/infer_regions.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -332,14 +333,18 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       if (lanes.size() > 1 && ::loom::detail::unit_draw(rng) >= o.gpu_widest_copy_probability)
         vector = lanes[::loom::detail::draw(rng, lanes.size())];
       // Rows of 32, 64 or 128 bytes whose phases read consecutive rows (no phase aligns) may
-      // be swizzled instead of padded, with probability gpu_swizzle_shared_probability.
-      int64_t row_bytes = inner;
-      for (const sched::StoragePermute& p : permutes)
-        if (p.axis == innermost) row_bytes = (inner + p.block() - 1) / p.block() * p.block();
-      row_bytes *= s.op.dtype().bytes();
-      const bool swizzle = pad && phase_aligns.empty() &&
-                           ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability &&
-                           (row_bytes == 32 || row_bytes == 64 || row_bytes == 128);
+      // be swizzled instead of padded, with probability gpu_swizzle_shared_probability. A row
+      // is the copy's box along the innermost axis (the state's extents are the tensor's),
+      // rounded up to whole blocks where that axis is permuted.
+      int64_t row_bytes = 0;
+      if (pad && phase_aligns.empty() &&
+          ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability) {
+        row_bytes = lower::infer_regions(state)[static_cast<size_t>(si)].extent.back();
+        for (const sched::StoragePermute& p : permutes)
+          if (p.axis == innermost) row_bytes = (row_bytes + p.block() - 1) / p.block() * p.block();
+        row_bytes *= s.op.dtype().bytes();
+      }
+      const bool swizzle = row_bytes == 32 || row_bytes == 64 || row_bytes == 128;
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
         std::iota(all.begin(), all.end(), 0);
