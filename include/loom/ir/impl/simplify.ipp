@@ -627,7 +627,44 @@ class simplifier : public ExprMutator {
     if (both_int(a, b, x, y)) return IntImm::make(op->dtype, x ^ y);
     if (is_const_int(b, 0)) return a;
     if (is_const_int(a, 0)) return b;
+    if (Expr r = xor_low_bits(a, b); r.defined()) return r;
+    if (Expr r = xor_low_bits(b, a); r.defined()) return r;
     return a.same_as(op->a) && b.same_as(op->b) ? self : BitXor::make(a, b);
+  }
+  // (high + low) ^ mask = high + (low ^ mask) where the terms of `high` are multiples of a power
+  // of two p that low and mask, both in [0, p), stay below: the sum's terms outside the xor
+  // stay affine (a swizzled address keeps its loop offsets as immediates). Undefined if the
+  // sum `a` has no such split.
+  Expr xor_low_bits(const Expr& a, const Expr& mask) {
+    if (!a.as<Add>() || a.dtype().lanes != 1) return Expr();
+    std::vector<Expr> terms;
+    std::vector<const Expr*> stack{&a};
+    while (!stack.empty()) {
+      const Expr* e = stack.back();
+      stack.pop_back();
+      if (auto* n = e->as<Add>()) {
+        stack.push_back(&n->b);
+        stack.push_back(&n->a);
+      } else {
+        terms.push_back(*e);
+      }
+    }
+    const Interval m = bounds_.of(mask);
+    if (m.min < 0 || !m.bounded()) return Expr();
+    for (int64_t p = 2; p > 0 && p <= (int64_t{1} << 30); p *= 2) {
+      if (m.max >= p) continue;
+      Expr high, low;
+      for (const Expr& t : terms) {
+        Expr& side = known_divisor(t) % p == 0 ? high : low;
+        side = side.defined() ? side + t : t;
+      }
+      if (!high.defined()) return Expr();
+      if (!low.defined()) low = IntImm::make(a.dtype(), 0);
+      const Interval l = bounds_.of(low);
+      if (l.min < 0 || !l.bounded() || l.max >= p) continue;
+      return high + mutate(BitXor::make(low, mask));
+    }
+    return Expr();
   }
   Expr visit_Min(const Min* op, const Expr& self) override {
     Expr a = mutate(op->a), b = mutate(op->b);
