@@ -171,11 +171,12 @@ int max_pipeline_stages(const SearchOptions& options);
 /// A pipeline annotation of 2 to max_pipeline_stages(options) stages, drawn uniformly.
 sched::Annotation draw_pipeline_kind(const SearchOptions& options, std::mt19937_64& rng);
 /// Re-derives each storage_permute of a tensor-core operand's shared copy in `state` from the
-/// tile's current register lengths, as a follow split follows its source: a mutation or a
-/// crossover may have changed the lengths the layout was drawn for (the program stays right
-/// either way, only its bank conflicts return). Leaves `state` as it is where nothing changes or
-/// the edited history does not replay.
-void follow_lane_major(sched::State& state);
+/// tile's current register lengths, as a follow split follows its source, and each
+/// storage_swizzle from the copy's current rows (padding the rows instead where they are no
+/// longer 32, 64 or 128 bytes): a mutation or a crossover may have changed the lengths the
+/// layout was drawn for (the program stays right either way, only its bank conflicts return).
+/// Leaves `state` as it is where nothing changes or the edited history does not replay.
+void follow_operand_layouts(sched::State& state);
 /// The loops of `state` that DoubleBuffer may pipeline, as (stage, leaf position): reduction
 /// loops of two or more iterations, not annotated, at which shared stages are computed.
 std::vector<std::pair<std::string, int>> double_buffer_candidates(const sched::State& state);

@@ -614,7 +614,7 @@ TEST_SUITE("search.tensor_cores") {
     const auto tc = tensor_core_sketches(search::generate_sketches(task));
     REQUIRE(tc.size() == 1);
     std::mt19937_64 rng(11);
-    int children = 0, lowered = 0;
+    int children = 0, lowered = 0, swizzled = 0;
     for (const sched::State& p : search::sample_programs(tc, task, options, rng, 6)) {
       for (int m = 0; m < 40; ++m) {
         const auto child = (m % 4 == 3) ? search::mutate_register_tile(ctx, p, rng)
@@ -637,10 +637,13 @@ TEST_SUITE("search.tensor_cores") {
         try {
           const lower::GpuProgram g = lower::lower_gpu(*child, task.target);
           ++lowered;
-          // The lane-major layouts follow the child's register tiles (follow_lane_major):
-          // its A phases stay free of bank conflicts.
-          for (const lower::MmaTile& t : loom_test::tiles_of(g.kernels[0]))
+          // The lane-major layouts follow the child's register tiles and the swizzles its rows
+          // (follow_operand_layouts): its phases stay free of bank conflicts.
+          for (const lower::MmaTile& t : loom_test::tiles_of(g.kernels[0])) {
             CHECK(ldmatrix_ways(g.kernels[0], t.a, t.a_row, 4, 0) == 1);
+            if (t.b_row.defined()) CHECK(ldmatrix_ways(g.kernels[0], t.b, t.b_row, 2, 0) == 1);
+          }
+          for (const sched::Stage& st : child->stages()) swizzled += st.storage_swizzle != 0;
         } catch (const user_error& e) {
           const std::string what = e.what();
           const bool expected = what.find("elements per thread") != std::string::npos ||
@@ -651,6 +654,8 @@ TEST_SUITE("search.tensor_cores") {
     }
     CHECK(children > 50);
     CHECK(lowered * 10 > children * 8);
-    MESSAGE(children << " mutated tensor-core programs, " << lowered << " lower");
+    CHECK(swizzled > 0);
+    MESSAGE(children << " mutated tensor-core programs, " << lowered << " lower, " << swizzled
+                     << " swizzled copies among them");
   }
 }

@@ -379,10 +379,11 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       detail::vectorize_thread_stores(state, state.stages()[si].name);
 }
 
-LOOM_DECL void follow_lane_major(sched::State& state) {
+LOOM_DECL void follow_operand_layouts(sched::State& state) {
   const auto& history = state.steps();
   if (std::none_of(history.begin(), history.end(), [](const sched::Step& st) {
-        return std::holds_alternative<sched::StoragePermuteStep>(st);
+        return std::holds_alternative<sched::StoragePermuteStep>(st) ||
+               std::holds_alternative<sched::StorageSwizzleStep>(st);
       }))
     return;
   std::vector<sched::Step> steps = history;
@@ -405,6 +406,33 @@ LOOM_DECL void follow_lane_major(sched::State& state) {
       p->per_lane = now.per_lane;
       p->unit = now.unit;
       changed = true;
+    }
+  }
+  // A swizzle takes the copy's rows as they are now (permuted as above); rows it cannot take
+  // are padded instead, as ThreadBind pads them.
+  std::vector<lower::StageRegion> regions;
+  for (sched::Step& step : steps) {
+    auto* w = std::get_if<sched::StorageSwizzleStep>(&step);
+    if (!w) continue;
+    const int si = state.stage_index(w->stage);
+    const sched::Stage& copy = state.stages()[static_cast<size_t>(si)];
+    if (copy.location != sched::ComputeLocation::At || copy.op.rank() < 2) continue;
+    if (regions.empty()) regions = lower::infer_regions(state);
+    int64_t row = regions[static_cast<size_t>(si)].extent.back();
+    for (const sched::Step& st : steps)
+      if (auto* p = std::get_if<sched::StoragePermuteStep>(&st);
+          p && p->stage == w->stage && p->axis == copy.op.rank() - 1) {
+        const int64_t block = p->lanes * p->per_lane * p->unit;
+        row = (row + block - 1) / block * block;
+      }
+    const int64_t bytes = row * copy.op.dtype().bytes();
+    if (bytes == w->bytes) continue;
+    changed = true;
+    if (bytes == 32 || bytes == 64 || bytes == 128) {
+      w->bytes = bytes;
+    } else {
+      const int64_t units = 16 / copy.op.dtype().bytes();
+      step = sched::StorageAlignStep{w->stage, copy.op.rank() - 2, 2 * units, units};
     }
   }
   if (!changed) return;

@@ -459,7 +459,7 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   // Follow splits read the source step's lengths when they are applied, so they follow; the
   // lane-major layouts drawn for the old lengths follow here.
   std::optional<sched::State> out = detail::replay(state, edited, state.origins());
-  if (out) follow_lane_major(*out);
+  if (out) follow_operand_layouts(*out);
   return out;
 }
 
@@ -789,7 +789,7 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
   }
   // The child has a's structure, so a's parts; its layouts follow the tiles it took.
   std::optional<sched::State> out = detail::replay(a, child, a.origins());
-  if (out) follow_lane_major(*out);
+  if (out) follow_operand_layouts(*out);
   return out;
 }
 
