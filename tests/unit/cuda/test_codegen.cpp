@@ -322,6 +322,53 @@ TEST_SUITE("cuda") {
     CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != std::string::npos);
   }
 
+  TEST_CASE("a padded NHWC input's copy is 16-byte vectors, zero-filled where the window is out") {
+    // The pad stage inlined into the input's shared copy: channels innermost, the bounds test
+    // depends on the pixel alone, so 8 channels are all in or all out. Pipelined (where the
+    // copy sits in a loop of two or more steps), one cp.async of 16 bytes whose source size is
+    // 0 out of bounds (it fills zeros); otherwise a select between a 16-byte load and zeros.
+    // Before, 8 guarded element copies through float32.
+    auto x = placeholder<float16>("X", {1, 8, 8, 64});
+    auto w = placeholder<float16>("W", {3, 3, 64, 32});
+    const auto dag = std::make_shared<const ComputeDAG>(
+        std::vector<ir::Tensor>{x, w},
+        std::vector<ir::Tensor>{ops::conv2d_nhwc(x, w, {.padding = {1, 1}})});
+    const Task task(dag, Target::cuda("sm_90"));
+    std::vector<sched::State> tc;
+    for (const sched::State& s : search::generate_sketches(task))
+      for (const sched::Stage& st : s.stages())
+        for (int leaf : st.leaves)
+          if (st.iters[leaf].annotation == sched::Annotation::Tensorized) tc.push_back(s);
+    REQUIRE(tc.size() == 1);
+    for (const double pipelined : {1.0, 0.0}) {
+      CAPTURE(pipelined);
+      search::SearchOptions o;
+      o.gpu_double_buffer_probability = pipelined;
+      o.gpu_widest_copy_probability = 1;
+      std::mt19937_64 rng(40);
+      std::string batch;
+      int n = 0, zero_filled = 0, selected = 0;
+      for (const sched::State& p : search::sample_programs(tc, task, o, rng, 16)) {
+        const std::string one =
+            cuda::to_cuda_source(lower::lower_gpu(p, task.target, "pad" + std::to_string(n++)));
+        zero_filled += one.find(".shared.global [%0], [%1], 16, %2;") != std::string::npos;
+        selected += one.find(" ? *reinterpret_cast<const uint4*>(&X[") != std::string::npos &&
+                    one.find(" : make_uint4(0u, 0u, 0u, 0u);") != std::string::npos;
+        batch += one;
+      }
+      MESSAGE("pipelined " << pipelined << ": " << n << " programs, " << zero_filled
+                           << " zero-filling cp.async, " << selected << " selecting vectors");
+      REQUIRE(n >= 8);
+      CHECK(zero_filled + selected == n);
+      if (pipelined == 1.0)
+        CHECK(zero_filled > 0);
+      else
+        CHECK(zero_filled == 0);
+      CHECK(cuda::compile_to_ptx(batch, "sm_90", {"-G"}).find(".target sm_90") !=
+            std::string::npos);
+    }
+  }
+
   TEST_CASE("a generated kernel names its buffers, launch bounds, shared memory and barriers") {
     auto a = placeholder<float>("A", {256, 256});
     auto b = placeholder<float>("B", {256, 256});

@@ -385,16 +385,18 @@ class printer {
     if (guard && (guard->else_case.defined() || uses_var(guard->condition, f.variable())))
       return false;
     auto* st = guard ? guard->then_case.as<Store>() : f.body.as<Store>();
-    auto* ld = st ? st->value.as<Load>() : nullptr;
+    if (!lanes || !is_const_int(f.min, 0) || !st) return false;
+    const Variable* v = f.variable();
+    const std::optional<copy_source> src = source_of(st->value, st->buffer->dtype, v, *lanes);
     // A thread's own array stays out of it: a vector read of it through a pointer would put it
     // in local memory (vector_store reads it element by element).
-    if (!lanes || !is_const_int(f.min, 0) || !ld || ld->buffer->dtype != st->buffer->dtype ||
-        ld->buffer->scope == MemoryScope::Local || st->buffer->scope == MemoryScope::Local)
+    if (!src || src->load->buffer->scope == MemoryScope::Local ||
+        st->buffer->scope == MemoryScope::Local)
       return false;
+    const Load* ld = src->load;
     const int64_t bytes = *lanes * st->buffer->dtype.bytes();
     const char* vec = bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : "";
     if (!*vec) return false;
-    const Variable* v = f.variable();
     auto base = [&](const Expr& index) -> std::optional<Expr> {
       const std::optional<lane_form> l = in_lanes(index, v, *lanes);
       if (!l || l->step != 1 || known_divisor(l->base) % *lanes != 0) return std::nullopt;
@@ -402,16 +404,78 @@ class printer {
     };
     const std::optional<Expr> d = base(st->index), s = base(ld->index);
     if (!d || !s) return false;
+    // Lane 0's condition is every lane's.
+    const std::string cond =
+        src->cond.defined()
+            ? expr(simplify(substitute(src->cond, {{v, Expr(int64_t{0})}}), ranges_))
+            : "";
     if (guard) os_ << pad << "if (" << expr(guard->condition) << ") ";
     if (async_) {
-      copy_async(st->buffer, *d, ld->buffer, *s, static_cast<int>(bytes), guard ? "" : pad);
+      copy_async(st->buffer, *d, ld->buffer, *s, static_cast<int>(bytes), guard ? "" : pad, cond);
       return true;
     }
-    os_ << (guard ? "" : pad) << "*reinterpret_cast<" << vec << "*>(&"
-        << name(st->buffer.get(), st->buffer->name) << "[" << expr(*d)
-        << "]) = *reinterpret_cast<const " << vec << "*>(&"
-        << name(ld->buffer.get(), ld->buffer->name) << "[" << expr(*s) << "]);\n";
+    const std::string dst = name(st->buffer.get(), st->buffer->name) + "[" + expr(*d) + "]";
+    const std::string from = "*reinterpret_cast<const " + std::string(vec) + "*>(&" +
+                             name(ld->buffer.get(), ld->buffer->name) + "[" + expr(*s) + "])";
+    const std::string zero = bytes == 16  ? "make_uint4(0u, 0u, 0u, 0u)"
+                             : bytes == 8 ? "make_uint2(0u, 0u)"
+                                          : "0u";
+    os_ << (guard ? "" : pad) << "*reinterpret_cast<" << vec << "*>(&" << dst
+        << ") = " << (cond.empty() ? from : "(" + cond + ") ? " + from + " : " + zero) << ";\n";
     return true;
+  }
+
+  // What a copy of element type `t` stores at lane v: `src[s]`, or `cond ? src[s] : 0` with
+  // `cond` the same for every lane (a padded input's copy, the pad stage inlined; 16-bit values
+  // go through float32 and back, which is exact). `cond` is undefined for a plain copy; none
+  // for any other value.
+  struct copy_source {
+    const Load* load = nullptr;
+    Expr cond;
+  };
+  static std::optional<copy_source> source_of(const Expr& value, DType t, const Variable* v,
+                                              int64_t lanes) {
+    if (auto* ld = value.as<Load>()) {
+      if (ld->buffer->dtype != t) return std::nullopt;
+      return copy_source{ld, Expr()};
+    }
+    const Expr* e = &value;
+    if (auto* c = e->as<Cast>(); c && t.is_16bit_float() && c->dtype == t) e = &c->value;
+    auto* sel = e->as<Select>();
+    if (!sel || !lane_invariant(sel->condition, v, lanes)) return std::nullopt;
+    const Expr* picked = &sel->true_value;
+    if (auto* c = picked->as<Cast>(); c && t.is_16bit_float() && c->dtype == DType::f32())
+      picked = &c->value;
+    auto* ld = picked->as<Load>();
+    const Expr& zero = sel->false_value;
+    const bool is_zero =
+        (zero.as<FloatImm>() && zero.as<FloatImm>()->value == 0.0) || is_const_int(zero, 0);
+    if (!ld || ld->buffer->dtype != t || !is_zero) return std::nullopt;
+    return copy_source{ld, sel->condition};
+  }
+  // Whether boolean `e` has one value for all v in [0, lanes): comparisons of indices that do
+  // not move with v (in_lanes: floor divisions without a carry included), and their logic.
+  static bool lane_invariant(const Expr& e, const Variable* v, int64_t lanes) {
+    if (!uses_var(e, v)) return true;
+    switch (e.kind()) {
+      case NodeKind::And: return both_invariant(e.as<And>()->a, e.as<And>()->b, v, lanes);
+      case NodeKind::Or: return both_invariant(e.as<Or>()->a, e.as<Or>()->b, v, lanes);
+      case NodeKind::Not: return lane_invariant(e.as<Not>()->a, v, lanes);
+      case NodeKind::LT:
+      case NodeKind::LE:
+      case NodeKind::GT:
+      case NodeKind::GE:
+      case NodeKind::EQ:
+      case NodeKind::NE: {
+        auto [a, b] = binary_operands(e);
+        auto x = in_lanes(*a, v, lanes), y = in_lanes(*b, v, lanes);
+        return x && y && x->step == 0 && y->step == 0;
+      }
+      default: return false;
+    }
+  }
+  static bool both_invariant(const Expr& a, const Expr& b, const Variable* v, int64_t lanes) {
+    return lane_invariant(a, v, lanes) && lane_invariant(b, v, lanes);
   }
 
   // A vectorized loop that stores `lanes` consecutive elements of global memory, `dst[d + v] =
@@ -466,11 +530,19 @@ class printer {
 
   // An asynchronous copy of `bytes` (4, 8 or 16, aligned) from global into shared memory:
   // cp.async.cg (around L1) for 16 bytes, which is all it takes, cp.async.ca otherwise.
+  // With `cond`, a false condition copies none of the source (cp.async's src-size 0, at the
+  // source's base address) and fills the bytes with zeros.
   void copy_async(const Buffer& dst, const Expr& di, const Buffer& src, const Expr& si, int bytes,
-                  const std::string& pad) {
+                  const std::string& pad, const std::string& cond = "") {
+    const std::string from = "&" + name(src.get(), src->name) + "[" + expr(si) + "]";
     os_ << pad << "asm volatile(\"cp.async." << (bytes == 16 ? "cg" : "ca")
-        << ".shared.global [%0], [%1], " << bytes << ";\\n\" :: " << shared_address(dst, di)
-        << ", \"l\"(&" << name(src.get(), src->name) << "[" << expr(si) << "]));\n";
+        << ".shared.global [%0], [%1], " << bytes << (cond.empty() ? "" : ", %2")
+        << ";\\n\" :: " << shared_address(dst, di);
+    if (cond.empty())
+      os_ << ", \"l\"(" << from << "));\n";
+    else
+      os_ << ", \"l\"((" << cond << ") ? " << from << " : " << name(src.get(), src->name)
+          << "), \"r\"((" << cond << ") ? " << bytes << " : 0));\n";
   }
 
   // The asm operand of element `i` of shared buffer `b`: its 32-bit shared-memory address.
