@@ -448,8 +448,10 @@ class printer {
       picked = &c->value;
     auto* ld = picked->as<Load>();
     const Expr& zero = sel->false_value;
-    const bool is_zero =
-        (zero.as<FloatImm>() && zero.as<FloatImm>()->value == 0.0) || is_const_int(zero, 0);
+    // +0 only: zero-filled bytes are +0, and a select of -0 would store its sign bit.
+    const bool is_zero = (zero.as<FloatImm>() && zero.as<FloatImm>()->value == 0.0 &&
+                          !std::signbit(zero.as<FloatImm>()->value)) ||
+                         is_const_int(zero, 0);
     if (!ld || ld->buffer->dtype != t || !is_zero) return std::nullopt;
     return copy_source{ld, sel->condition};
   }
