@@ -153,6 +153,27 @@ lower::GpuProgram row_reduction(bool maximum, int64_t threads, const std::string
   return lower::lower_gpu(s, Target::cuda(), name);
 }
 
+// An fp16 NHWC convolution of an 8 x 8 image with `channels` channels, 3 x 3 window, padding
+// 1, 32 outputs, for sm_90.
+Task padded_nhwc_conv(int64_t channels) {
+  auto x = placeholder<float16>("X", {1, 8, 8, channels});
+  auto w = placeholder<float16>("W", {3, 3, channels, 32});
+  return Task(std::make_shared<const ComputeDAG>(
+                  std::vector<ir::Tensor>{x, w},
+                  std::vector<ir::Tensor>{ops::conv2d_nhwc(x, w, {.padding = {1, 1}})}),
+              Target::cuda("sm_90"));
+}
+
+// The task's sketches with a tensor-core tile.
+std::vector<sched::State> tensor_core_sketches(const Task& task) {
+  std::vector<sched::State> tc;
+  for (const sched::State& s : search::generate_sketches(task))
+    for (const sched::Stage& st : s.stages())
+      for (int leaf : st.leaves)
+        if (st.iters[leaf].annotation == sched::Annotation::Tensorized) tc.push_back(s);
+  return tc;
+}
+
 }  // namespace
 
 TEST_SUITE("cuda") {
@@ -300,17 +321,8 @@ TEST_SUITE("cuda") {
   }
 
   TEST_CASE("an fp16 NHWC convolution's tensor-core programs compile to mma.sync for sm_90") {
-    auto x = placeholder<float16>("X", {1, 8, 8, 16});
-    auto w = placeholder<float16>("W", {3, 3, 16, 32});
-    const auto dag = std::make_shared<const ComputeDAG>(
-        std::vector<ir::Tensor>{x, w},
-        std::vector<ir::Tensor>{ops::conv2d_nhwc(x, w, {.padding = {1, 1}})});
-    const Task task(dag, Target::cuda("sm_90"));
-    std::vector<sched::State> tc;
-    for (const sched::State& s : search::generate_sketches(task))
-      for (const sched::Stage& st : s.stages())
-        for (int leaf : st.leaves)
-          if (st.iters[leaf].annotation == sched::Annotation::Tensorized) tc.push_back(s);
+    const Task task = padded_nhwc_conv(16);
+    const std::vector<sched::State> tc = tensor_core_sketches(task);
     REQUIRE(tc.size() == 1);
     std::mt19937_64 rng(39);
     std::string batch;
@@ -328,17 +340,8 @@ TEST_SUITE("cuda") {
     // copy sits in a loop of two or more steps), one cp.async of 16 bytes whose source size is
     // 0 out of bounds (it fills zeros); otherwise a select between a 16-byte load and zeros.
     // Before, 8 guarded element copies through float32.
-    auto x = placeholder<float16>("X", {1, 8, 8, 64});
-    auto w = placeholder<float16>("W", {3, 3, 64, 32});
-    const auto dag = std::make_shared<const ComputeDAG>(
-        std::vector<ir::Tensor>{x, w},
-        std::vector<ir::Tensor>{ops::conv2d_nhwc(x, w, {.padding = {1, 1}})});
-    const Task task(dag, Target::cuda("sm_90"));
-    std::vector<sched::State> tc;
-    for (const sched::State& s : search::generate_sketches(task))
-      for (const sched::Stage& st : s.stages())
-        for (int leaf : st.leaves)
-          if (st.iters[leaf].annotation == sched::Annotation::Tensorized) tc.push_back(s);
+    const Task task = padded_nhwc_conv(64);
+    const std::vector<sched::State> tc = tensor_core_sketches(task);
     REQUIRE(tc.size() == 1);
     for (const double pipelined : {1.0, 0.0}) {
       CAPTURE(pipelined);

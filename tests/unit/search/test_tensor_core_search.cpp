@@ -107,6 +107,22 @@ search::SearchOptions lane_major(double p) {
   return o;
 }
 
+// The 128 x 128 x 64 matmuls the shared-layout tests sample: bf16 with B given as [K, N], or
+// fp16 with B given as [N, K].
+std::shared_ptr<const ComputeDAG> layout_test_matmul(bool bf16) {
+  return bf16 ? loom_test::half_matmul<bfloat16>(128, 128, 64)
+              : loom_test::matmul_b_transposed<float16>(128, 128, 64);
+}
+
+// What is wrong with the product that program `g` computes for layout_test_matmul(bf16),
+// emulated; "" when nothing.
+std::string emulated_layout_test_error(const ComputeDAG& dag, bool bf16,
+                                       const lower::GpuProgram& g) {
+  auto run = [&](std::vector<void*> args) { lower::emulate(g, args); };
+  return bf16 ? loom_test::check_half_matmul<bfloat16>(dag, 128, 128, 64, run)
+              : loom_test::check_half_matmul<float16>(dag, 128, 128, 64, run);
+}
+
 std::shared_ptr<const ComputeDAG> batch_matmul_bf16(int64_t b, int64_t m, int64_t n, int64_t k) {
   auto x = placeholder<bfloat16>("A", {b, m, k});
   auto y = placeholder<bfloat16>("B", {b, k, n});
@@ -254,8 +270,7 @@ TEST_SUITE("search.tensor_cores") {
     // contiguous, so B loads with ldmatrix .trans whatever the register tile.
     for (const bool bf : {true, false}) {
       CAPTURE(bf);
-      const auto dag = bf ? loom_test::half_matmul<bfloat16>(128, 128, 64)
-                          : loom_test::matmul_b_transposed<float16>(128, 128, 64);
+      const auto dag = layout_test_matmul(bf);
       const Task task(dag, Target::cuda("sm_90"));
       const sched::State sketch = the_tensor_core_sketch(task);
       for (const double p : {0.0, 1.0}) {
@@ -277,10 +292,7 @@ TEST_SUITE("search.tensor_cores") {
               for (int64_t others : {0, 1})
                 b_worst = std::max(b_worst, ldmatrix_ways(k, t.b, t.b_row, 2, others));
           }
-          auto run = [&](std::vector<void*> args) { lower::emulate(g, args); };
-          const std::string r = bf ? loom_test::check_half_matmul<bfloat16>(*dag, 128, 128, 64, run)
-                                   : loom_test::check_half_matmul<float16>(*dag, 128, 128, 64, run);
-          CHECK_MESSAGE(r == "", prog.to_string());
+          CHECK_MESSAGE(emulated_layout_test_error(*dag, bf, g) == "", prog.to_string());
         }
         MESSAGE((bf ? "B [K, N]" : "B [N, K]")
                 << ", lane-major " << p << ": " << tiles << " tiles, A's worst phase " << a_worst
@@ -306,8 +318,7 @@ TEST_SUITE("search.tensor_cores") {
     // shared memory than its padded twin.
     for (const bool bf : {true, false}) {
       CAPTURE(bf);
-      const auto dag = bf ? loom_test::half_matmul<bfloat16>(128, 128, 64)
-                          : loom_test::matmul_b_transposed<float16>(128, 128, 64);
+      const auto dag = layout_test_matmul(bf);
       const Task task(dag, Target::cuda("sm_90"));
       const sched::State sketch = the_tensor_core_sketch(task);
       std::vector<int64_t> shared[2];
@@ -334,10 +345,7 @@ TEST_SUITE("search.tensor_cores") {
               b_worst = std::max(b_worst, ldmatrix_ways(k, t.b, t.b_row, 2, others));
             }
           }
-          auto run = [&](std::vector<void*> args) { lower::emulate(g, args); };
-          const std::string r = bf ? loom_test::check_half_matmul<bfloat16>(*dag, 128, 128, 64, run)
-                                   : loom_test::check_half_matmul<float16>(*dag, 128, 128, 64, run);
-          CHECK_MESSAGE(r == "", prog.to_string());
+          CHECK_MESSAGE(emulated_layout_test_error(*dag, bf, g) == "", prog.to_string());
         }
       }
       REQUIRE(shared[0].size() == shared[1].size());
