@@ -374,41 +374,62 @@ class printer {
     }
   }
 
+  // A vectorized loop from 0 of `lanes` iterations whose body is one store, under a guard that
+  // holds for all lanes or none (a thread past the copy's end) or none.
+  struct vector_loop {
+    const Store* store = nullptr;
+    const IfThenElse* guard = nullptr;
+    int64_t lanes = 0;
+  };
+  static std::optional<vector_loop> vector_loop_of(const For& f) {
+    const int64_t* lanes = as_const_int(f.extent);
+    auto* guard = f.body.as<IfThenElse>();
+    if (guard && (guard->else_case.defined() || uses_var(guard->condition, f.variable())))
+      return std::nullopt;
+    auto* st = guard ? guard->then_case.as<Store>() : f.body.as<Store>();
+    if (!lanes || !is_const_int(f.min, 0) || !st) return std::nullopt;
+    return vector_loop{st, guard, *lanes};
+  }
+  // The unsigned vector type of `bytes` bytes (4, 8 or 16); "" for any other size.
+  static const char* vector_type(int64_t bytes) {
+    return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : "";
+  }
+  // `index` in vectorized loop `f` as base + v with base a known multiple of the lanes (every
+  // buffer starts 16-byte aligned), simplified; none when it is not so.
+  std::optional<Expr> aligned_base(const Expr& index, const For& f) {
+    const int64_t lanes = *as_const_int(f.extent);
+    const std::optional<lane_form> l = in_lanes(index, f.variable(), lanes);
+    if (!l || l->step != 1 || known_divisor(l->base) % lanes != 0) return std::nullopt;
+    return simplify(l->base, ranges_);
+  }
+
   // A vectorized loop that copies `lanes` consecutive elements, `dst[d + v] = src[s + v]`, of 4,
   // 8 or 16 bytes at bases known to be multiples of `lanes` (ir::known_divisor; every buffer
   // starts 16-byte aligned): one vector load and one vector store. False (nothing printed) for
   // any other loop.
   bool vector_copy(const For& f, const std::string& pad) {
-    const int64_t* lanes = as_const_int(f.extent);
-    // A guard that holds for all lanes or none (a thread past the copy's end) goes around it.
-    auto* guard = f.body.as<IfThenElse>();
-    if (guard && (guard->else_case.defined() || uses_var(guard->condition, f.variable())))
-      return false;
-    auto* st = guard ? guard->then_case.as<Store>() : f.body.as<Store>();
-    if (!lanes || !is_const_int(f.min, 0) || !st) return false;
+    const std::optional<vector_loop> loop = vector_loop_of(f);
+    if (!loop) return false;
+    const Store* st = loop->store;
     const Variable* v = f.variable();
-    const std::optional<copy_source> src = source_of(st->value, st->buffer->dtype, v, *lanes);
+    const std::optional<copy_source> src = source_of(st->value, st->buffer->dtype, v, loop->lanes);
     // A thread's own array stays out of it: a vector read of it through a pointer would put it
     // in local memory (vector_store reads it element by element).
     if (!src || src->load->buffer->scope == MemoryScope::Local ||
         st->buffer->scope == MemoryScope::Local)
       return false;
     const Load* ld = src->load;
-    const int64_t bytes = *lanes * st->buffer->dtype.bytes();
-    const char* vec = bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : "";
+    const int64_t bytes = loop->lanes * st->buffer->dtype.bytes();
+    const char* vec = vector_type(bytes);
     if (!*vec) return false;
-    auto base = [&](const Expr& index) -> std::optional<Expr> {
-      const std::optional<lane_form> l = in_lanes(index, v, *lanes);
-      if (!l || l->step != 1 || known_divisor(l->base) % *lanes != 0) return std::nullopt;
-      return simplify(l->base, ranges_);
-    };
-    const std::optional<Expr> d = base(st->index), s = base(ld->index);
+    const std::optional<Expr> d = aligned_base(st->index, f), s = aligned_base(ld->index, f);
     if (!d || !s) return false;
     // Lane 0's condition is every lane's.
     const std::string cond =
         src->cond.defined()
             ? expr(simplify(substitute(src->cond, {{v, Expr(int64_t{0})}}), ranges_))
             : "";
+    const IfThenElse* guard = loop->guard;
     if (guard) os_ << pad << "if (" << expr(guard->condition) << ") ";
     if (async_) {
       copy_async(st->buffer, *d, ld->buffer, *s, static_cast<int>(bytes), guard ? "" : pad, cond);
@@ -487,26 +508,20 @@ class printer {
   // (accumulators, with a fused consumer's bias or activation) written 16 bytes a thread
   // rather than 4. False (nothing printed) for any other loop.
   bool vector_store(const For& f, const std::string& pad) {
-    const int64_t* lanes = as_const_int(f.extent);
-    auto* guard = f.body.as<IfThenElse>();
-    if (guard && (guard->else_case.defined() || uses_var(guard->condition, f.variable())))
-      return false;
-    auto* st = guard ? guard->then_case.as<Store>() : f.body.as<Store>();
-    if (!lanes || *lanes < 2 || !is_const_int(f.min, 0) || !st ||
-        st->buffer->scope != MemoryScope::Global)
-      return false;
+    const std::optional<vector_loop> loop = vector_loop_of(f);
+    if (!loop || loop->lanes < 2 || loop->store->buffer->scope != MemoryScope::Global) return false;
+    const Store* st = loop->store;
     const DType t = st->buffer->dtype;
     const bool f32 = t == DType::f32(), i32 = t.is_int() && t.bits == 32;
     if (!f32 && !i32 && !t.is_16bit_float()) return false;
-    const int64_t bytes = *lanes * t.bytes();
-    const char* vec = bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : "";
+    const char* vec = vector_type(loop->lanes * t.bytes());
     if (!*vec) return false;
+    const std::optional<Expr> base = aligned_base(st->index, f);
+    if (!base) return false;
     const Variable* v = f.variable();
-    const std::optional<lane_form> l = in_lanes(st->index, v, *lanes);
-    if (!l || l->step != 1 || known_divisor(l->base) % *lanes != 0) return false;
     // The 32-bit words of the vector: one element each, or two 16-bit ones (the first low).
     std::vector<std::string> words;
-    for (int64_t lane = 0; lane < *lanes; ++lane) {
+    for (int64_t lane = 0; lane < loop->lanes; ++lane) {
       const Expr value = simplify(substitute(st->value, {{v, Expr(lane)}}), ranges_);
       const std::string bits =
           f32 ? "__float_as_uint(" + expr(value) + ")" : "((unsigned)" + expr(value) + ")";
@@ -515,10 +530,11 @@ class printer {
       else
         words.back() = "(" + words.back() + " | (" + bits + " << 16))";
     }
+    const IfThenElse* guard = loop->guard;
     const std::string in = guard ? pad + "  " : pad;
     if (guard) os_ << pad << "if (" << expr(guard->condition) << ") {\n";
     os_ << in << "*reinterpret_cast<" << vec << "*>(&" << name(st->buffer.get(), st->buffer->name)
-        << "[" << expr(simplify(l->base, ranges_)) << "]) = ";
+        << "[" << expr(*base) << "]) = ";
     if (words.size() == 1) {
       os_ << words[0] << ";\n";
     } else {
