@@ -184,6 +184,25 @@ inline bool has_thread_loop(const sched::Stage& s) {
   return false;
 }
 
+// The bytes of one row of a tensor-core operand copy whose box is `extent` elements along its
+// innermost axis, rounded up to whole blocks where `permutes` make that axis lane-major (as
+// plan_buffers rounds it): the storage_swizzle it takes, or 0 where the row is not 32, 64 or
+// 128 bytes.
+inline int64_t swizzle_row_bytes(int64_t extent, const sched::Stage& copy,
+                                 const std::vector<sched::StoragePermute>& permutes) {
+  const int innermost = copy.op.rank() - 1;
+  for (const sched::StoragePermute& p : permutes)
+    if (p.axis == innermost) extent = (extent + p.block() - 1) / p.block() * p.block();
+  const int64_t bytes = extent * copy.op.dtype().bytes();
+  return bytes == 32 || bytes == 64 || bytes == 128 ? bytes : 0;
+}
+
+// The padding of a tensor-core operand copy's rows to an odd number of 16-byte units.
+inline sched::StorageAlignStep odd_row_padding(const sched::Stage& copy) {
+  const int64_t units = 16 / copy.op.dtype().bytes();  // elements per 16 bytes
+  return {copy.name, copy.op.rank() - 2, 2 * units, units};
+}
+
 // A root stage bound to threads that stores a thread's run of results (a tile's consumer: its
 // innermost loop is the thread's register tile along the output's last axis, contiguous)
 // stores them as vectors: that loop, or its inner part, vectorized over the widest of 2, 4 or
@@ -336,15 +355,13 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       // be swizzled instead of padded, with probability gpu_swizzle_shared_probability. A row
       // is the copy's box along the innermost axis (the state's extents are the tensor's),
       // rounded up to whole blocks where that axis is permuted.
-      int64_t row_bytes = 0;
-      if (pad && phase_aligns.empty() &&
-          ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability) {
-        row_bytes = lower::infer_regions(state)[static_cast<size_t>(si)].extent.back();
-        for (const sched::StoragePermute& p : permutes)
-          if (p.axis == innermost) row_bytes = (row_bytes + p.block() - 1) / p.block() * p.block();
-        row_bytes *= s.op.dtype().bytes();
-      }
-      const bool swizzle = row_bytes == 32 || row_bytes == 64 || row_bytes == 128;
+      const int64_t swizzle_bytes =
+          pad && phase_aligns.empty() &&
+                  ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability
+              ? detail::swizzle_row_bytes(
+                    lower::infer_regions(state)[static_cast<size_t>(si)].extent.back(), s, permutes)
+              : 0;
+      const sched::StorageAlignStep padding = detail::odd_row_padding(s);
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
         std::iota(all.begin(), all.end(), 0);
@@ -361,10 +378,10 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       }
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
       if (vector > 1) state.annotate(name, 2, sched::Annotation::Vectorized);
-      if (swizzle) {
-        state.storage_swizzle(name, row_bytes);
+      if (swizzle_bytes) {
+        state.storage_swizzle(name, swizzle_bytes);
       } else if (pad) {
-        state.storage_align(name, rows_axis, 2 * units, units);
+        state.storage_align(name, padding.axis, padding.factor, padding.offset);
         // Rows side by side along the columns are what the phase strides assume.
         if (lane_major)
           for (const sched::StorageAlign& a : phase_aligns)
@@ -418,22 +435,18 @@ LOOM_DECL void follow_operand_layouts(sched::State& state) {
     const sched::Stage& copy = state.stages()[static_cast<size_t>(si)];
     if (copy.location != sched::ComputeLocation::At || copy.op.rank() < 2) continue;
     if (regions.empty()) regions = lower::infer_regions(state);
-    int64_t row = regions[static_cast<size_t>(si)].extent.back();
+    std::vector<sched::StoragePermute> permutes;  // as edited above
     for (const sched::Step& st : steps)
-      if (auto* p = std::get_if<sched::StoragePermuteStep>(&st);
-          p && p->stage == w->stage && p->axis == copy.op.rank() - 1) {
-        const int64_t block = p->lanes * p->per_lane * p->unit;
-        row = (row + block - 1) / block * block;
-      }
-    const int64_t bytes = row * copy.op.dtype().bytes();
+      if (auto* p = std::get_if<sched::StoragePermuteStep>(&st); p && p->stage == w->stage)
+        permutes.push_back({p->axis, p->lanes, p->per_lane, p->unit});
+    const int64_t bytes =
+        detail::swizzle_row_bytes(regions[static_cast<size_t>(si)].extent.back(), copy, permutes);
     if (bytes == w->bytes) continue;
     changed = true;
-    if (bytes == 32 || bytes == 64 || bytes == 128) {
+    if (bytes)
       w->bytes = bytes;
-    } else {
-      const int64_t units = 16 / copy.op.dtype().bytes();
-      step = sched::StorageAlignStep{w->stage, copy.op.rank() - 2, 2 * units, units};
-    }
+    else
+      step = detail::odd_row_padding(copy);
   }
   if (!changed) return;
   try {
