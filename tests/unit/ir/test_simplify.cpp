@@ -120,6 +120,8 @@ TEST_SUITE("ir") {
     CHECK(bounds_of(bitxor(x, floormod(x, 4) + 1), r) == Interval{0, 7});  // x < 8, the other < 5
     CHECK(bounds_of(bitxor(x * 2, Expr(int64_t{1})), r) == Interval{0, 15});
     CHECK_FALSE(bounds_of(bitxor(x, y), r).bounded());  // y may be negative
+    // Operands near the top of int64 have no power of two above them that int64 holds.
+    CHECK_FALSE(bounds_of(bitxor(x, Expr(std::numeric_limits<int64_t>::max())), r).bounded());
     CHECK(to_string(simplify(bitxor(Expr(int64_t{5}), Expr(int64_t{3})))) == "6");
     CHECK(to_string(simplify(bitxor(x, Expr(int64_t{0})))) == "x");
     // The terms above the mask's bits leave the xor: a swizzled address keeps its offsets.

@@ -200,7 +200,9 @@ class bounds_analyzer {
         // Non-negative operands below 2^n give a result below 2^n.
         auto* n = e.as<BitXor>();
         const Interval x = of(n->a), y = of(n->b);
-        if (x.min < 0 || y.min < 0 || !x.bounded() || !y.bounded()) return {};
+        if (x.min < 0 || y.min < 0 || !x.bounded() || !y.bounded() ||
+            std::max(x.max, y.max) >= (int64_t{1} << 62))  // the power of two would overflow
+          return {};
         int64_t below = 1;
         while (below <= std::max(x.max, y.max)) below *= 2;
         return {0, below - 1};

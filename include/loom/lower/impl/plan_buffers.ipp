@@ -104,9 +104,8 @@ inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
   }
   std::vector<int64_t> alloc_shape = extent;
   in.swizzle = ps.storage_swizzle;
-  if (!ps.storage_aligns.empty() || in.swizzle) {
+  if (!ps.storage_aligns.empty() || in.swizzle)
     alloc_shape = {swizzled_size(size, ps.op.dtype(), in.swizzle)};
-  }
   in.buffer = ir::make_buffer(ps.name, ps.op.dtype(), alloc_shape, ps.scope);
 }
 
