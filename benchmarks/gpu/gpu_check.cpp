@@ -4,16 +4,22 @@
 // emulation of lower/gpu.hpp).
 //
 //   gpu_check [programs per op = 50] [seed = 1]     (GPU_CHECK_ONLY=softmax: those workloads only)
+//   GPU_CHECK_SAMPLE_ONLY=1 gpu_check ...           (no GPU: sample, compile and count, run
+//   nothing)
 //
 // The workloads include bf16 and fp16 matmuls (float32 products summed in float32), whose
 // programs come from the tensor-core sketch (m16n8k16 mma.sync, lower/mma.hpp) and the SIMT ones,
 // and float32 matmuls on a target that allows TF32 (m16n8k8 tf32 mma.sync), whose inputs are
 // multiples of 1/256, exact in TF32, so that the comparison checks the fragments, not rounding.
-// Prints, per workload, the programs run (those reducing across threads and those on tensor
-// cores), the wrong ones and those that failed (compile, load, launch), and exits with 1 when
-// any program is wrong or failed, 77 when there is no GPU.
+// Prints, per workload, the programs run and what they are made of (reductions across threads,
+// tensor cores, ldmatrix, pipelined cp.async copies, zero-filling ones, swizzled shared copies),
+// the wrong ones and those that failed (compile, load, launch), and exits with 1 when any
+// program is wrong or failed, 77 when there is no GPU. The sample depends on the seed alone, so
+// GPU_CHECK_SAMPLE_ONLY counts, on a machine without a GPU, what a device run checked.
 //
-// Run on an H100 on 2026-11-22: seeds 1 and 2 at 50 per op, 750 programs, 0 wrong, 0 failed.
+// Run on an H100 on 2026-11-22: seeds 1 and 2 at 50 per op, 750 programs, 0 wrong, 0 failed. On
+// an H200 on 2026-11-29: seed 1 at 16 per op, 352 programs (139 on tensor cores, 72 pipelined,
+// 77 swizzled, 8 with zero-filling cp.async, 48 reducing across threads), 0 wrong, 0 failed.
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
 #include <loom/search/annotate.hpp>
@@ -223,6 +229,41 @@ std::vector<std::vector<float>> run_on_device(const cuda::CompiledProgram& c,
   return out;
 }
 
+/// What a workload's programs are made of, and how they fared.
+struct Counts {
+  int programs = 0, wrong = 0, failed = 0;
+  int across = 0, mma = 0, ldmatrix = 0, pipelined = 0, zero_fill = 0, swizzled = 0;
+
+  void count(const sched::State& program, const std::string& source) {
+    const auto has = [&](const char* what) { return source.find(what) != std::string::npos; };
+    across += has("across threadIdx.x");
+    mma += has("mma.sync");
+    ldmatrix += has("ldmatrix");
+    pipelined += has("cp.async.wait_group");
+    zero_fill += has(", %2;");  // cp.async with a source size (codegen's copy_async)
+    swizzled += std::any_of(program.steps().begin(), program.steps().end(), [](const auto& st) {
+      return std::holds_alternative<sched::StorageSwizzleStep>(st);
+    });
+  }
+  Counts& operator+=(const Counts& o) {
+    programs += o.programs, wrong += o.wrong, failed += o.failed, across += o.across;
+    mma += o.mma, ldmatrix += o.ldmatrix, pipelined += o.pipelined, zero_fill += o.zero_fill;
+    swizzled += o.swizzled;
+    return *this;
+  }
+  /// `ran`: false when sampled and compiled only (failures are then build failures).
+  void print(const std::string& what, bool ran) const {
+    std::cout << what << ": " << programs << " programs (" << across << " reducing across threads, "
+              << mma << " on tensor cores, " << ldmatrix << " with ldmatrix, " << pipelined
+              << " pipelined, " << zero_fill << " with zero-filling cp.async, " << swizzled
+              << " swizzled), ";
+    if (ran)
+      std::cout << wrong << " wrong, " << failed << " failed\n";
+    else
+      std::cout << "not run, " << failed << " failed to compile\n";
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,17 +271,27 @@ int main(int argc, char** argv) {
   std::cout.setf(std::ios::unitbuf);
   const int per_op = argc > 1 ? std::atoi(argv[1]) : 50;
   const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+  const bool sample_only = std::getenv("GPU_CHECK_SAMPLE_ONLY") != nullptr;
   std::string why;
-  if (!cuda::device_available(&why)) {
+  // Without a device: what cuda::device_target gives on an H100 or H200 (the sample depends on
+  // the target's limits).
+  Target target = Target::cuda("sm_90");
+  target.max_threads_per_block = 1024;
+  target.max_shared_memory_per_block = 227 * 1024;
+  if (sample_only) {
+    std::cout << "gpu_check: sampling and compiling only (GPU_CHECK_SAMPLE_ONLY), for "
+              << target.arch << ", " << per_op << " programs per workload\n";
+  } else if (!cuda::device_available(&why)) {
     std::cerr << "gpu_check: no CUDA device: " << why << '\n';
     return 77;
+  } else {
+    const cuda::DeviceInfo info = cuda::device_info(0);
+    target = cuda::device_target(0);
+    std::cout << "gpu_check on " << info.name << " (" << info.arch() << ", NVRTC target "
+              << target.arch << "), " << per_op << " programs per workload\n";
   }
-  const cuda::DeviceInfo info = cuda::device_info(0);
-  const Target target = cuda::device_target(0);
-  std::cout << "gpu_check on " << info.name << " (" << info.arch() << ", NVRTC target "
-            << target.arch << "), " << per_op << " programs per workload\n";
   const char* only = std::getenv("GPU_CHECK_ONLY");  // a substring of the workloads to run
-  int total = 0, total_wrong = 0, total_failed = 0, total_across = 0, total_mma = 0;
+  Counts total;
   for (const workload& w : workloads()) {
     if (only && w.name.find(only) == std::string::npos) continue;
     std::mt19937 data_rng(static_cast<uint32_t>(seed));
@@ -283,39 +334,32 @@ int main(int argc, char** argv) {
         }
       });
     for (std::thread& t : builders) t.join();
-    int wrong = 0, failed = 0, across = 0, mma = 0;
+    Counts c;
+    c.programs = static_cast<int>(programs.size());
     for (size_t i = 0; i < programs.size(); ++i) {
       try {
         if (!build_error[i].empty()) throw std::runtime_error(build_error[i]);
-        across += compiled[i]->source.find("across threadIdx.x") != std::string::npos;
-        mma += compiled[i]->source.find("mma.sync") != std::string::npos;
+        c.count(programs[i], compiled[i]->source);
+        if (sample_only) continue;
         const auto got = run_on_device(*compiled[i], inputs, output_sizes);
         bool ok = true;
         for (size_t o = 0; o < got.size() && ok; ++o)
           for (size_t e = 0; e < got[o].size() && ok; ++e)
             ok = std::abs(got[o][e] - expected[o][e]) <= 1e-3f + 1e-3f * std::abs(expected[o][e]);
         if (!ok) {
-          ++wrong;
+          ++c.wrong;
           std::cout << "  WRONG: " << w.name << " program " << i << ":\n"
                     << programs[i].to_string();
         }
       } catch (const std::exception& e) {
-        ++failed;
+        ++c.failed;
         std::cout << "  FAILED: " << w.name << " program " << i << ": " << e.what() << '\n';
-        if (cuda::Context::get().needs_reset()) cuda::Context::get().reset();
+        if (!sample_only && cuda::Context::get().needs_reset()) cuda::Context::get().reset();
       }
     }
-    std::cout << w.name << ": " << programs.size() << " programs (" << across
-              << " reducing across threads, " << mma << " on tensor cores), " << wrong << " wrong, "
-              << failed << " failed\n";
-    total += static_cast<int>(programs.size());
-    total_across += across;
-    total_mma += mma;
-    total_wrong += wrong;
-    total_failed += failed;
+    c.print(w.name, !sample_only);
+    total += c;
   }
-  std::cout << "gpu_check: " << total << " programs (" << total_across
-            << " reducing across threads, " << total_mma << " on tensor cores), " << total_wrong
-            << " wrong, " << total_failed << " failed\n";
-  return total_wrong + total_failed > 0 ? 1 : 0;
+  total.print("gpu_check", !sample_only);
+  return total.wrong + total.failed > 0 ? 1 : 0;
 }
