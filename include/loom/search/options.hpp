@@ -35,6 +35,12 @@ struct SearchOptions {
   /// TensorCoreTilingGpu, search/sketch.hpp), on sm_80 and later; and of float32 tensors, as
   /// TF32, when the target allows it (Target::tf32).
   bool gpu_tensor_cores = true;
+  /// GPU (not in Ansor): the tensor-core sketches also copy the operands' tiles into shared
+  /// memory for every step of the reduction's middle level at once (one copy, one barrier and
+  /// one pipeline stage per middle-level tile of k rather than per instruction's 16), beside
+  /// the sketches that copy one step at a time. Fast GEMMs take 32 or 64 of k per copy; one
+  /// step of 16 leaves a barrier and a copy-group wait to every warp's few instructions.
+  bool gpu_deep_k_tiles = true;
   /// GPU, sm_80 and later: how often the annotation rule DoubleBuffer (search/annotate.hpp)
   /// pipelines a loop that shared stages are computed at — their next tiles copied with cp.async
   /// while the current ones are used (lower/gpu.hpp, point 6). 0 never, 1 always.

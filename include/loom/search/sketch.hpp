@@ -78,7 +78,8 @@
 /// | SkipStage                   | always                                     | Apply             |
 ///
 /// AddCacheReadShared copies the tile of the producer that one step of the consumer's outer
-/// reduction tile reads into shared memory, computed at that step; random annotation spreads
+/// reduction tile reads into shared memory, computed at that step (a tensor-core tile also gets
+/// a sketch with the copies one level out, below); random annotation spreads
 /// the copy over the block's threads (cooperative fetching). Multi-level tiling uses
 /// `gpu_tiling_structure` ("SSSRRSRS"): random annotation binds the first three spatial levels to
 /// blockIdx.x, vthread and threadIdx.x.
@@ -118,6 +119,11 @@
 /// These lengths are set in the sketch and stay. The consumer (the cache_write copy) follows the
 /// block, vthread, warp and lane levels; its warp and lane levels fuse into threadIdx.x, lane
 /// fastest, so lane bits 2-4 select M and bits 0-1 select N as the instruction wants.
+/// AddCacheReadShared then gives a tensor-core tile two sketches (SearchOptions::
+/// gpu_deep_k_tiles; not in Ansor): the operands' shared copies at the middle reduce level, one
+/// instruction's k (16) a copy as Ansor places them, and at the outermost, every middle step a
+/// copy (k of 32, 64, ...: one barrier and one pipeline stage for several instruction steps).
+/// Both operands' copies sit at the same level.
 ///
 /// Left out: SimplifyComputeWithConstTensor (winograd; loom has no constant-tensor ops).
 ///

@@ -17,6 +17,7 @@
 #include <array>
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -93,10 +94,11 @@ int ldmatrix_ways(const lower::GpuKernel& k, const ir::Buffer& buffer, const ir:
   return worst;
 }
 
-// The task's one tensor-core sketch.
+// The task's tensor-core sketch that copies the operands one instruction's k at a time (the
+// first; the second copies the middle reduce level's steps at once, gpu_deep_k_tiles).
 sched::State the_tensor_core_sketch(const Task& task) {
   const auto tc = tensor_core_sketches(search::generate_sketches(task));
-  REQUIRE(tc.size() == 1);
+  REQUIRE(tc.size() == 2);
   return tc[0];
 }
 
@@ -137,19 +139,24 @@ std::shared_ptr<const ComputeDAG> batch_matmul_bf16(int64_t b, int64_t m, int64_
 }  // namespace
 
 TEST_SUITE("search.tensor_cores") {
-  TEST_CASE("a bf16 or fp16 matmul on sm_80+ gets one tensor-core sketch beside its SIMT ones") {
+  TEST_CASE("a bf16 or fp16 matmul on sm_80+ gets two tensor-core sketches beside its SIMT ones") {
     const auto bf16 = loom_test::half_matmul<bfloat16>(64, 64, 64);
     const auto sketches = search::generate_sketches(Task(bf16, Target::cuda("sm_90")));
-    CHECK(tensor_core_sketches(sketches).size() == 1);
+    CHECK(tensor_core_sketches(sketches).size() == 2);
     search::SearchOptions off;
     off.gpu_tensor_cores = false;
     const auto simt = search::generate_sketches(Task(bf16, Target::cuda("sm_90")), off);
     CHECK(tensor_core_sketches(simt).empty());
-    CHECK(simt.size() + 1 == sketches.size());
+    CHECK(simt.size() + 2 == sketches.size());
+    search::SearchOptions shallow;
+    shallow.gpu_deep_k_tiles = false;
+    CHECK(
+        tensor_core_sketches(search::generate_sketches(Task(bf16, Target::cuda("sm_90")), shallow))
+            .size() == 1);
     CHECK(tensor_core_sketches(
               search::generate_sketches(
                   Task(loom_test::half_matmul<float16>(32, 16, 16), Target::cuda("sm_80"))))
-              .size() == 1);
+              .size() == 2);
     // Not before Ampere, not for float32 operands. M no multiple of 16 (40) is padded.
     CHECK(
         tensor_core_sketches(search::generate_sketches(Task(bf16, Target::cuda("sm_75")))).empty());
@@ -160,7 +167,55 @@ TEST_SUITE("search.tensor_cores") {
     CHECK(tensor_core_sketches(search::generate_sketches(Task(f32, Target::cuda()))).empty());
     CHECK(tensor_core_sketches(search::generate_sketches(Task(
                                    loom_test::half_matmul<bfloat16>(40, 64, 64), Target::cuda())))
-              .size() == 1);
+              .size() == 2);
+  }
+
+  TEST_CASE("the deep-k sketch copies several instructions' k per barrier, and is right") {
+    // gpu_deep_k_tiles: the operands' shared copies sit at the outermost reduce loop, so one
+    // copy (one barrier, one pipeline stage) holds every step of the middle level: 32 or 64 of
+    // k where the other sketch takes the instruction's 16.
+    const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 128);
+    const Task task(dag, Target::cuda("sm_90"));
+    const auto tc = tensor_core_sketches(search::generate_sketches(task));
+    REQUIRE(tc.size() == 2);
+    // The reduce loop a stage's shared copies are computed at: 0 outermost, 1 middle.
+    auto copy_level = [](const sched::State& s) {
+      std::set<int> levels;
+      for (const sched::Stage& st : s.stages()) {
+        if (st.scope != ir::MemoryScope::Shared) continue;
+        const sched::Stage& at = s.stage(st.attach_stage);
+        const int p = at.leaf_position(st.attach_iter);
+        int first = 0;
+        while (at.leaf(first).kind != sched::IterKind::Reduce) ++first;
+        levels.insert(p - first);
+      }
+      return levels;
+    };
+    CHECK(copy_level(tc[0]) == std::set<int>{1});
+    CHECK(copy_level(tc[1]) == std::set<int>{0});
+    std::mt19937_64 rng(43);
+    const auto programs = search::sample_programs({tc[1]}, task, {}, rng, 12);
+    CHECK(programs.size() >= 6);
+    int deep = 0, pipelined = 0;
+    for (const sched::State& p : programs) {
+      const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+      // The k a copy holds: the shared buffer of A (64 rows of M at most) over its rows.
+      for (const sched::Stage& st : p.stages()) {
+        if (st.scope != ir::MemoryScope::Shared) continue;
+        const sched::Stage& at = p.stage(st.attach_stage);
+        const int64_t middle = at.leaf(at.leaf_position(st.attach_iter) + 1).extent;
+        deep += st.name == "A.shared" && middle > 1;
+        pipelined += st.name == "A.shared" &&
+                     ir::pipeline_stages(at.leaf(at.leaf_position(st.attach_iter)).annotation) > 1;
+      }
+      const std::string r = loom_test::check_half_matmul<bfloat16>(
+          *dag, 64, 64, 128, [&](std::vector<void*> args) { lower::emulate(g, args); });
+      CHECK_MESSAGE(r == "", p.to_string());
+    }
+    MESSAGE(deep << " of " << programs.size() << " copy more than 16 of k, " << pipelined
+                 << " pipelined");
+    CHECK(deep >= 3);
+    CHECK(pipelined >= 1);
   }
 
   TEST_CASE("every program sampled from a tensor-core sketch computes the matmul's result") {
@@ -176,7 +231,7 @@ TEST_SUITE("search.tensor_cores") {
                             : loom_test::half_matmul<float16>(sh.m, sh.n, sh.k);
         const Task task(dag, Target::cuda("sm_90"));
         const auto tc = tensor_core_sketches(search::generate_sketches(task));
-        REQUIRE(tc.size() == 1);
+        REQUIRE(tc.size() == 2);
         std::mt19937_64 rng(29);
         const auto programs = search::sample_programs(tc, task, {}, rng, 12);
         CHECK(programs.size() >= 4);
@@ -200,7 +255,7 @@ TEST_SUITE("search.tensor_cores") {
     const auto dag = loom_test::half_matmul<bfloat16>(64, 64, 64);
     const Task task(dag, Target::cuda("sm_90"));
     const auto tc = tensor_core_sketches(search::generate_sketches(task));
-    REQUIRE(tc.size() == 1);
+    REQUIRE(tc.size() == 2);
     for (double probability : {1.0, 0.0}) {
       CAPTURE(probability);
       search::SearchOptions o;
@@ -420,7 +475,7 @@ TEST_SUITE("search.tensor_cores") {
       const auto dag = loom_test::float_matmul(m, n, k);
       const Task task(dag, tf32);
       const auto tc = tensor_core_sketches(search::generate_sketches(task));
-      REQUIRE(tc.size() == 1);
+      REQUIRE(tc.size() == 2);
       // Without TF32 (above) or with tensor cores off, none.
       search::SearchOptions off;
       off.gpu_tensor_cores = false;
@@ -447,7 +502,7 @@ TEST_SUITE("search.tensor_cores") {
       const Target target = tf32 ? Target::cuda("sm_90").with_tf32() : Target::cuda("sm_90");
       const Task task(dag, target);
       const auto tc = tensor_core_sketches(search::generate_sketches(task));
-      REQUIRE(tc.size() == 1);
+      REQUIRE(tc.size() == 2);
       std::mt19937_64 rng(37);
       const auto programs = search::sample_programs(tc, task, {}, rng, 10);
       CHECK(programs.size() >= 4);
@@ -472,7 +527,7 @@ TEST_SUITE("search.tensor_cores") {
     const loom_test::workload w = loom_test::matmul_half<bfloat16>(32, 48, 64, true);
     const Task task(w.dag, Target::cuda("sm_90"));
     const auto tc = tensor_core_sketches(search::generate_sketches(task));
-    REQUIRE(tc.size() == 1);
+    REQUIRE(tc.size() == 2);
     const auto ref = loom_test::make_reference(w, 23);
     std::mt19937_64 rng(43);
     const auto programs = search::sample_programs(tc, task, {}, rng, 10);
@@ -525,7 +580,7 @@ TEST_SUITE("search.tensor_cores") {
       CAPTURE(c.what);
       const Task task(c.w.dag, Target::cuda("sm_90"));
       const auto tc = tensor_core_sketches(search::generate_sketches(task));
-      CHECK(tc.size() == (c.tensor_cores ? 1u : 0u));
+      CHECK(tc.size() == (c.tensor_cores ? 2u : 0u));
       if (tc.empty()) continue;
       const auto ref = loom_test::make_reference(c.w, 17);
       std::mt19937_64 rng(41);
@@ -572,7 +627,7 @@ TEST_SUITE("search.tensor_cores") {
                                                     std::vector<ir::Tensor>{y});
       const Task task(dag, Target::cuda("sm_90"));
       const auto tc = tensor_core_sketches(search::generate_sketches(task));
-      REQUIRE(tc.size() == (l.tensor_cores ? 1u : 0u));
+      REQUIRE(tc.size() == (l.tensor_cores ? 2u : 0u));
       if (tc.empty()) continue;
       std::mt19937_64 rng(7);
       int fit = 0;
@@ -593,7 +648,7 @@ TEST_SUITE("search.tensor_cores") {
     const auto dag = batch_matmul_bf16(3, 32, 16, 32);
     const Task task(dag, Target::cuda());
     const auto tc = tensor_core_sketches(search::generate_sketches(task));
-    REQUIRE(tc.size() == 1);
+    REQUIRE(tc.size() == 2);
     std::mt19937_64 rng(5);
     const auto programs = search::sample_programs(tc, task, {}, rng, 8);
     CHECK(programs.size() >= 4);
@@ -620,7 +675,7 @@ TEST_SUITE("search.tensor_cores") {
     const search::SearchOptions options;
     const search::SketchContext ctx(task, options);
     const auto tc = tensor_core_sketches(search::generate_sketches(task));
-    REQUIRE(tc.size() == 1);
+    REQUIRE(tc.size() == 2);
     std::mt19937_64 rng(11);
     int children = 0, lowered = 0, swizzled = 0;
     for (const sched::State& p : search::sample_programs(tc, task, options, rng, 6)) {

@@ -48,6 +48,33 @@ inline int shared_cache_reader(const SketchContext& ctx, const sched::State& st,
   return reads_directly(st, c, i) ? c : -1;
 }
 
+// Where the shared copies of a stage's operands may be computed: the end of its outer reduce
+// tile level (one step of its middle level at a time, Ansor's place) and, for a tensor-core
+// tile with SearchOptions::gpu_deep_k_tiles, also the end of the outermost reduce level, so
+// that one copy holds every middle step (several instructions' k per barrier). Where another
+// operand's copy is already placed, there only: the operands step through K together.
+inline std::vector<int> shared_copy_positions(const SketchContext& ctx, const sched::State& st,
+                                              int reader) {
+  const sched::Stage& rs = st.stages()[reader];
+  for (const sched::Stage& s : st.stages())
+    if (s.scope == ir::MemoryScope::Shared && s.location == sched::ComputeLocation::At &&
+        s.attach_stage == rs.name)
+      return {rs.leaf_position(s.attach_iter)};
+  const int end = first_reduce_level_end(rs);
+  std::vector<int> out{end};
+  const bool tensor_core = std::any_of(rs.leaves.begin(), rs.leaves.end(), [&](int id) {
+    return rs.iters[id].annotation == sched::Annotation::Tensorized;
+  });
+  if (!tensor_core || !ctx.options().gpu_deep_k_tiles) return out;
+  // The level ending at `end` is the outermost and the middle loops of each reduce axis
+  // ("RR" of tensor_core_tiling_structure): the outermost end halfway.
+  int begin = end;
+  while (begin > 0 && rs.leaf(begin - 1).kind == sched::IterKind::Reduce) --begin;
+  const int length = end - begin + 1;
+  if (length % 2 == 0) out.push_back(begin + length / 2 - 1);
+  return out;
+}
+
 }  // namespace detail
 
 LOOM_DECL SketchRule rule_add_cache_read_shared() {
@@ -57,15 +84,21 @@ LOOM_DECL SketchRule rule_add_cache_read_shared() {
                                                                 : RuleCondition::Skip;
           },
           [](const SketchContext& ctx, const sched::State& st, int i) {
-            const std::string reader = st.stages()[detail::shared_cache_reader(ctx, st, i)].name;
-            sched::State s = st;
-            const std::string copy =
-                s.cache_read(st.stages()[i].name, ir::MemoryScope::Shared, {reader});
+            const int reader_index = detail::shared_cache_reader(ctx, st, i);
+            const std::string reader = st.stages()[reader_index].name;
+            detail::Successors out;
             // One step of the reader's outer reduction tile at a time (Ansor's
-            // GetLastReduceIteratorInOutermostReduceTile).
-            s.compute_at(copy, reader, detail::first_reduce_level_end(s.stage(reader)));
-            // The copy sits at i + 1; the stage itself is visited again (it may be inlined).
-            return detail::Successors{{std::move(s), i}};
+            // GetLastReduceIteratorInOutermostReduceTile), or, for tensor cores, every step
+            // of its middle level too.
+            for (int position : detail::shared_copy_positions(ctx, st, reader_index)) {
+              sched::State s = st;
+              const std::string copy =
+                  s.cache_read(st.stages()[i].name, ir::MemoryScope::Shared, {reader});
+              s.compute_at(copy, reader, position);
+              // The copy sits at i + 1; the stage itself is visited again (it may be inlined).
+              out.emplace_back(std::move(s), i);
+            }
+            return out;
           }};
 }
 
