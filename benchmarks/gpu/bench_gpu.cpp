@@ -36,7 +36,8 @@
 //
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
 //             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--widest-copy=P]
-//             [--vector-stores=0|1] [--swizzle-shared=P] [--ansor-features]
+//             [--vector-stores=0|1] [--swizzle-shared=P] [--deep-k-tiles=0|1]
+//             [--ansor-features]
 //             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
@@ -65,6 +66,9 @@
 // vectors (SearchOptions::gpu_vector_stores, on by default). --swizzle-shared=P: how often a
 // tensor-core operand's shared rows drawn for padding are swizzled instead where they can be
 // (SearchOptions::gpu_swizzle_shared_probability, 0.5 by default); 0 against 1 measures it.
+// --deep-k-tiles=0: the tensor-core sketches copy one instruction's k into shared memory per
+// step only (SearchOptions::gpu_deep_k_tiles, on by default: also a sketch whose copies hold
+// every step of the reduction's middle level).
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -85,6 +89,8 @@
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
+
+#include "gpu_workloads.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -107,6 +113,7 @@
 #include <vector>
 
 using namespace loom;
+using namespace loom_bench_gpu;
 
 namespace {
 
@@ -186,74 +193,8 @@ std::vector<float> download_as_float(const cuda::DeviceBuffer& b, size_t n, Elem
 
 // --- workloads -----------------------------------------------------------------------------------
 
-/// The numbers a workload computes with.
-enum class Precision {
-  fp32,  ///< fp32 in and out, FP32 FMA: loom's contenders, cublasSgemm, cuDNN's fp32 kernels
-  tf32,  ///< fp32 in and out, products on TF32 tensor cores
-  bf16,  ///< bf16 inputs, fp32 accumulation and output
-  fp16,  ///< fp16 inputs, fp32 accumulation; fp32 output from cuBLAS, fp16 from cuDNN
-};
-
 Elem input_elem(Precision p) {
   return p == Precision::bf16 ? Elem::bf16 : p == Precision::fp16 ? Elem::f16 : Elem::f32;
-}
-
-/// C[batch][m,n] = A[batch][m,k] B[batch][k,n], row-major; batch 0: one product (no batch axis).
-/// With trans_b, B is given as [batch][n,k].
-struct GemmShape {
-  int batch = 0, m = 0, n = 0, k = 0;
-  bool trans_b = false;
-};
-
-/// A stride-1 convolution: N images of C x H x W, K filters of C x R x S, `pad` on each side.
-struct ConvShape {
-  int n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, pad = 0;
-};
-
-/// What make_workload builds a workload from.
-struct Spec {
-  std::string name;
-  Precision precision = Precision::fp32;
-  /// The fp32 DAG: loom's fp32 contenders, and the reference output of every precision.
-  std::vector<ir::Tensor> inputs;
-  ir::Tensor output;
-  GemmShape gemm;  ///< the cuBLAS contender's product (m == 0: none)
-  ConvShape conv;  ///< the cuDNN contenders' convolution (n == 0: none): fp32 NCHW, fp16 NHWC
-  bool memory_bound = false;  ///< timed against the DRAM's bandwidth
-  /// A bf16 / fp16 workload's loom DAG (loom_16bit_gemm): the same product of 16-bit
-  /// placeholders, float32 products summed in float32 as the vendor's; none otherwise.
-  std::vector<ir::Tensor> loom_inputs;
-  ir::Tensor loom_output;
-};
-
-/// Sets the loom DAG of a 16-bit GEMM or batched GEMM spec: placeholders of T shaped as the fp32
-/// DAG's inputs (their buffers hold T already, input_elem(precision)).
-template <class T>
-void loom_16bit_gemm(Spec& s) {
-  const std::vector<int64_t> sa = s.inputs[0].shape(), sb = s.inputs[1].shape();
-  if (sa.size() == 2) {
-    auto a = placeholder<T>(s.inputs[0].name(), {sa[0], sa[1]});
-    auto b = placeholder<T>(s.inputs[1].name(), {sb[0], sb[1]});
-    s.loom_inputs = {a, b};
-    s.loom_output = ops::matmul(a, b, false, s.gemm.trans_b);
-  } else {
-    auto a = placeholder<T>(s.inputs[0].name(), {sa[0], sa[1], sa[2]});
-    auto b = placeholder<T>(s.inputs[1].name(), {sb[0], sb[1], sb[2]});
-    s.loom_inputs = {a, b};
-    s.loom_output = ops::batch_matmul(a, b);
-  }
-}
-
-/// Sets the loom DAG of an fp16 NHWC convolution spec: 16-bit placeholders shaped as the fp32
-/// DAG's inputs (HWIO filter), float32 products summed in float32, the sum rounded to fp16 as
-/// cuDNN's output (Workload::output_elem).
-void loom_fp16_conv_nhwc(Spec& s) {
-  const std::vector<int64_t> sx = s.inputs[0].shape(), sw = s.inputs[1].shape();
-  auto x = placeholder<float16>(s.inputs[0].name(), {sx[0], sx[1], sx[2], sx[3]});
-  auto w = placeholder<float16>(s.inputs[1].name(), {sw[0], sw[1], sw[2], sw[3]});
-  const ir::Tensor y = ops::conv2d_nhwc(x, w, {.padding = {s.conv.pad, s.conv.pad}});
-  s.loom_inputs = {x, w};
-  s.loom_output = ops::untyped::cast(y, ir::DType::f16(), "y_fp16");
 }
 
 /// LoomDefault's program and output for a DAG (the default schedule: one thread per output
@@ -344,13 +285,8 @@ Workload make_workload(const Spec& spec, const Target& target,
       spec.name, spec.precision,
       Task(std::make_shared<const ComputeDAG>(spec.inputs, std::vector<ir::Tensor>{spec.output}),
            target)};
-  if (spec.precision == Precision::fp32) w.loom_task = w.task;
-  // A target of its own: TF32 programs and their records never stand in for fp32 ones.
-  if (spec.precision == Precision::tf32) w.loom_task = Task(w.task.dag, target.with_tf32());
-  if (!spec.loom_inputs.empty())
-    w.loom_task = Task(std::make_shared<const ComputeDAG>(
-                           spec.loom_inputs, std::vector<ir::Tensor>{spec.loom_output}),
-                       target);
+  w.loom_task =
+      spec.precision == Precision::fp32 ? std::optional<Task>(w.task) : loom_task(spec, target);
   const std::vector<std::vector<float>> values = input_values(spec.inputs);
   for (const std::vector<float>& v : values)
     w.buffers.push_back(upload_as(v, input_elem(spec.precision)));
@@ -365,112 +301,6 @@ Workload make_workload(const Spec& spec, const Target& target,
   w.conv = spec.conv;
   w.memory_bound = spec.memory_bound;
   return w;
-}
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::tf32: return "tf32";
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-  }
-  return "?";
-}
-
-/// The workloads of the header comment, in order, those `keep` accepts (by name) only.
-std::vector<Spec> workload_specs(const std::function<bool(const std::string&)>& keep) {
-  std::vector<Spec> specs;
-  auto add = [&](Spec s) {
-    if (!keep(s.name)) return;
-    if (s.gemm.m > 0 && s.precision == Precision::bf16) loom_16bit_gemm<bfloat16>(s);
-    if (s.gemm.m > 0 && s.precision == Precision::fp16) loom_16bit_gemm<float16>(s);
-    if (s.conv.n > 0 && s.precision == Precision::fp16) loom_fp16_conv_nhwc(s);
-    specs.push_back(std::move(s));
-  };
-  for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16}) {
-    auto a = placeholder<float>("A", {4096, 4096});
-    auto b = placeholder<float>("B", {4096, 4096});
-    add({.name = std::string("gemm4096_") + precision_name(p),
-         .precision = p,
-         .inputs = {a, b},
-         .output = ops::matmul(a, b),
-         .gemm = {0, 4096, 4096, 4096}});
-  }
-  for (Precision p : {Precision::tf32, Precision::bf16}) {
-    auto a = placeholder<float>("A", {4096, 4096});
-    auto b = placeholder<float>("B", {4096, 4096});  // [N, K]
-    add({.name = std::string("gemm4096_nt_") + precision_name(p),
-         .precision = p,
-         .inputs = {a, b},
-         .output = ops::matmul(a, b, false, true),
-         .gemm = {0, 4096, 4096, 4096, true}});
-  }
-  for (Precision p : {Precision::fp32, Precision::bf16})
-    for (int m : {128, 4096})
-      for (const auto& [layer, k, n] : {std::tuple{1, 768, 3072}, std::tuple{2, 3072, 768}}) {
-        auto x = placeholder<float>("X", {m, k});
-        auto wt = placeholder<float>("W", {k, n});
-        add({.name = "bert_ffn" + std::to_string(layer) + "_m" + std::to_string(m) + "_" +
-                     precision_name(p),
-             .precision = p,
-             .inputs = {x, wt},
-             .output = ops::matmul(x, wt),
-             .gemm = {0, m, n, k}});
-      }
-  for (Precision p : {Precision::fp32, Precision::bf16})
-    for (const auto& [what, batch, m, k, n] :
-         {std::tuple{"qk", 12, 128, 64, 128}, std::tuple{"av", 12, 128, 128, 64},
-          std::tuple{"qk", 384, 128, 64, 128}}) {
-      auto a = placeholder<float>("A", {batch, m, k});
-      auto b = placeholder<float>("B", {batch, k, n});
-      add({.name =
-               std::string("bmm_") + what + "_b" + std::to_string(batch) + "_" + precision_name(p),
-           .precision = p,
-           .inputs = {a, b},
-           .output = ops::batch_matmul(a, b),
-           .gemm = {batch, m, n, k}});
-    }
-  {
-    auto x = placeholder<float>("X", {1, 64, 56, 56});
-    auto wt = placeholder<float>("W", {64, 64, 3, 3});
-    add({.name = "conv2d_nchw_n1_64x56x56_k64_3x3_fp32",
-         .inputs = {x, wt},
-         .output = ops::conv2d_nchw(x, wt, {.padding = {1, 1}}),
-         .conv = {1, 64, 56, 56, 64, 3, 3, 1}});
-  }
-  // ResNet-50's stride-1 convolutions: c, h (= w), k, r (= s).
-  for (int n : {1, 32})
-    for (const auto& [c, h, k, r] :
-         {std::tuple{64, 56, 64, 3}, std::tuple{128, 28, 128, 3}, std::tuple{256, 14, 256, 3},
-          std::tuple{512, 7, 512, 3}, std::tuple{64, 56, 256, 1}, std::tuple{256, 56, 64, 1},
-          std::tuple{1024, 14, 256, 1}}) {
-      const int pad = r / 2;
-      auto x = placeholder<float>("X", {n, h, h, c});
-      auto wt = placeholder<float>("W", {r, r, c, k});
-      const std::string hw = std::to_string(h);
-      add({.name = "conv2d_nhwc_n" + std::to_string(n) + "_" + std::to_string(c) + "x" + hw + "x" +
-                   hw + "_k" + std::to_string(k) + "_" + std::to_string(r) + "x" +
-                   std::to_string(r) + "_fp16",
-           .precision = Precision::fp16,
-           .inputs = {x, wt},
-           .output = ops::conv2d_nhwc(x, wt, {.padding = {pad, pad}}),
-           .conv = {n, c, h, h, k, r, r, pad}});
-    }
-  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {128, 768}}) {
-    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-    auto x = placeholder<float>("X", {rows, cols});
-    auto g = placeholder<float>("gamma", {cols});
-    auto b = placeholder<float>("beta", {cols});
-    add({.name = "softmax_" + shape,
-         .inputs = {x},
-         .output = ops::softmax(x),
-         .memory_bound = true});
-    add({.name = "layer_norm_" + shape,
-         .inputs = {x, g, b},
-         .output = ops::layer_norm(x, g, b),
-         .memory_bound = true});
-  }
-  return specs;
 }
 
 // --- cuBLAS and cuDNN, the few calls we need, through dlopen ------------------------------------
@@ -786,6 +616,7 @@ int main(int argc, char** argv) {
   double widest_copy = search::SearchOptions{}.gpu_widest_copy_probability;
   bool vector_stores = search::SearchOptions{}.gpu_vector_stores;
   double swizzle_shared = search::SearchOptions{}.gpu_swizzle_shared_probability;
+  bool deep_k_tiles = search::SearchOptions{}.gpu_deep_k_tiles;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -809,6 +640,8 @@ int main(int argc, char** argv) {
       vector_stores = std::atoi(argv[i] + 16) != 0;
     } else if (std::strncmp(argv[i], "--swizzle-shared=", 17) == 0) {
       swizzle_shared = std::atof(argv[i] + 17);
+    } else if (std::strncmp(argv[i], "--deep-k-tiles=", 15) == 0) {
+      deep_k_tiles = std::atoi(argv[i] + 15) != 0;
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
@@ -869,6 +702,7 @@ int main(int argc, char** argv) {
       o.space.gpu_widest_copy_probability = widest_copy;
       o.space.gpu_vector_stores = vector_stores;
       o.space.gpu_swizzle_shared_probability = swizzle_shared;
+      o.space.gpu_deep_k_tiles = deep_k_tiles;
       if (ansor_features) o.gbdt.num_features = cost::kNumAnsorFeatures;
       // The best programs run in milliseconds; one that needs seconds is not worth its run.
       o.measure.run_timeout_s = 2;
@@ -927,6 +761,19 @@ int main(int argc, char** argv) {
         };
         const bool lane_major = has_step(sched::StoragePermuteStep{});
         const bool swizzled = has_step(sched::StorageSwizzleStep{});
+        // The reduction terms one shared copy holds (16 per instruction step; more where the
+        // copies sit outside the middle reduce level, gpu_deep_k_tiles).
+        int64_t terms_per_copy = 0;
+        for (const sched::Stage& st : best->stages()) {
+          if (st.scope != ir::MemoryScope::Shared || st.location != sched::ComputeLocation::At)
+            continue;
+          const sched::Stage& at = best->stage(st.attach_stage);
+          int64_t terms = 1;
+          for (int q = at.leaf_position(st.attach_iter) + 1; q < static_cast<int>(at.leaves.size());
+               ++q)
+            if (at.leaf(q).kind == sched::IterKind::Reduce) terms *= at.leaf(q).extent;
+          terms_per_copy = std::max(terms_per_copy, terms);
+        }
         // The sizes of its asynchronous copies, as the copy statements print them.
         std::string async_bytes;
         for (const char* bytes : {"16", "8", "4"})
@@ -934,10 +781,10 @@ int main(int argc, char** argv) {
             async_bytes += (async_bytes.empty() ? "" : "/") + std::string(bytes);
         std::printf(
             "%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages, %s bytes), "
-            "lane-major shared copies %s, swizzled %s\n",
+            "lane-major shared copies %s, swizzled %s, %lld reduction terms per shared copy\n",
             w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages,
             async_bytes.empty() ? "no" : async_bytes.c_str(), lane_major ? "yes" : "no",
-            swizzled ? "yes" : "no");
+            swizzled ? "yes" : "no", static_cast<long long>(terms_per_copy));
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",
