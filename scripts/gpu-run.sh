@@ -15,10 +15,12 @@
 # 0 skips tuning; records in LOOM_GPU_RECORDS, default <build-dir>/gpu_tuned.jsonl) and times
 # the tuned kernels against cuBLAS, cuDNN and the DRAM's bandwidth. LOOM_GPU_WORKLOADS (comma-
 # separated name prefixes, e.g. softmax,layer_norm) restricts bench_gpu's workloads, and
-# LOOM_GPU_STEPS (default "ctest check bench") the steps, LOOM_GPU_CTEST_LABELS (default
+# LOOM_GPU_STEPS (default "ctest check bench torch") the steps, LOOM_GPU_CTEST_LABELS (default
 # "cuda|gpu"; "gpu" for the real-device tests alone) the tests. bench_gpu writes each tuned
 # workload's best-so-far curve next to the records (<records>.<workload>.curve.csv), and
 # LOOM_GPU_BENCH_FLAGS (split on spaces) adds flags to its own, e.g. --benchmark_min_time=0.1.
+# Step torch times the same workloads with PyTorch (benchmarks/gpu/torch_baseline.py: cuBLASLt,
+# cuDNN's graph API with cudnn.benchmark), the contender a user would pick instead.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -64,7 +66,7 @@ fi
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 # Every step runs even when an earlier one failed; the exit status says whether any did.
 status=0
-steps=${LOOM_GPU_STEPS:-ctest check bench}
+steps=${LOOM_GPU_STEPS:-ctest check bench torch}
 if [[ $steps == *ctest* ]]; then
   ctest --test-dir "$build" -L "${LOOM_GPU_CTEST_LABELS:-cuda|gpu}" --output-on-failure || status=1
 fi
@@ -77,5 +79,9 @@ if [[ $steps == *bench* && -x $build/benchmarks/bench_gpu ]]; then
     ${LOOM_GPU_WORKLOADS:+--workloads="$LOOM_GPU_WORKLOADS"} \
     --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true ${LOOM_GPU_BENCH_FLAGS:-} || status=1
+fi
+if [[ $steps == *torch* ]]; then
+  python3 "$root/benchmarks/gpu/torch_baseline.py" \
+    ${LOOM_GPU_WORKLOADS:+--workloads="$LOOM_GPU_WORKLOADS"} || status=1
 fi
 exit $status
