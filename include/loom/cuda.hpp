@@ -83,7 +83,8 @@ TuneResult tune(const Task& task, const search::TuneOptions& options = {},
                 const GpuMeasurerOptions& gpu = {});
 
 /// The fastest correct record of the task's workload and target in the log, replayed; nothing
-/// when the log has none.
+/// when the log has none. Records measured on this machine's GPU (device 0, by name) come
+/// first: a time measured on an H100 does not rank programs for an H200.
 std::optional<sched::State> best_recorded_schedule(const Task& task, const std::string& records);
 
 }  // namespace cuda

@@ -48,7 +48,9 @@ LOOM_DECL TuneResult tune(const Task& task, const search::TuneOptions& options,
 
 LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
                                                              const std::string& records) {
-  return search::best_recorded_state(task, records);
+  std::string why;
+  const std::string device = device_available(&why) ? device_info(0).name : "";
+  return search::best_recorded_state(task, records, 0, device);
 }
 
 }  // namespace cuda

@@ -21,7 +21,7 @@
 /// | `timestamp`     | when it was measured, unix seconds                                  |
 /// | `threads`       | optional: the threads the program ran with (absent: not recorded)   |
 /// | `device`        | optional: the processor it ran on, LLVM's CPU name for the CPU (`"znver5"`)
-/// |
+/// |                 | or the GPU's name as its driver gives it (`"NVIDIA H200"`)          |
 /// | `cold_constants`| optional: `true` when the weights were evicted before each timed call |
 /// | `structure`     | optional: the DAG's structure key, the computation up to its extents |
 /// | `extents`       | optional: every op's shape, concatenated (ComputeDAG::extents)       |
@@ -93,10 +93,11 @@ struct TuningRecord {
   /// field "threads" (omitted when 0).
   int threads = 0;
   /// The processor the program was measured on (Measurer::device(): LLVM's name of the host CPU,
-  /// "znver5", for the CPU measurer); "" when not recorded. The target string "llvm -mcpu=host"
-  /// names no CPU, and a schedule tuned on one (AVX2, 16 vector registers) is not the best on
-  /// another (AVX-512, 32), so best_record() prefers the caller's device as it prefers its
-  /// thread count. Written as the optional field "device" (omitted when empty).
+  /// "znver5", for the CPU measurer; the GPU's name, "NVIDIA H200", for the GPU measurer); ""
+  /// when not recorded (GPU records from before the GPU measurer named its device). The target
+  /// string "llvm -mcpu=host" names no CPU, and a schedule tuned on one (AVX2, 16 vector registers)
+  /// is not the best on another (AVX-512, 32), so best_record() prefers the caller's device as it
+  /// prefers its thread count. Written as the optional field "device" (omitted when empty).
   std::string device;
   /// Measured with the task's constant inputs evicted from the caches before each timed call
   /// (MeasureOptions::cold_constants), as a network's layers meet their weights. Such a cost is
@@ -197,10 +198,11 @@ std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records
                                         int threads = 0, const std::string& device = "");
 
 /// The state of the fastest correct record of the task's workload and target in the log at
-/// `path`, replayed on the task's DAG (threads as for best_record); nothing when the log has
-/// none (a missing file has none). What cuda::best_recorded_schedule uses.
+/// `path`, replayed on the task's DAG (threads and device preferred as for best_record);
+/// nothing when the log has none (a missing file has none). What cuda::best_recorded_schedule
+/// uses.
 std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
-                                                int threads = 0);
+                                                int threads = 0, const std::string& device = "");
 
 /// A schedule carried over from another shape: the state, and the workload and extents of the
 /// records it came from.

@@ -6,12 +6,16 @@
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
 #include <loom/sched/default_schedule.hpp>
+#include <loom/search/annotate.hpp>
+#include <loom/search/records.hpp>
+#include <loom/search/sketch.hpp>
 
 #include "support/mma_schedule.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -109,6 +113,39 @@ TEST_SUITE("cuda.device") {
     CHECK(&cuda::Context::get(0) == &cuda::Context::get());
     CHECK_THROWS_WITH_AS(cuda::device_info(cuda::device_count()),
                          doctest::Contains("[loom.cuda.E911]"), user_error);
+  }
+
+  TEST_CASE("records name the GPU, and the best recorded schedule is this GPU's") {
+    const std::string name = cuda::device_info(0).name;
+    CHECK(cuda::GpuMeasurer().device() == name);
+    cuda::GpuMeasurerOptions absent;
+    absent.device = cuda::device_count();
+    CHECK(cuda::GpuMeasurer({}, absent).device().empty());
+    // Two programs of one task: the faster measured on another GPU, the slower on this one.
+    auto a = placeholder<float>("A", {64, 64});
+    auto b = placeholder<float>("B", {64, 64});
+    const Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                       std::vector<ir::Tensor>{ops::matmul(a, b)}),
+                    Target::cuda("sm_90"));
+    std::mt19937_64 rng(3);
+    const auto programs =
+        search::sample_programs(search::generate_sketches(task), task, {}, rng, 2);
+    REQUIRE(programs.size() == 2);
+    REQUIRE(programs[0].to_string() != programs[1].to_string());
+    search::MeasureResult fast, slow;
+    fast.costs = {1e-6};
+    slow.costs = {2e-6};
+    search::TuningRecord elsewhere = search::make_tuning_record(task, programs[0], fast);
+    elsewhere.device = "another GPU";
+    search::TuningRecord here = search::make_tuning_record(task, programs[1], slow);
+    here.device = name;
+    const std::string path = "loom_test_gpu_records_by_device.jsonl";
+    std::remove(path.c_str());
+    search::append_records(path, {elsewhere, here});
+    const auto best = cuda::best_recorded_schedule(task, path);
+    REQUIRE(best.has_value());
+    CHECK(best->to_string() == programs[1].to_string());
+    std::remove(path.c_str());
   }
 
   TEST_CASE("upload and download round-trip, zero clears, moves transfer ownership") {

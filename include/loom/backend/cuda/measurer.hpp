@@ -105,6 +105,9 @@ class GpuMeasurer : public search::StreamingMeasurer {
                                                   const std::vector<sched::State>& states,
                                                   const ResultCallback& on_result) override;
   std::string name() const override { return "local-cuda"; }
+  /// The GPU's name as the driver gives it ("NVIDIA H200"), recorded with each measurement:
+  /// a resumed run re-measures programs timed on another GPU. "" without a device.
+  std::string device() const override;
 
   const search::MeasureOptions& options() const { return options_; }
   const GpuMeasurerOptions& gpu_options() const { return gpu_; }

@@ -464,9 +464,9 @@ LOOM_DECL std::optional<TransferredState> transferred_state(
 }
 
 LOOM_DECL std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
-                                                          int threads) {
-  const std::optional<TuningRecord> best =
-      best_record(read_records(path), task.workload_key(), task.target.to_string(), threads);
+                                                          int threads, const std::string& device) {
+  const std::optional<TuningRecord> best = best_record(read_records(path), task.workload_key(),
+                                                       task.target.to_string(), threads, device);
   if (!best) return std::nullopt;
   return sched::replay(task.dag, best->steps);
 }

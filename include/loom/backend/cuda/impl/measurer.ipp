@@ -454,6 +454,13 @@ LOOM_DECL GpuMeasurer::GpuMeasurer(search::MeasureOptions options, GpuMeasurerOp
 
 LOOM_DECL GpuMeasurer::~GpuMeasurer() = default;
 
+LOOM_DECL std::string GpuMeasurer::device() const {
+  // The driver answers without a context, so asking here keeps the process free of one.
+  std::string why;
+  if (!device_available(&why) || gpu_.device >= device_count()) return "";
+  return device_info(gpu_.device).name;
+}
+
 namespace detail {
 
 struct Built {
