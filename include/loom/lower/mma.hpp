@@ -25,9 +25,11 @@
 ///
 /// The accumulator array may hold at most `mma_accumulator_limit(threads)` elements: a tile
 /// whose accumulators spill to local memory runs slower than SIMT code, and a thread's registers
-/// are 255 at most and the block's share of the 64 Ki-register file (65536 / threads, 64 at 1024
-/// threads). ptxas compiling sampled ResNet convolution tiles for sm_90: 112 accumulators at 512
-/// threads and 56 or 64 at 896 spilled; 56 at 128 threads took 80 registers.
+/// are 255 at most and the block's share of the 64 Ki-register file (mma_register_share: 64 at
+/// 1024 threads, 128 at 448). ptxas compiling sampled ResNet convolution tiles for sm_90: 112
+/// accumulators at 512 threads and 56 or 64 at 896 spilled; 56 at 128 threads took 80
+/// registers; 112 at 448 threads, allowed by a share of 65536 / 448 before the share counted
+/// the register file's quarters, put the accumulators in local memory (6.6 KB of spills).
 ///
 /// The warp's 32 lanes must all run the tile: the block's x extent is a multiple of 32 and no
 /// condition or loop bound around it depends on the thread index.
@@ -67,10 +69,16 @@ namespace lower {
 
 inline constexpr int64_t max_mma_accumulators = 128;
 
-/// The registers a thread of a block of `threads_per_block` threads has: 255, or the register
-/// file's 65536 shared out, in allocation units of 8.
+/// The registers a thread of a block of `threads_per_block` threads has: 255, or what the
+/// register file leaves it in allocation units of 8. The file is four quarters of 16,384, one
+/// per scheduler, and a block's warps are dealt out among them, so the quarter with the most
+/// warps bounds every thread: ptxas (CUDA 13.0, sm_90, `__launch_bounds__(n, 1)`) caps 320 and
+/// 384 threads at 168 registers, 448 and 512 at 128, 576 and 640 at 96, 704 and 768 at 80,
+/// where the whole file shared out (65536 / n) would give 448 threads 144.
 constexpr int64_t mma_register_share(int64_t threads_per_block) {
-  const int64_t share = threads_per_block > 0 ? 65536 / threads_per_block / 8 * 8 : 255;
+  if (threads_per_block <= 0) return 255;
+  const int64_t warps = (threads_per_block + 31) / 32;
+  const int64_t share = 16384 / (((warps + 3) / 4) * 32) / 8 * 8;
   return share < 255 ? share : 255;
 }
 
