@@ -41,7 +41,7 @@ struct ConvShape {
   int n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, pad = 0;
 };
 
-/// What make_workload builds a workload from.
+/// What bench_gpu's make_workload builds a workload from.
 struct Spec {
   std::string name;
   Precision precision = Precision::fp32;

@@ -199,7 +199,8 @@ TEST_SUITE("search.tensor_cores") {
     int deep = 0, pipelined = 0;
     for (const sched::State& p : programs) {
       const lower::GpuProgram g = lower::lower_gpu(p, task.target);
-      // The k a copy holds: the shared buffer of A (64 rows of M at most) over its rows.
+      // The loop inside A's copy is the middle reduce level: more than one step of it is more
+      // than the instruction's 16 of k a copy.
       for (const sched::Stage& st : p.stages()) {
         if (st.scope != ir::MemoryScope::Shared) continue;
         const sched::Stage& at = p.stage(st.attach_stage);
