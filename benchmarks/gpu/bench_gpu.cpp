@@ -779,12 +779,21 @@ int main(int argc, char** argv) {
         for (const char* bytes : {"16", "8", "4"})
           if (c.source.find(std::string("[%1], ") + bytes + ";") != std::string::npos)
             async_bytes += (async_bytes.empty() ? "" : "/") + std::string(bytes);
+        // What the device made of it: the most registers and local memory (spills) a thread of
+        // any of its kernels has.
+        int registers = 0, local_bytes = 0;
+        for (const cuda::Function& f : tuned->functions()) {
+          registers = std::max(registers, f.num_registers());
+          local_bytes = std::max(local_bytes, f.local_memory());
+        }
         std::printf(
             "%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages, %s bytes), "
-            "lane-major shared copies %s, swizzled %s, %lld reduction terms per shared copy\n",
+            "lane-major shared copies %s, swizzled %s, %lld reduction terms per shared copy; "
+            "%d registers and %d bytes of local memory a thread\n",
             w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages,
             async_bytes.empty() ? "no" : async_bytes.c_str(), lane_major ? "yes" : "no",
-            swizzled ? "yes" : "no", static_cast<long long>(terms_per_copy));
+            swizzled ? "yes" : "no", static_cast<long long>(terms_per_copy), registers,
+            local_bytes);
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",

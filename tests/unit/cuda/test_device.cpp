@@ -355,6 +355,10 @@ TEST_SUITE("cuda.device") {
     CHECK(compiled.plan.kernels[0].dynamic_shared_bytes == 64 * 1024);
     // Without the attribute Program sets, the driver (or the fake) refuses the launch.
     cuda::Program program(compiled.image, compiled.plan);
+    // Its kernels, as the device made them.
+    REQUIRE(program.functions().size() == compiled.plan.kernels.size());
+    CHECK(program.functions()[0].num_registers() > 0);
+    CHECK(program.functions()[0].local_memory() >= 0);
     const std::vector<float> x = random_floats(64 * 256, 5), y = random_floats(256 * 64, 6);
     cuda::DeviceBuffer da(x.size() * 4), db(y.size() * 4), dc(64 * 64 * 4);
     da.upload(x.data(), x.size() * 4);

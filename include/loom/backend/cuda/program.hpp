@@ -95,6 +95,9 @@ class Program {
 
   const LaunchPlan& plan() const noexcept { return plan_; }
   const Module& module() const noexcept { return module_; }
+  /// The kernels, in launch order: what the device made of each (Function::num_registers,
+  /// Function::local_memory: a tile whose accumulators spilled has local memory).
+  const std::vector<Function>& functions() const noexcept { return functions_; }
 
  private:
   LaunchPlan plan_;
