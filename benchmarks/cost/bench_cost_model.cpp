@@ -31,10 +31,15 @@
 //   models=gbdt,xgb-packsum,xgb-sumrows,random,roofline parts=random,lowo,timing dump=PATH (write
 //   every feature row as TSV: program, workload, seconds, label, values) logs=DIR (evaluate on the
 //   tuning logs DIR/<name>.jsonl of tune_workloads instead: programs the search chose to measure,
-//   as Ansor's training data were, timed by the tuner)
+//   as Ansor's training data were, timed by the tuner) gpu_logs=FILE[,FILE] (evaluate on GPU
+//   tuning logs of bench_gpu's workloads instead, plain or .gz, featurized for an H100/H200;
+//   e.g. benchmarks/results/h200_tuning_logs.jsonl.gz)
+// Model gbdt-ansor: gbdt on Ansor's 164 features alone (loom's GPU features zeroed), which
+// measures what those are worth for ranking (models=gbdt,gbdt-ansor).
 // A plain program, not a Google Benchmark: the numbers are accuracies, not times.
 #include "cost_workloads.hpp"
 #include "gz_io.hpp"
+#include "../gpu/gpu_workloads.hpp"
 #include "../tune/tune_workloads.hpp"
 
 #include <loom/cost/features.hpp>
@@ -117,11 +122,64 @@ std::string logs_as_dataset(const std::string& dir,
   return text;
 }
 
-/// The data set at `path`, or with `logs_dir` the tuning logs in it (logs_as_dataset).
-Dataset load(const std::string& path, const std::string& logs_dir) {
+/// GPU tuning logs (bench_gpu's records, plain or gzipped; comma-separated paths) as data-set
+/// lines of bench_gpu's workloads (gpu_workloads.hpp) on an H100 or H200: every record whose
+/// workload and target are one of theirs. Adds those workloads to `workloads`.
+std::string gpu_logs_as_dataset(const std::string& paths,
+                                std::vector<loom_bench::CostWorkload>& workloads) {
+  Target hopper = Target::cuda("sm_90");  // what cuda::device_target gives there
+  hopper.max_threads_per_block = 1024;
+  hopper.max_shared_memory_per_block = 227 * 1024;
+  std::map<std::string, loom_bench::CostWorkload> by_key;  // workload key and target
+  for (const loom_bench_gpu::Spec& spec :
+       loom_bench_gpu::workload_specs([](const std::string&) { return true; }))
+    if (auto task = loom_bench_gpu::loom_task(spec, hopper))
+      by_key.emplace(task->workload_key() + " " + task->target.to_string(),
+                     loom_bench::CostWorkload{spec.name, *task});
+  std::map<std::string, std::string> lines;  // by workload name, in name order
+  for (const std::string& path : loom_bench::split_list(paths, ',')) {
+    const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+    std::string text;
+    if (gz) {
+      text = loom_bench::read_gz(path);
+    } else {
+      std::ifstream in(path);
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      search::TuningRecord r;
+      try {
+        r = search::record_from_json_line(line);
+      } catch (const std::exception&) {
+        continue;  // a torn line, as every reader of a log skips it
+      }
+      const auto w = by_key.find(r.workload_key + " " + r.target);
+      if (w == by_key.end()) continue;
+      char seconds[64] = "inf";
+      if (r.result.ok()) std::snprintf(seconds, sizeof seconds, "%.6e", r.result.mean_cost());
+      lines[w->second.name] +=
+          w->second.name + "\t" + seconds + "\t" + sched::to_record(r.steps) + "\n";
+    }
+  }
+  std::string text;
+  for (const auto& [name, l] : lines) {
+    text += l;
+    for (const auto& [key, w] : by_key)
+      if (w.name == name) workloads.push_back(w);
+  }
+  return text;
+}
+
+/// The data set at `path`, or with `logs_dir` the tuning logs in it (logs_as_dataset), or with
+/// `gpu_logs` those GPU tuning logs (gpu_logs_as_dataset).
+Dataset load(const std::string& path, const std::string& logs_dir, const std::string& gpu_logs) {
   Dataset d;
   std::string text;
-  if (logs_dir.empty()) {
+  if (!gpu_logs.empty()) {
+    text = gpu_logs_as_dataset(gpu_logs, d.workloads);
+  } else if (logs_dir.empty()) {
     d.workloads = loom_bench::cost_workloads();
     text = loom_bench::read_gz(path);
   } else {
@@ -163,7 +221,22 @@ Dataset load(const std::string& path, const std::string& logs_dir) {
     d.programs.push_back(std::move(p));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const auto features = cost::extract_features(states, loom_bench::cost_target(), false);
+  // GPU programs are featurized for their own target (threads, shared memory, tensor cores);
+  // the CPU ones for the data set's one-core host, whatever their task says.
+  std::vector<cost::ProgramFeatures> features(states.size());
+  for (size_t w = 0; w < d.workloads.size(); ++w) {
+    std::vector<size_t> at;
+    std::vector<sched::State> mine;
+    for (size_t i = 0; i < states.size(); ++i)
+      if (d.programs[i].workload == static_cast<int>(w)) {
+        at.push_back(i);
+        mine.push_back(states[i]);
+      }
+    const Target& own = d.workloads[w].task.target;
+    const auto f =
+        cost::extract_features(mine, own.is_cuda() ? own : loom_bench::cost_target(), false);
+    for (size_t k = 0; k < at.size(); ++k) features[at[k]] = f[k];
+  }
   const double extract_s = seconds_since(t0);
   std::vector<double> best(d.workloads.size(), kInf);
   for (size_t i = 0; i < d.programs.size(); ++i) {
@@ -177,8 +250,10 @@ Dataset load(const std::string& path, const std::string& logs_dir) {
   std::printf(
       "data set %s: %zu programs, %d replay failures, %d unknown lines, %d without "
       "feature rows; features of all programs in %.2f s (%.0f programs/s)\n",
-      logs_dir.empty() ? path.c_str() : (logs_dir + " (tuning logs)").c_str(), d.programs.size(),
-      replay_failed, unknown, no_rows, extract_s,
+      !gpu_logs.empty()  ? (gpu_logs + " (GPU tuning logs)").c_str()
+      : logs_dir.empty() ? path.c_str()
+                         : (logs_dir + " (tuning logs)").c_str(),
+      d.programs.size(), replay_failed, unknown, no_rows, extract_s,
       static_cast<double>(d.programs.size()) / extract_s);
   for (size_t w = 0; w < d.workloads.size(); ++w) {
     int n = 0, failed = 0, rows = 0;
@@ -221,6 +296,8 @@ struct Settings {
   std::string dump;
   /// A directory of tuning logs to evaluate on instead of the data set (see logs_as_dataset).
   std::string logs;
+  /// GPU tuning logs to evaluate on instead (see gpu_logs_as_dataset).
+  std::string gpu_logs;
   bool has(const char* part) const {
     return ("," + parts + ",").find(std::string(",") + part + ",") != std::string::npos;
   }
@@ -570,6 +647,8 @@ Settings parse(int argc, char** argv, std::string& path) {
       s.dump = v;
     else if (k == "logs")
       s.logs = v;
+    else if (k == "gpu_logs")
+      s.gpu_logs = v;
     else if (k == "models") {
       s.models.clear();
       std::stringstream ss(v);
@@ -608,13 +687,24 @@ void dump_rows(const Dataset& d, const std::string& path) {
 int main(int argc, char** argv) {
   std::string path = LOOM_COST_DATASET;
   const Settings settings = parse(argc, argv, path);
-  const Dataset d = load(path, settings.logs);
+  const Dataset d = load(path, settings.logs, settings.gpu_logs);
+  // Model gbdt-ansor learns from Ansor's features alone: loom's later ones (tensor-core
+  // multiply-adds, pipelining, shared bytes) set to 0, which no tree splits on, as
+  // GbdtCostModelOptions::num_features = kNumAnsorFeatures does in the tuner.
+  Dataset ansor_only = d;
+  for (Program& p : ansor_only.programs)
+    for (int r = 0; r < p.features.num_rows; ++r)
+      for (int k = cost::kNumAnsorFeatures; k < cost::kNumFeatures; ++k)
+        p.features.values[static_cast<size_t>(r) * cost::kNumFeatures + static_cast<size_t>(k)] = 0;
   const size_t n = d.programs.size();
   if (!settings.dump.empty()) dump_rows(d, settings.dump);
 
   std::vector<std::pair<std::string, Trainer>> models;
   for (const std::string& m : settings.models) {
-    if (m == "gbdt") models.emplace_back(m, gbdt_trainer(d, settings));
+    if (m == "gbdt")
+      models.emplace_back(m, gbdt_trainer(d, settings));
+    else if (m == "gbdt-ansor")
+      models.emplace_back(m, gbdt_trainer(ansor_only, settings));
 #if defined(LOOM_BENCH_HAVE_XGBOOST)
     else if (m == "xgb-packsum")
       models.emplace_back(m, xgb_trainer(d, settings, false));
