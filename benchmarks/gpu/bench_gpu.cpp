@@ -37,7 +37,7 @@
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
 //             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--widest-copy=P]
 //             [--vector-stores=0|1] [--swizzle-shared=P] [--deep-k-tiles=0|1]
-//             [--ansor-features]
+//             [--min-blocks=N] [--ansor-features]
 //             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
@@ -69,6 +69,9 @@
 // --deep-k-tiles=0: the tensor-core sketches copy one instruction's k into shared memory per
 // step only (SearchOptions::gpu_deep_k_tiles, on by default: also a sketch whose copies hold
 // every step of the reduction's middle level).
+// --min-blocks=N: every kernel's launch bounds ask ptxas for N blocks an SM
+// (Target::min_blocks_per_sm; none by default, ptxas then trades registers for occupancy): 1
+// against the default, each into its own records (the target's name differs), measures it.
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -617,6 +620,7 @@ int main(int argc, char** argv) {
   bool vector_stores = search::SearchOptions{}.gpu_vector_stores;
   double swizzle_shared = search::SearchOptions{}.gpu_swizzle_shared_probability;
   bool deep_k_tiles = search::SearchOptions{}.gpu_deep_k_tiles;
+  int min_blocks = 0;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -640,6 +644,8 @@ int main(int argc, char** argv) {
       vector_stores = std::atoi(argv[i] + 16) != 0;
     } else if (std::strncmp(argv[i], "--swizzle-shared=", 17) == 0) {
       swizzle_shared = std::atof(argv[i] + 17);
+    } else if (std::strncmp(argv[i], "--min-blocks=", 13) == 0) {
+      min_blocks = std::atoi(argv[i] + 13);
     } else if (std::strncmp(argv[i], "--deep-k-tiles=", 15) == 0) {
       deep_k_tiles = std::atoi(argv[i] + 15) != 0;
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
@@ -676,7 +682,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   const cuda::DeviceInfo info = cuda::device_info(0);
-  const Target target = cuda::device_target(0);
+  const Target target = cuda::device_target(0).with_min_blocks_per_sm(min_blocks);
   const double dram = info.dram_bytes_per_second();
   std::printf("bench_gpu on %s (%s, %d SMs, DRAM %.0f GB/s peak), records %s\n", info.name.c_str(),
               info.arch().c_str(), info.sm_count, dram * 1e-9, records.c_str());

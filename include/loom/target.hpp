@@ -28,6 +28,14 @@ struct Target {
   /// by default: it changes results by up to about 1e-3 relative. Part of the target's name, so
   /// TF32 programs never stand in for float32 ones in a tuning log.
   bool tf32 = false;
+  /// CUDA: the blocks an SM should hold at once, given to ptxas as every kernel's
+  /// `__launch_bounds__(threads, min_blocks_per_sm)`; 0 gives only the threads. With the
+  /// threads alone ptxas trades registers for occupancy and may spill with registers to spare
+  /// (a sampled tile at 512 threads: 40 registers under a cap of 128, 24 bytes spilled); with 1
+  /// it uses up to the block's share, more registers and fewer spills, fewer blocks an SM.
+  /// Which runs faster is the device's to say (bench_gpu --min-blocks). Part of the target's
+  /// name, so programs tuned under one never stand in for the other's.
+  int min_blocks_per_sm = 0;
 
   bool is_cpu() const { return kind == Kind::CPU; }
   bool is_cuda() const { return kind == Kind::CUDA; }
@@ -64,6 +72,12 @@ struct Target {
     t.tf32 = true;
     return t;
   }
+  /// This target with kernels bounded to `blocks` blocks an SM (`min_blocks_per_sm`).
+  Target with_min_blocks_per_sm(int blocks) const {
+    Target t = *this;
+    t.min_blocks_per_sm = blocks;
+    return t;
+  }
   /// The compute capability of a CUDA target's architecture ("sm_90a" -> 90); 0 for the CPU or
   /// an architecture not named "sm_<digits>".
   int compute_capability() const {
@@ -75,7 +89,8 @@ struct Target {
   }
   std::string to_string() const {
     if (is_cpu()) return "llvm -mcpu=" + arch;
-    return "cuda -arch=" + arch + (tf32 ? " -tf32" : "");
+    return "cuda -arch=" + arch + (tf32 ? " -tf32" : "") +
+           (min_blocks_per_sm > 0 ? " -min-blocks=" + std::to_string(min_blocks_per_sm) : "");
   }
 };
 

@@ -94,6 +94,8 @@ struct GpuKernel {
   std::vector<ir::Buffer> shared;
   /// What one thread runs. Allocations inside it are the thread's own (local) arrays.
   ir::Stmt body;
+  /// The target's Target::min_blocks_per_sm (0: none), for the kernel's launch bounds.
+  int min_blocks_per_sm = 0;
 
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
   /// The shared arrays' bytes and those the kernel's AllReduces use.

@@ -220,6 +220,32 @@ TEST_SUITE("cuda") {
     CHECK(across > 0);
   }
 
+  TEST_CASE("a target's min_blocks_per_sm is every kernel's launch bounds and part of its name") {
+    auto a = placeholder<float>("A", {64, 64});
+    auto b = placeholder<float>("B", {64, 64});
+    const auto dag = std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                        std::vector<ir::Tensor>{ops::matmul(a, b)});
+    const Target plain = Target::cuda("sm_90"), bounded = plain.with_min_blocks_per_sm(1);
+    CHECK(plain.to_string() == "cuda -arch=sm_90");
+    CHECK(bounded.to_string() == "cuda -arch=sm_90 -min-blocks=1");
+    // Programs tuned under one are another task's records.
+    CHECK(Task(dag, plain).target.to_string() != Task(dag, bounded).target.to_string());
+    const Task task(dag, bounded);
+    std::mt19937_64 rng(5);
+    const auto programs =
+        search::sample_programs(search::generate_sketches(task), task, {}, rng, 3);
+    REQUIRE(!programs.empty());
+    for (const sched::State& p : programs) {
+      const lower::GpuProgram g = lower::lower_gpu(p, bounded, "bounded");
+      const std::string threads = std::to_string(g.kernels[0].threads_per_block());
+      const std::string src = cuda::to_cuda_source(g);
+      CHECK(src.find("__launch_bounds__(" + threads + ", 1)") != std::string::npos);
+      CHECK(cuda::to_cuda_source(lower::lower_gpu(p, plain, "plain"))
+                .find("__launch_bounds__(" + threads + ")") != std::string::npos);
+      CHECK(cuda::compile_to_ptx(src, "sm_90", {}).find(".entry") != std::string::npos);
+    }
+  }
+
   TEST_CASE("a reduction across threads prints warp shuffles, and shared memory past a warp") {
     // Row sums of 1000 columns, a block per row, k split over each thread count.
     struct expectation {

@@ -742,6 +742,7 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
                              const std::vector<Buffer>& workspaces) {
   GpuKernel k;
   k.name = name;
+  k.min_blocks_per_sm = target.min_blocks_per_sm;
   for (int d = 0; d < 3; ++d) {
     k.block_index[d] = Variable::make(std::string("blockIdx.") + dim_letter(d));
     k.thread_index[d] = Variable::make(std::string("threadIdx.") + dim_letter(d));

@@ -47,7 +47,8 @@ class printer {
     std::unordered_set<const BufferNode*> written;
     for (const Buffer& b : k_.written_params()) written.insert(b.get());
     std::ostringstream head;
-    head << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads_per_block() << ") "
+    head << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads_per_block()
+         << (k_.min_blocks_per_sm > 0 ? ", " + std::to_string(k_.min_blocks_per_sm) : "") << ") "
          << k_.name << "(";
     for (size_t i = 0; i < k_.params.size(); ++i) {
       const Buffer& b = k_.params[i];
