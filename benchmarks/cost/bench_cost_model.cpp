@@ -127,9 +127,7 @@ std::string logs_as_dataset(const std::string& dir,
 /// workload and target are one of theirs. Adds those workloads to `workloads`.
 std::string gpu_logs_as_dataset(const std::string& paths,
                                 std::vector<loom_bench::CostWorkload>& workloads) {
-  Target hopper = Target::cuda("sm_90");  // what cuda::device_target gives there
-  hopper.max_threads_per_block = 1024;
-  hopper.max_shared_memory_per_block = 227 * 1024;
+  const Target hopper = loom_bench_gpu::hopper_target();
   std::map<std::string, loom_bench::CostWorkload> by_key;  // workload key and target
   for (const loom_bench_gpu::Spec& spec :
        loom_bench_gpu::workload_specs([](const std::string&) { return true; }))

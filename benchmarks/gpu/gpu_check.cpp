@@ -25,6 +25,8 @@
 #include <loom/ops.hpp>
 #include <loom/search/annotate.hpp>
 
+#include "gpu_workloads.hpp"
+
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -274,11 +276,8 @@ int main(int argc, char** argv) {
   const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
   const bool sample_only = std::getenv("GPU_CHECK_SAMPLE_ONLY") != nullptr;
   std::string why;
-  // Without a device: what cuda::device_target gives on an H100 or H200 (the sample depends on
-  // the target's limits).
-  Target target = Target::cuda("sm_90");
-  target.max_threads_per_block = 1024;
-  target.max_shared_memory_per_block = 227 * 1024;
+  // Without a device, an H100's or H200's (the sample depends on the target's limits).
+  Target target = loom_bench_gpu::hopper_target();
   if (sample_only) {
     std::cout << "gpu_check: sampling and compiling only (GPU_CHECK_SAMPLE_ONLY), for "
               << target.arch << ", " << per_op << " programs per workload\n";

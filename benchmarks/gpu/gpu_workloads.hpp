@@ -21,6 +21,16 @@ namespace loom_bench_gpu {
 
 using namespace loom;
 
+/// What cuda::device_target gives on an H100 or an H200 (sm_90, 1024 threads, 227 KiB of
+/// opt-in shared memory a block): the target to sample, replay or featurize their programs for
+/// on a machine without the GPU.
+inline Target hopper_target() {
+  Target t = Target::cuda("sm_90");
+  t.max_threads_per_block = 1024;
+  t.max_shared_memory_per_block = 227 * 1024;
+  return t;
+}
+
 /// The numbers a workload computes with.
 enum class Precision {
   fp32,  ///< fp32 in and out, FP32 FMA: loom's contenders, cublasSgemm, cuDNN's fp32 kernels

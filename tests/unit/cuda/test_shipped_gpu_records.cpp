@@ -18,24 +18,12 @@
 
 using namespace loom;
 
-namespace {
-
-// What cuda::device_target gives on an H100 or an H200 (227 KiB of opt-in shared memory).
-Target hopper() {
-  Target t = Target::cuda("sm_90");
-  t.max_threads_per_block = 1024;
-  t.max_shared_memory_per_block = 227 * 1024;
-  return t;
-}
-
-}  // namespace
-
 TEST_SUITE("cuda.shipped_records") {
   TEST_CASE("the shipped GPU records replay, lower and compile for sm_90") {
     std::map<std::string, Task> tasks;  // by workload key and target
     for (const loom_bench_gpu::Spec& s :
          loom_bench_gpu::workload_specs([](const std::string&) { return true; }))
-      if (auto t = loom_bench_gpu::loom_task(s, hopper()))
+      if (auto t = loom_bench_gpu::loom_task(s, loom_bench_gpu::hopper_target()))
         tasks.emplace(t->workload_key() + " " + t->target.to_string(), *t);
     for (const char* file : {"h100_gpu_best.jsonl", "h200_gpu_best.jsonl"}) {
       CAPTURE(file);
