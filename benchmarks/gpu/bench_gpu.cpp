@@ -111,6 +111,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -592,6 +593,11 @@ void add_contender(Workload& w, const std::string& name, std::function<void()> c
       ->Unit(benchmark::kMicrosecond);
 }
 
+/// What follows `prefix` ("--trials=") in `arg`, or nullptr when `arg` does not start with it.
+const char* flag_value(const char* arg, std::string_view prefix) {
+  return std::strncmp(arg, prefix.data(), prefix.size()) == 0 ? arg + prefix.size() : nullptr;
+}
+
 /// The best-so-far curve of a tuning run as CSV: trial, best time so far in microseconds (empty
 /// before the first success), seconds since tuning began.
 void write_curve(const std::string& path, const search::TuneReport& rep) {
@@ -626,34 +632,34 @@ int main(int argc, char** argv) {
   bool list_only = false;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--trials=", 9) == 0) {
-      trials = std::atoi(argv[i] + 9);
-    } else if (std::strncmp(argv[i], "--records=", 10) == 0) {
-      records = argv[i] + 10;
-    } else if (std::strncmp(argv[i], "--double-buffer=", 16) == 0) {
-      double_buffer = std::atof(argv[i] + 16);
-    } else if (std::strncmp(argv[i], "--max-stages=", 13) == 0) {
-      max_stages = std::atoi(argv[i] + 13);
-    } else if (std::strncmp(argv[i], "--pad-shared=", 13) == 0) {
-      pad_shared = std::atof(argv[i] + 13);
-    } else if (std::strncmp(argv[i], "--lane-major=", 13) == 0) {
-      lane_major = std::atof(argv[i] + 13);
-    } else if (std::strncmp(argv[i], "--widest-copy=", 14) == 0) {
-      widest_copy = std::atof(argv[i] + 14);
-    } else if (std::strncmp(argv[i], "--vector-stores=", 16) == 0) {
-      vector_stores = std::atoi(argv[i] + 16) != 0;
-    } else if (std::strncmp(argv[i], "--swizzle-shared=", 17) == 0) {
-      swizzle_shared = std::atof(argv[i] + 17);
-    } else if (std::strncmp(argv[i], "--min-blocks=", 13) == 0) {
-      min_blocks = std::atoi(argv[i] + 13);
-    } else if (std::strncmp(argv[i], "--deep-k-tiles=", 15) == 0) {
-      deep_k_tiles = std::atoi(argv[i] + 15) != 0;
+    if (const char* v = flag_value(argv[i], "--trials=")) {
+      trials = std::atoi(v);
+    } else if (const char* v = flag_value(argv[i], "--records=")) {
+      records = v;
+    } else if (const char* v = flag_value(argv[i], "--double-buffer=")) {
+      double_buffer = std::atof(v);
+    } else if (const char* v = flag_value(argv[i], "--max-stages=")) {
+      max_stages = std::atoi(v);
+    } else if (const char* v = flag_value(argv[i], "--pad-shared=")) {
+      pad_shared = std::atof(v);
+    } else if (const char* v = flag_value(argv[i], "--lane-major=")) {
+      lane_major = std::atof(v);
+    } else if (const char* v = flag_value(argv[i], "--widest-copy=")) {
+      widest_copy = std::atof(v);
+    } else if (const char* v = flag_value(argv[i], "--vector-stores=")) {
+      vector_stores = std::atoi(v) != 0;
+    } else if (const char* v = flag_value(argv[i], "--swizzle-shared=")) {
+      swizzle_shared = std::atof(v);
+    } else if (const char* v = flag_value(argv[i], "--min-blocks=")) {
+      min_blocks = std::atoi(v);
+    } else if (const char* v = flag_value(argv[i], "--deep-k-tiles=")) {
+      deep_k_tiles = std::atoi(v) != 0;
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
       list_only = true;
-    } else if (std::strncmp(argv[i], "--workloads=", 12) == 0) {
-      std::string list = argv[i] + 12;
+    } else if (const char* v = flag_value(argv[i], "--workloads=")) {
+      std::string list = v;
       for (size_t at = 0; at <= list.size();) {
         const size_t comma = std::min(list.find(',', at), list.size());
         if (comma > at) only.push_back(list.substr(at, comma - at));
