@@ -12,6 +12,9 @@
 //   later call returns it until cuDevicePrimaryCtxReset, which also frees every allocation and
 //   module of the context;
 // - cuModuleLoadDataEx writes the JIT's error log into CU_JIT_ERROR_LOG_BUFFER.
+// A test makes launches slow through LOOM_FAKE_LIBCUDA_LAUNCH_DELAY_FILE: a file holding the
+// milliseconds each launch then lasts, read at every launch (so the test can change it while a
+// worker process runs).
 // What it cannot show: that the real driver behaves so. That needs a GPU (label gpu).
 #include <chrono>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -328,6 +332,14 @@ CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, u
   if (1ull * bx * by * bz > 1024 || shared > static_cast<unsigned>(f->max_dynamic_shared))
     return INVALID_VALUE;
   run_kernel(f->name, grid, block, params);
+  if (const char* path = std::getenv("LOOM_FAKE_LIBCUDA_LAUNCH_DELAY_FILE")) {
+    if (FILE* file = std::fopen(path, "r")) {
+      long ms = 0;
+      if (std::fscanf(file, "%ld", &ms) == 1 && ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      std::fclose(file);
+    }
+  }
   return SUCCESS;
 }
 

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -178,6 +179,66 @@ TEST_SUITE("cuda.measurer") {
     CAPTURE(results[3].error_message);
     CHECK(results[3].error == search::MeasureError::wrong_answer);
     CHECK(results[3].compile_seconds > 0);
+  }
+
+  TEST_CASE("a first launch far slower than the task's best is cut short") {
+    // Without the check the fake's launches succeed, and the test sets how long they last.
+    scoped_env fake("LOOM_CUDA_DRIVER_LIBRARY", LOOM_FAKE_LIBCUDA);
+    const std::string delay_file =
+        "/tmp/loom_fake_launch_delay_" + std::to_string(::getpid()) + ".txt";
+    auto set_launch_ms = [&](int ms) {
+      FILE* f = std::fopen(delay_file.c_str(), "w");
+      REQUIRE(f != nullptr);
+      std::fprintf(f, "%d\n", ms);
+      std::fclose(f);
+    };
+    set_launch_ms(0);
+    scoped_env delay("LOOM_FAKE_LIBCUDA_LAUNCH_DELAY_FILE", delay_file);
+    cuda::GpuMeasurerOptions gpu;
+    gpu.image = cuda::ImageKind::ptx;
+    search::MeasureOptions o;
+    o.check_correctness = false;
+    o.slow_run_kill_factor = 20;
+    o.slow_run_kill_min_s = 0.3;
+    o.run_timeout_s = 30;
+    cuda::GpuMeasurer m(o, gpu);
+    const Task task = matmul_task(48);
+    const sched::State program = sched::default_schedule(task.dag, task.target);
+
+    // The task's best: microseconds.
+    const auto fast = m.measure(task, {program});
+    CAPTURE(fast[0].error_message);
+    REQUIRE(fast[0].ok());
+    CHECK(fast[0].costs.size() == 3);
+
+    // A first launch of 300 ms is slow (slow_program_factor) and long enough to be the cost: no
+    // second launch (which would make the run last 600 ms or more).
+    o.slow_run_kill_factor = 0;
+    cuda::GpuMeasurer no_kill(o, gpu);
+    (void)no_kill.measure(task, {program});  // its best, microseconds
+    set_launch_ms(300);
+    const auto slow = no_kill.measure(task, {program});
+    CAPTURE(slow[0].error_message);
+    REQUIRE(slow[0].ok());
+    REQUIRE(slow[0].costs.size() == 1);
+    CHECK(slow[0].costs[0] >= 0.29);
+    CHECK(slow[0].run_seconds < 0.55);
+
+    // A launch of 5 s, against a best of microseconds: killed after slow_run_kill_min_s, long
+    // before run_timeout_s, and the next program gets a fresh worker.
+    set_launch_ms(5000);
+    const auto killed = m.measure(task, {program});
+    CAPTURE(killed[0].error_message);
+    CHECK(killed[0].error == search::MeasureError::run_timeout);
+    CHECK(contains(killed[0].error_message, "slow_run_kill_factor"));
+    CHECK(killed[0].run_seconds >= o.slow_run_kill_min_s);
+    CHECK(killed[0].run_seconds < 4);
+    set_launch_ms(0);
+    const auto after = m.measure(task, {program});
+    CAPTURE(after[0].error_message);
+    CHECK(after[0].ok());
+    CHECK(m.stats().worker_starts == 2);
+    std::remove(delay_file.c_str());
   }
 #endif
 }

@@ -30,6 +30,7 @@ TEST_SUITE("cuda.measurer.device") {
   TEST_CASE("sampled programs are checked and timed; the interpreter and the GPU reference agree") {
     search::MeasureOptions o;
     o.slow_program_factor = 0;  // time every program fully, however slow
+    o.slow_run_kill_factor = 0;
     cuda::GpuMeasurer m(o);
     for (int64_t n : {64, 512}) {  // 512^3 is past interpreter_flop_limit: GPU reference
       const Task task = matmul_task(n);

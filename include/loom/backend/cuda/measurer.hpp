@@ -33,7 +33,10 @@
 ///   back-to-back runs each, `number` raised until a repeat lasts `min_repeat_ms`. A program
 ///   whose run after the check was more than `slow_program_factor` times slower than the task's
 ///   best so far (or than the reference program, before any) is not timed further: that run is
-///   its cost.
+///   its cost; so is the checked run itself when it already was that slow and lasted 50 ms or
+///   more (long enough that loading the module, which it also pays, does not decide). A
+///   program whose first launch has not finished after `slow_run_kill_factor` times that best
+///   (at least `slow_run_kill_min_s`) is killed with its worker, as one over `run_timeout_s` is.
 ///
 /// Errors (search::MeasureError): lowering throws → instantiation; printing or NVRTC throws, or
 /// the driver rejects the PTX → compile; a launch is refused (too many registers for the

@@ -38,6 +38,7 @@ using search::MeasureError;
 
 inline constexpr const char* kWorkerEnv = "LOOM_CUDA_MEASURE_WORKER";
 
+using ::loom::detail::format_seconds;
 using ::loom::detail::seconds_since;
 
 // --- messages between the measurer and its worker ---------------------------------------------
@@ -45,8 +46,10 @@ using ::loom::detail::seconds_since;
 // Frames (backend/child_process.hpp), one request and one reply at a time. A request starts with
 // its kind: kSetup (the task's arguments, then its inputs and reference outputs, or the seed and
 // the reference program), kRun (a program and how to time it). The worker's first frame, kHello,
-// says whether it found the device. Every reply ends with a u8: 1 when the worker's CUDA context
-// is gone and it exits.
+// says whether it found the device. A run is answered by kFirstRunDone (alone, once the program's
+// first launch has finished: until then the measurer may kill a worker whose program runs far
+// longer than the task's best, MeasureOptions::slow_run_kill_factor), then kRunResult. Every
+// reply but kFirstRunDone ends with a u8: 1 when the worker's CUDA context is gone and it exits.
 
 using backend::detail::Decoder;
 using backend::detail::Encoder;
@@ -95,7 +98,12 @@ inline LaunchPlan get_plan(Decoder& r) {
   return p;
 }
 
-enum : uint8_t { kSetup = 1, kRun = 2, kHello = 3 };
+enum : uint8_t { kSetup = 1, kRun = 2, kHello = 3, kFirstRunDone = 4, kRunResult = 5 };
+
+/// A first launch at least this long is long enough to be its program's cost when it is slow
+/// (slow_program_factor): the lazy loading of the module's kernels, which it also pays, is
+/// at most a few milliseconds.
+inline constexpr double kFirstLaunchCostMin = 0.05;
 
 // --- the worker process --------------------------------------------------------------------------
 
@@ -221,8 +229,9 @@ struct RunReply {
   std::vector<double> costs;
 };
 
-/// Checks and times one program (see the file comment of measurer.hpp).
-inline RunReply serve_run(Decoder& r, WorkerTask& t, int device) {
+/// Checks and times one program (see the file comment of measurer.hpp); tells the measurer on
+/// `fd` when the program's first launch has finished.
+inline RunReply serve_run(Decoder& r, WorkerTask& t, int device, int fd) {
   RunReply out;
   const std::string image = r.get_string();
   LaunchPlan plan = get_plan(r);
@@ -242,10 +251,15 @@ inline RunReply serve_run(Decoder& r, WorkerTask& t, int device) {
   }
   const std::vector<CUdeviceptr> args = t.pointers();
   auto launch_all = [&] { program->launch(args); };
+  auto first_run_done = [&] {
+    Encoder done;
+    done.put<uint8_t>(kFirstRunDone);
+    (void)send_frame(fd, done.body());  // a closed socket fails the reply too
+  };
+  if (check) t.poison_outputs();
+  const double first_launch = time_launches(launch_all, 1, ctx);
+  first_run_done();
   if (check) {
-    t.poison_outputs();
-    launch_all();
-    ctx.synchronize();
     std::string diff = t.compare(rtol, atol);
     if (!diff.empty()) {
       out.error = MeasureError::wrong_answer;
@@ -254,8 +268,12 @@ inline RunReply serve_run(Decoder& r, WorkerTask& t, int device) {
     }
   }
   // The first launch of a module also loads its kernels (the driver loads them lazily): a
-  // microsecond kernel would look slow. So the cutoff and the calibration use a later run.
-  if (!check) launch_all();
+  // microsecond kernel would look slow. So the cutoff and the calibration use a later run,
+  // unless the first launch was long enough to speak for itself and already slow.
+  if (slow_limit_s > 0 && first_launch > slow_limit_s && first_launch >= kFirstLaunchCostMin) {
+    out.costs = {first_launch};
+    return out;
+  }
   const double first = time_launches(launch_all, 1, ctx);
   if (slow_limit_s > 0 && first > slow_limit_s) {
     out.costs = {first};
@@ -314,13 +332,14 @@ inline RunReply serve_run(Decoder& r, WorkerTask& t, int device) {
           out.message = "the GPU measurer's worker has no task";
         } else {
           try {
-            out = serve_run(r, task, device);
+            out = serve_run(r, task, device, fd);
           } catch (const std::exception& e) {
             out.error = MeasureError::runtime;
             out.message = e.what();
           }
         }
         fatal = Context::get(device).needs_reset();
+        reply.put<uint8_t>(kRunResult);
         reply.put<uint8_t>(static_cast<uint8_t>(out.error));
         reply.put_string(out.message);
         reply.put_count(out.costs.size());
@@ -435,6 +454,19 @@ struct GpuMeasurer::TaskData {
   std::string error;
   double best_cost = search::kFailedCost;
 };
+
+namespace detail {
+
+/// How long a program's first launch may take, from the run request
+/// (MeasureOptions::slow_run_kill_factor); 0 when only run_timeout_s limits it. The task's best
+/// before any program is its reference program's time, where the worker ran one.
+inline double slow_run_limit(double best_cost, const search::MeasureOptions& o) {
+  if (o.slow_run_kill_factor <= 0 || !(best_cost < search::kFailedCost)) return 0;
+  const double limit = std::max(o.slow_run_kill_min_s, o.slow_run_kill_factor * best_cost);
+  return limit < o.run_timeout_s ? limit : 0;
+}
+
+}  // namespace detail
 
 LOOM_DECL GpuMeasurer::GpuMeasurer(search::MeasureOptions options, GpuMeasurerOptions gpu)
     : options_(std::move(options)), gpu_(std::move(gpu)) {
@@ -846,21 +878,41 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
                       : 0);
     w.put<double>(o.rtol);
     w.put<double>(o.atol);
+    // Until the first launch is done, a program may run slow_run_limit; then up to
+    // run_timeout_s from the request in all.
+    const double slow_limit = slow_run_limit(td.best_cost, o);
     std::string reply;
-    const Received got = send_frame(worker_->fd(), w.body())
-                             ? receive_frame(worker_->fd(), reply, o.run_timeout_s)
-                             : Received::closed;
+    Received got =
+        send_frame(worker_->fd(), w.body())
+            ? receive_frame(worker_->fd(), reply, slow_limit > 0 ? slow_limit : o.run_timeout_s)
+            : Received::closed;
+    const bool killed_in_first_run = got == Received::timeout && slow_limit > 0;
+    if (got == Received::frame && reply.size() == 1 &&
+        static_cast<uint8_t>(reply[0]) == kFirstRunDone) {
+      const double left = o.run_timeout_s - seconds_since(run_start);
+      got = left > 0 ? receive_frame(worker_->fd(), reply, left) : Received::timeout;
+    }
+    // Anything but a run's result from the worker: treat it as dead (Decoder would throw).
+    if (got == Received::frame && (reply.empty() || static_cast<uint8_t>(reply[0]) != kRunResult))
+      got = Received::closed;
     if (got != Received::frame) {
       const std::string how = worker_->stop();
       res.error = got == Received::timeout ? MeasureError::run_timeout : MeasureError::runtime;
-      res.error_message = got == Received::timeout
-                              ? "the program ran longer than run_timeout_s (" +
-                                    std::to_string(o.run_timeout_s) + " s); its worker was killed"
-                              : "the worker process died while running the program (" + how + ")";
+      res.error_message = got != Received::timeout
+                              ? "the worker process died while running the program (" + how + ")"
+                          : killed_in_first_run
+                              ? "its first run lasted longer than " + format_seconds(slow_limit) +
+                                    " s, " + format_seconds(o.slow_run_kill_factor) +
+                                    " times the best cost of the task so far, " +
+                                    format_seconds(td.best_cost) +
+                                    " s (slow_run_kill_factor); its worker was killed"
+                              : "the program ran longer than run_timeout_s (" +
+                                    format_seconds(o.run_timeout_s) + " s); its worker was killed";
       finish();
       continue;
     }
     Decoder r(reply);
+    (void)r.get<uint8_t>();  // kRunResult
     res.error = static_cast<MeasureError>(r.get<uint8_t>());
     res.error_message = r.get_string();
     res.costs.resize(r.get_count(kMaxCount));
