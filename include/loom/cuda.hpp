@@ -77,10 +77,21 @@ class TuneResult {
 };
 
 /// Tunes `task` (a CUDA target) on this machine's GPU: search/tuner.hpp's loop with the GPU
-/// measurer. Throws `[loom.cuda.E923]` for a task that is not CUDA and `[loom.cuda.E924]` when
-/// the measurer's worker cannot start (no GPU, no driver).
+/// measurer, under tuning_options(options). Throws `[loom.cuda.E923]` for a task that is not
+/// CUDA and `[loom.cuda.E924]` when the measurer's worker cannot start (no GPU, no driver).
 TuneResult tune(const Task& task, const search::TuneOptions& options = {},
                 const GpuMeasurerOptions& gpu = {});
+
+/// The options tune() runs with: `options`, with the learned model training from the first
+/// measured round (GbdtCostModelOptions::warmup_samples at most measures_per_round). Ansor
+/// waits for 100 programs, and loom has no pretrained GPU model to pick before then, so the
+/// first two rounds of 64 were random. On a task with tensor-core sketches, half of them went
+/// to SIMT programs, 100 times slower: 69 of 128 trials of an H200's bf16 GEMM 4096³, 23 of
+/// them killed at the timeout. A model trained on the first 64 programs of an H200 tuning run
+/// picks 62-63 tensor-core programs of 64 for the next round, on the bf16 GEMM, BERT's FFN1, a
+/// ResNet conv and the TF32 GEMM. The untrained model picked 23-36.
+/// (test_gpu_model_warmup.cpp replays this on the shipped H200 logs.)
+search::TuneOptions tuning_options(const search::TuneOptions& options);
 
 /// The fastest correct record of the task's workload and target in the log, replayed; nothing
 /// when the log has none. Records measured on this machine's GPU (device 0, by name) come

@@ -43,7 +43,13 @@ LOOM_DECL TuneResult tune(const Task& task, const search::TuneOptions& options,
       << "cuda::tune: the task targets " << task.target.to_string()
       << "; make it with Target::cuda(\"sm_90\") (or use loom::tune for the CPU)";
   GpuMeasurer measurer(options.measure, gpu);
-  return TuneResult(task, search::tune_with(task, options, measurer));
+  return TuneResult(task, search::tune_with(task, tuning_options(options), measurer));
+}
+
+LOOM_DECL search::TuneOptions tuning_options(const search::TuneOptions& options) {
+  search::TuneOptions o = options;
+  o.gbdt.warmup_samples = std::min(o.gbdt.warmup_samples, o.measures_per_round);
+  return o;
 }
 
 LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
