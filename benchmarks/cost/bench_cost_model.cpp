@@ -33,7 +33,10 @@
 //   tuning logs DIR/<name>.jsonl of tune_workloads instead: programs the search chose to measure,
 //   as Ansor's training data were, timed by the tuner) gpu_logs=FILE[,FILE] (evaluate on GPU
 //   tuning logs of bench_gpu's workloads instead, plain or .gz, featurized for an H100/H200;
-//   e.g. benchmarks/results/h200_tuning_logs.jsonl.gz)
+//   e.g. benchmarks/results/h200_tuning_logs.jsonl.gz) save=PATH (train cost::GbdtCostModel, the
+//   tuner's model with its default settings, on every program of the data set and write it to
+//   PATH; with the H200's logs that is the shipped GPU model,
+//   include/loom/cost/pretrained/gpu.model, cost/pretrained.hpp)
 // Model gbdt-ansor: gbdt on Ansor's 164 features alone (loom's GPU features zeroed), which
 // measures what those are worth for ranking (models=gbdt,gbdt-ansor).
 // A plain program, not a Google Benchmark: the numbers are accuracies, not times.
@@ -296,6 +299,8 @@ struct Settings {
   std::string logs;
   /// GPU tuning logs to evaluate on instead (see gpu_logs_as_dataset).
   std::string gpu_logs;
+  /// Where to write the tuner's model trained on the whole data set, if set.
+  std::string save;
   bool has(const char* part) const {
     return ("," + parts + ",").find(std::string(",") + part + ",") != std::string::npos;
   }
@@ -647,6 +652,8 @@ Settings parse(int argc, char** argv, std::string& path) {
       s.logs = v;
     else if (k == "gpu_logs")
       s.gpu_logs = v;
+    else if (k == "save")
+      s.save = v;
     else if (k == "models") {
       s.models.clear();
       std::stringstream ss(v);
@@ -696,6 +703,30 @@ int main(int argc, char** argv) {
         p.features.values[static_cast<size_t>(r) * cost::kNumFeatures + static_cast<size_t>(k)] = 0;
   const size_t n = d.programs.size();
   if (!settings.dump.empty()) dump_rows(d, settings.dump);
+  if (!settings.save.empty()) {
+    // The tuner's model as the tuner trains it (labels: throughput relative to the workload's
+    // best), on everything; warm-up off, so that it trains at once.
+    cost::GbdtCostModelOptions o;
+    o.warmup_samples = 0;
+    cost::GbdtCostModel model(o);
+    std::vector<cost::ProgramFeatures> features;
+    std::vector<double> labels;
+    for (const Program& p : d.programs) {
+      features.push_back(p.features);
+      labels.push_back(p.label);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    model.update(features, labels);
+    std::ofstream out(settings.save);
+    model.save(out);
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "cannot write %s\n", settings.save.c_str());
+      return 1;
+    }
+    std::printf("saved the model trained on %zu programs to %s (%.1f s)\n", features.size(),
+                settings.save.c_str(), seconds_since(t0));
+  }
 
   std::vector<std::pair<std::string, Trainer>> models;
   for (const std::string& m : settings.models) {

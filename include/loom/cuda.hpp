@@ -82,15 +82,26 @@ class TuneResult {
 TuneResult tune(const Task& task, const search::TuneOptions& options = {},
                 const GpuMeasurerOptions& gpu = {});
 
-/// The options tune() runs with: `options`, with the learned model training from the first
-/// measured round (GbdtCostModelOptions::warmup_samples at most measures_per_round). Ansor
-/// waits for 100 programs, and loom has no pretrained GPU model to pick before then, so the
-/// first two rounds of 64 were random. On a task with tensor-core sketches, half of them went
-/// to SIMT programs, 100 times slower: 69 of 128 trials of an H200's bf16 GEMM 4096³, 23 of
-/// them killed at the timeout. A model trained on the first 64 programs of an H200 tuning run
-/// picks 62-63 tensor-core programs of 64 for the next round, on the bf16 GEMM, BERT's FFN1, a
-/// ResNet conv and the TF32 GEMM. The untrained model picked 23-36.
-/// (test_gpu_model_warmup.cpp replays this on the shipped H200 logs.)
+/// The options tune() runs with: `options`, with
+///  - the pretrained GPU model (cost::pretrained_gpu_cost_model) as `pretrained` where none is
+///    given and `warm_start` is set, as loom::tune does with the CPU's;
+///  - the learned model training from the first measured round (GbdtCostModelOptions::
+///    warmup_samples at most measures_per_round).
+///
+/// Why: Ansor waits for 100 programs before it trains, and the first rounds were random before
+/// loom had a GPU model. On a task with tensor-core sketches, half of those rounds went to SIMT
+/// programs, 100 times slower: 69 of 128 trials of an H200's bf16 GEMM 4096³, 23 of them
+/// killed at the timeout.
+///
+/// Replayed on the H200's logs (test_gpu_model_warmup.cpp), the next round's 64 picks hold
+/// tensor-core programs as follows:
+///
+/// | model | tensor-core picks of 64 |
+/// |---|---|
+/// | trained on a run's first 64 programs (bf16 GEMM, BERT FFN1, ResNet conv, TF32 GEMM) | 62–63 |
+/// | untrained | 23–36 |
+/// | the pretrained GPU model alone, first round: fp16 GEMM, 512-channel ResNet conv (unseen) | 63 |
+/// | random, the same first round | 33, 43 |
 search::TuneOptions tuning_options(const search::TuneOptions& options);
 
 /// The fastest correct record of the task's workload and target in the log, replayed; nothing

@@ -1,6 +1,7 @@
 // Bodies of loom/cuda.hpp.
 #include "loom/cuda.hpp"
 
+#include "loom/cost/pretrained.hpp"
 #include "loom/search/records.hpp"
 
 #include <algorithm>
@@ -48,6 +49,8 @@ LOOM_DECL TuneResult tune(const Task& task, const search::TuneOptions& options,
 
 LOOM_DECL search::TuneOptions tuning_options(const search::TuneOptions& options) {
   search::TuneOptions o = options;
+  if (o.warm_start && !o.pretrained && o.model == search::ModelKind::gbdt)
+    o.pretrained = cost::pretrained_gpu_cost_model();
   o.gbdt.warmup_samples = std::min(o.gbdt.warmup_samples, o.measures_per_round);
   return o;
 }

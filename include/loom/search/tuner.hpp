@@ -102,7 +102,8 @@ struct TuneOptions {
   /// ModelKind::random.
   std::shared_ptr<const cost::CostModel> pretrained;
   /// Where `pretrained` is null, loom::tune and loom::tune_tasks (loom/tune.hpp, and the network
-  /// tuning built on them) take the model shipped with loom (cost::pretrained_cost_model(); none
+  /// tuning built on them) take the model shipped with loom, and cuda::tune the GPU's
+  /// (cost::pretrained_gpu_cost_model()) (cost::pretrained_cost_model(); none
   /// when it cannot be read, with its warning). It reached 90 % of the 1,000-trial kernels in a
   /// few trials where random first rounds took 40-200 or more (benchmarks/README.md, "Warm start
   /// from the pretrained model"). false: random first rounds, as Ansor. search::tune_with itself
