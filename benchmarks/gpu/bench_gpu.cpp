@@ -37,7 +37,7 @@
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
 //             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--widest-copy=P]
 //             [--vector-stores=0|1] [--swizzle-shared=P] [--deep-k-tiles=0|1]
-//             [--min-blocks=N] [--ansor-features]
+//             [--min-blocks=N] [--ansor-features] [--model]
 //             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
@@ -51,6 +51,9 @@
 // FILE.<workload>.curve.csv. The LoomTuned contender is the best program of FILE; a line says
 // whether it uses tensor cores, ldmatrix and cp.async, in how many pipeline stages, and whether
 // its shared copies are stored lane-major.
+// --model adds the contender LoomModel: cuda::compile_from_model's kernel, the pretrained GPU
+// model's best 8 programs and the default schedule measured on this GPU, the fastest kept, as a
+// user gets for a shape nobody tuned (a line says which pick it is and how long it took).
 // --double-buffer=P sets how often tuning draws pipelined programs
 // (SearchOptions::gpu_double_buffer_probability, 0.5 by default): tuning into two record files
 // with 0 and 1 measures what pipelining is worth. --max-stages=S: the most pipeline stages
@@ -627,6 +630,7 @@ int main(int argc, char** argv) {
   double swizzle_shared = search::SearchOptions{}.gpu_swizzle_shared_probability;
   bool deep_k_tiles = search::SearchOptions{}.gpu_deep_k_tiles;
   int min_blocks = 0;
+  bool from_model = false;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
   bool list_only = false;
@@ -656,6 +660,8 @@ int main(int argc, char** argv) {
       deep_k_tiles = std::atoi(v) != 0;
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
       ansor_features = true;
+    } else if (std::strcmp(argv[i], "--model") == 0) {
+      from_model = true;
     } else if (std::strcmp(argv[i], "--list-workloads") == 0) {
       list_only = true;
     } else if (const char* v = flag_value(argv[i], "--workloads=")) {
@@ -754,6 +760,20 @@ int main(int argc, char** argv) {
         keep.push_back(naive);
       }
       add_contender(w, "LoomDefault", [naive, args] { naive->launch(args); }, dram);
+      if (from_model) {
+        try {
+          cuda::ModelCompiled m = cuda::compile_from_model(*w.loom_task);
+          auto picked = std::make_shared<cuda::Program>(m.program.image, std::move(m.program.plan));
+          keep.push_back(picked);
+          add_contender(w, "LoomModel", [picked, args] { picked->launch(args); }, dram);
+          std::printf(
+              "%s: LoomModel is the model's pick %d (-1: the default schedule), %.1f us when "
+              "measured; search %.1f s, measuring %.1f s\n",
+              w.name.c_str(), m.rank, m.seconds * 1e6, m.search_seconds, m.measure_seconds);
+        } catch (const loom::error& e) {
+          std::printf("%s: no LoomModel: %s\n", w.name.c_str(), e.what());
+        }
+      }
       if (auto best = cuda::best_recorded_schedule(*w.loom_task, records)) {
         cuda::CompiledProgram c = cuda::build(*w.loom_task, *best);
         auto tuned = std::make_shared<cuda::Program>(c.image, std::move(c.plan));

@@ -26,9 +26,11 @@
 #include "loom/backend/cuda/program.hpp"
 #include "loom/lower/gpu.hpp"
 #include "loom/sched/default_schedule.hpp"
+#include "loom/search/evolution.hpp"
 #include "loom/search/task.hpp"
 #include "loom/search/tuner.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -100,9 +102,45 @@ TuneResult tune(const Task& task, const search::TuneOptions& options = {},
 /// |---|---|
 /// | trained on a run's first 64 programs (bf16 GEMM, BERT FFN1, ResNet conv, TF32 GEMM) | 62–63 |
 /// | untrained | 23–36 |
-/// | the pretrained GPU model alone, first round: fp16 GEMM, 512-channel ResNet conv (unseen) | 63 |
-/// | random, the same first round | 33, 43 |
+/// | the pretrained GPU model alone, first round: fp16 GEMM, 512-channel ResNet conv (unseen) | 63
+/// | | random, the same first round | 33, 43 |
 search::TuneOptions tuning_options(const search::TuneOptions& options);
+
+/// Settings of compile_from_model.
+struct ModelCompileOptions {
+  /// The model that ranks programs; null: the GPU one shipped with loom
+  /// (cost::pretrained_gpu_cost_model).
+  std::shared_ptr<const cost::CostModel> model;
+  /// The search: sketches, sampling and evolution, nothing measured.
+  search::ModelSearchOptions search = search::model_compile_search();
+  /// How many of the model's best programs are measured on the GPU, with the default schedule
+  /// beside them: each is checked against the reference and timed as tuning does (GpuMeasurer),
+  /// and the fastest correct one is kept. The model alone sometimes ranks first a program
+  /// slower than others it ranks lower. At least 1.
+  int measure_top = 8;
+  search::MeasureOptions measure;
+  GpuMeasurerOptions gpu;
+};
+
+/// What compile_from_model returns.
+struct ModelCompiled {
+  CompiledProgram program;
+  sched::State state;
+  int rank = 0;  ///< of the kept program among the model's picks (0: its best; −1: the default)
+  double seconds = 0;  ///< its measured time
+  double search_seconds = 0;
+  double measure_seconds = 0;  ///< building, checking and timing the candidates (wall)
+};
+
+/// A kernel for a CUDA task nobody tuned, in seconds rather than a tuning run's minutes: the
+/// programs the cost model ranks best (search::best_predicted), measured on this machine's GPU
+/// with the default schedule, the fastest correct one kept. Needs a GPU: without one the
+/// measurer's worker cannot start (`[loom.cuda.E924]`).
+/// Throws loom::user_error `[loom.cuda.E923]` for a task that is not CUDA, `[loom.cuda.E926]`
+/// when there is no model (none given, and the pretrained one cannot be read),
+/// `[loom.cuda.E927]` for options out of range and `[loom.cuda.E928]` when no candidate, the
+/// default schedule included, passes the check (it names each one's failure).
+ModelCompiled compile_from_model(const Task& task, const ModelCompileOptions& options = {});
 
 /// The fastest correct record of the task's workload and target in the log, replayed; nothing
 /// when the log has none. Records measured on this machine's GPU (device 0, by name) come

@@ -142,15 +142,8 @@ enum class ScheduleSource {
 struct ModelCompileOptions {
   /// The model that ranks programs; null: the one shipped with loom (cost::pretrained_cost_model).
   std::shared_ptr<const cost::CostModel> model;
-  /// The search (population, generations, how many of the model's best to keep, seed). Half an
-  /// Ansor round's population: the time saved builds two more of the model's picks, which found
-  /// faster kernels than the full round with three (benchmarks/README.md, "Kernels from the cost
-  /// model alone").
-  search::ModelSearchOptions search = [] {
-    search::ModelSearchOptions o;
-    o.population = 1024;
-    return o;
-  }();
+  /// The search (population, generations, how many of the model's best to keep, seed).
+  search::ModelSearchOptions search = search::model_compile_search();
   /// Build the model's `time_top` best programs and the default schedule (on the compile
   /// threads), check them, time each for a few milliseconds in this process and keep the
   /// fastest: the shipped model alone sometimes ranks first a program several times slower than

@@ -2,9 +2,11 @@
 #include "loom/cuda.hpp"
 
 #include "loom/cost/pretrained.hpp"
+#include "loom/detail/clock.hpp"
 #include "loom/search/records.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
@@ -53,6 +55,54 @@ LOOM_DECL search::TuneOptions tuning_options(const search::TuneOptions& options)
     o.pretrained = cost::pretrained_gpu_cost_model();
   o.gbdt.warmup_samples = std::min(o.gbdt.warmup_samples, o.measures_per_round);
   return o;
+}
+
+LOOM_DECL ModelCompiled compile_from_model(const Task& task, const ModelCompileOptions& options) {
+  LOOM_USER_CHECK(task.target.is_cuda(), "loom.cuda.E923")
+      << "cuda::compile_from_model: the task targets " << task.target.to_string()
+      << "; make it with Target::cuda(\"sm_90\") (or use loom::compile_from_model for the CPU)";
+  LOOM_USER_CHECK(options.measure_top >= 1, "loom.cuda.E927")
+      << "cuda::ModelCompileOptions::measure_top is " << options.measure_top
+      << "; it must be at least 1 (the model's best is measured before it is kept)";
+  std::shared_ptr<const cost::CostModel> model = options.model;
+  if (!model) model = cost::pretrained_gpu_cost_model();
+  LOOM_USER_CHECK(model != nullptr, "loom.cuda.E926")
+      << "cuda::compile_from_model: no cost model: none was given and the pretrained GPU model ("
+      << cost::pretrained_gpu_model_path() << ") could not be read (see the warning above)";
+  auto t0 = std::chrono::steady_clock::now();
+  search::ModelSearchOptions search = options.search;
+  search.top = std::max(search.top, options.measure_top);
+  std::vector<sched::State> candidates = search::best_predicted(task, *model, search);
+  if (candidates.size() > static_cast<size_t>(options.measure_top))
+    candidates.erase(candidates.begin() + options.measure_top, candidates.end());
+  const size_t picks = candidates.size();
+  candidates.push_back(sched::default_schedule(task.dag, task.target));  // rank −1
+  const double search_seconds = ::loom::detail::seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  GpuMeasurer measurer(options.measure, options.gpu);
+  const std::vector<search::MeasureResult> results = measurer.measure(task, candidates);
+  const double measure_seconds = ::loom::detail::seconds_since(t0);
+  size_t best = candidates.size();
+  std::string failures;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const search::MeasureResult& r = results[i];
+    if (!r.ok()) {
+      failures += std::string("\n  ") + (i < picks ? "pick " + std::to_string(i) : "default") +
+                  ": " + search::measure_error_name(r.error) + ": " + r.error_message;
+      continue;
+    }
+    if (best == candidates.size() || r.mean_cost() < results[best].mean_cost()) best = i;
+  }
+  LOOM_USER_CHECK(best < candidates.size(), "loom.cuda.E928")
+      << "cuda::compile_from_model: none of the model's " << picks
+      << " picks nor the default schedule passed the check on the GPU:" << failures;
+  return ModelCompiled{build(task, candidates[best], options.gpu.nvrtc_options),
+                       candidates[best],
+                       best < picks ? static_cast<int>(best) : -1,
+                       results[best].mean_cost(),
+                       search_seconds,
+                       measure_seconds};
 }
 
 LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,

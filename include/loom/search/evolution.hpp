@@ -189,6 +189,16 @@ struct ModelSearchOptions {
   std::vector<std::string> constant_inputs;
 };
 
+/// The search of model-only compilation (loom::compile_from_model, cuda::compile_from_model):
+/// half an Ansor round's population. The time saved builds two more of the model's picks, which
+/// found faster CPU kernels than the full round with three (benchmarks/README.md, "Kernels from
+/// the cost model alone").
+inline ModelSearchOptions model_compile_search() {
+  ModelSearchOptions o;
+  o.population = 1024;
+  return o;
+}
+
 /// The `options.top` distinct programs of the task's search space that `model` scores highest,
 /// best first: one evolutionary round (sampling, `generations` of evolution, no ε-greedy
 /// picks) and nothing measured. The same seed gives the same programs. Throws what

@@ -4,6 +4,7 @@
 // generated kernel, so every output stays poison and the check must catch it. The measurer on a
 // real GPU is test_measurer_device.cpp.
 #include <loom/backend/cuda/measurer.hpp>
+#include <loom/cuda.hpp>
 #include <loom/ops.hpp>
 #include <loom/sched/default_schedule.hpp>
 #include <loom/search/annotate.hpp>
@@ -239,6 +240,39 @@ TEST_SUITE("cuda.measurer") {
     CHECK(after[0].ok());
     CHECK(m.stats().worker_starts == 2);
     std::remove(delay_file.c_str());
+  }
+
+  TEST_CASE("compile_from_model measures the model's picks and the default schedule") {
+    // The fake runs no kernel, so every candidate leaves its output poisoned: the error names
+    // each one's failure. (test_measurer_device.cpp keeps a program on a real GPU.)
+    scoped_env fake("LOOM_CUDA_DRIVER_LIBRARY", LOOM_FAKE_LIBCUDA);
+    auto a = placeholder<bfloat16>("A", {128, 64});
+    auto b = placeholder<bfloat16>("B", {64, 96});
+    const Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                       std::vector<ir::Tensor>{ops::matmul(a, b)}),
+                    Target::cuda("sm_90"));
+    cuda::ModelCompileOptions o;
+    o.gpu.image = cuda::ImageKind::ptx;
+    o.measure_top = 3;
+    std::string message;
+    try {
+      (void)cuda::compile_from_model(task, o);
+    } catch (const user_error& e) {
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(contains(message, "[loom.cuda.E928]"));
+    CHECK(contains(message, "none of the model's 3 picks"));
+    for (const char* who :
+         {"pick 0: wrong_answer", "pick 2: wrong_answer", "default: wrong_answer"})
+      CHECK(contains(message, who));
+
+    o.measure_top = 0;
+    CHECK_THROWS_WITH_AS(cuda::compile_from_model(task, o), doctest::Contains("[loom.cuda.E927]"),
+                         user_error);
+    CHECK_THROWS_WITH_AS(
+        cuda::compile_from_model(Task(task.dag, Target::host()), cuda::ModelCompileOptions{}),
+        doctest::Contains("[loom.cuda.E923]"), user_error);
   }
 #endif
 }

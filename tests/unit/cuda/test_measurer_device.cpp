@@ -2,6 +2,7 @@
 // built, checked against the reference and timed; a program over run_timeout_s kills the worker,
 // which the next program replaces. main.cpp skips the executable without a device.
 #include <loom/backend/cuda/measurer.hpp>
+#include <loom/cuda.hpp>
 #include <loom/ops.hpp>
 #include <loom/sched/default_schedule.hpp>
 #include <loom/search/annotate.hpp>
@@ -52,6 +53,21 @@ TEST_SUITE("cuda.measurer.device") {
       CHECK(ok >= static_cast<int>(results.size()) - 2);
     }
     CHECK(m.stats().worker_starts == 1);
+  }
+
+  TEST_CASE("compile_from_model keeps the fastest correct of the model's picks") {
+    auto a = placeholder<bfloat16>("A", {1024, 1024});
+    auto b = placeholder<bfloat16>("B", {1024, 1024});
+    const Task task(std::make_shared<const ComputeDAG>(std::vector<ir::Tensor>{a, b},
+                                                       std::vector<ir::Tensor>{ops::matmul(a, b)}),
+                    cuda::device_target());
+    const cuda::ModelCompiled c = cuda::compile_from_model(task);
+    MESSAGE("bf16 GEMM 1024^3 from the model: rank "
+            << c.rank << ", " << c.seconds * 1e6 << " us (search " << c.search_seconds
+            << " s, measuring " << c.measure_seconds << " s)");
+    CHECK(c.seconds > 0);
+    CHECK(c.rank >= 0);  // a model's pick beats one thread per output
+    CHECK(c.program.source.find("mma.sync") != std::string::npos);
   }
 
   TEST_CASE("a program over run_timeout_s is killed and the next one gets a fresh worker") {
