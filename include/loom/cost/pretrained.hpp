@@ -19,8 +19,10 @@
 /// GEMMs, batched and BERT products and ResNet convolutions in bf16, fp16 and TF32 on tensor
 /// cores. It was trained with all of this build's features. Regenerate it with
 ///
-///     bench_cost_model gpu_logs=benchmarks/results/h200_tuning_logs.jsonl.gz \
-///       save=include/loom/cost/pretrained/gpu.model parts=none
+///     bench_cost_model parts=none save=include/loom/cost/pretrained/gpu.model
+///       gpu_logs=benchmarks/results/h200_tuning_logs.jsonl.gz
+///
+/// (one command line; it rewrites the file byte for byte)
 ///
 /// Left out of that training, a workload's programs are ranked at 0.81 pairwise accuracy
 /// (benchmarks/README.md, "GPU (H100, H200)"). cuda::tune starts from it

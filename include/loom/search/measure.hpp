@@ -14,9 +14,11 @@
 #ifndef LOOM_SEARCH_MEASURE_HPP
 #define LOOM_SEARCH_MEASURE_HPP
 
+#include "loom/detail/clock.hpp"
 #include "loom/sched/state.hpp"
 #include "loom/search/task.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <functional>
@@ -182,6 +184,27 @@ struct MeasureOptions {
   /// at `index` of the batch is built (`phase` 0) and run (`phase` 1).
   std::function<void(size_t index, int phase)> fault_injection_hook;
 };
+
+/// How long a program's first run may last before the measurer kills it
+/// (MeasureOptions::slow_run_kill_factor), given the task's best cost so far (0 or kFailedCost:
+/// none yet); 0 when only run_timeout_s limits it. The CPU and GPU measurers share it.
+inline double slow_run_limit(double best_cost, const MeasureOptions& o) {
+  if (o.slow_run_kill_factor <= 0 || best_cost <= 0 || best_cost >= kFailedCost) return 0;
+  const double limit = std::max(o.slow_run_kill_min_s, o.slow_run_kill_factor * best_cost);
+  return limit < o.run_timeout_s ? limit : 0;
+}
+
+/// Why a measurer killed a program that ran for `limit` seconds: in its first run
+/// (slow_run_limit, when `limit` is below run_timeout_s) or past run_timeout_s.
+inline std::string run_kill_message(double limit, double best_cost, const MeasureOptions& o) {
+  if (limit < o.run_timeout_s)
+    return "killed in its first run after " + ::loom::detail::format_seconds(limit) +
+           " s, more than " + ::loom::detail::format_seconds(o.slow_run_kill_factor) +
+           " times the best cost of the task so far, " + ::loom::detail::format_seconds(best_cost) +
+           " s (slow_run_kill_factor)";
+  return "killed after running for longer than " + ::loom::detail::format_seconds(o.run_timeout_s) +
+         " s (run_timeout_s)";
+}
 
 /// The fields of `o` out of range, as "name value (must be ...)" joined by ", "; empty when every
 /// field is in range. number and repeat must be at least 1, the timeouts positive, the others

@@ -38,7 +38,6 @@ using search::MeasureError;
 
 inline constexpr const char* kWorkerEnv = "LOOM_CUDA_MEASURE_WORKER";
 
-using ::loom::detail::format_seconds;
 using ::loom::detail::seconds_since;
 
 // --- messages between the measurer and its worker ---------------------------------------------
@@ -455,19 +454,6 @@ struct GpuMeasurer::TaskData {
   double best_cost = search::kFailedCost;
 };
 
-namespace detail {
-
-/// How long a program's first launch may take, from the run request
-/// (MeasureOptions::slow_run_kill_factor); 0 when only run_timeout_s limits it. The task's best
-/// before any program is its reference program's time, where the worker ran one.
-inline double slow_run_limit(double best_cost, const search::MeasureOptions& o) {
-  if (o.slow_run_kill_factor <= 0 || !(best_cost < search::kFailedCost)) return 0;
-  const double limit = std::max(o.slow_run_kill_min_s, o.slow_run_kill_factor * best_cost);
-  return limit < o.run_timeout_s ? limit : 0;
-}
-
-}  // namespace detail
-
 LOOM_DECL GpuMeasurer::GpuMeasurer(search::MeasureOptions options, GpuMeasurerOptions gpu)
     : options_(std::move(options)), gpu_(std::move(gpu)) {
   std::string problems = search::measure_options_problems(options_);
@@ -878,9 +864,10 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
                       : 0);
     w.put<double>(o.rtol);
     w.put<double>(o.atol);
-    // Until the first launch is done, a program may run slow_run_limit; then up to
-    // run_timeout_s from the request in all.
-    const double slow_limit = slow_run_limit(td.best_cost, o);
+    // Until the first launch is done, a program may run slow_run_limit (counted from the
+    // request; the task's best before any program is its reference program's time, where the
+    // worker ran one); then up to run_timeout_s from the request in all.
+    const double slow_limit = search::slow_run_limit(td.best_cost, o);
     std::string reply;
     Received got =
         send_frame(worker_->fd(), w.body())
@@ -898,16 +885,12 @@ LOOM_DECL std::vector<search::MeasureResult> GpuMeasurer::measure_each(
     if (got != Received::frame) {
       const std::string how = worker_->stop();
       res.error = got == Received::timeout ? MeasureError::run_timeout : MeasureError::runtime;
-      res.error_message = got != Received::timeout
-                              ? "the worker process died while running the program (" + how + ")"
-                          : killed_in_first_run
-                              ? "its first run lasted longer than " + format_seconds(slow_limit) +
-                                    " s, " + format_seconds(o.slow_run_kill_factor) +
-                                    " times the best cost of the task so far, " +
-                                    format_seconds(td.best_cost) +
-                                    " s (slow_run_kill_factor); its worker was killed"
-                              : "the program ran longer than run_timeout_s (" +
-                                    format_seconds(o.run_timeout_s) + " s); its worker was killed";
+      res.error_message =
+          got == Received::timeout
+              ? search::run_kill_message(killed_in_first_run ? slow_limit : o.run_timeout_s,
+                                         td.best_cost, o) +
+                    "; its worker was killed"
+              : "the worker process died while running the program (" + how + ")";
       finish();
       continue;
     }

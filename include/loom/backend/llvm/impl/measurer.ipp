@@ -540,7 +540,7 @@ class Batch {
       const double limit = run_limit(c);
       c.process.reap(/*kill_first=*/true);
       r.error = MeasureError::run_timeout;
-      r.error_message = run_kill_message(limit, td_, o_);
+      r.error_message = search::run_kill_message(limit, td_.best_cost, o_);
       r.compile_seconds = c.compile_seconds;
       r.run_seconds = limit;
       return r;

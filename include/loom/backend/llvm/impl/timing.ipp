@@ -260,31 +260,12 @@ inline double slow_build_limit(const LocalMeasurer::TaskData& td, const search::
                                               o.slow_build_kill_factor * median_build_seconds(td)));
 }
 
-/// How long a program's first run may take, from its go (MeasureOptions::slow_run_kill_factor);
-/// 0 when there is no such limit.
-inline double slow_run_limit(const LocalMeasurer::TaskData& td, const search::MeasureOptions& o) {
-  if (o.slow_run_kill_factor <= 0 || td.best_cost <= 0) return 0;
-  const double limit = std::max(o.slow_run_kill_min_s, o.slow_run_kill_factor * td.best_cost);
-  return limit < o.run_timeout_s ? limit : 0;
-}
-
 /// Seconds a running child may run from its go: run_timeout_s, or less until its first call has
-/// returned (slow_run_limit).
+/// returned (search::slow_run_limit).
 inline double run_limit(bool first_run_done, const LocalMeasurer::TaskData& td,
                         const search::MeasureOptions& o) {
-  const double slow = first_run_done ? 0.0 : slow_run_limit(td, o);
+  const double slow = first_run_done ? 0.0 : search::slow_run_limit(td.best_cost, o);
   return slow > 0 ? slow : o.run_timeout_s;
-}
-
-/// Why the parent killed a child that ran for `limit` seconds (run_limit).
-inline std::string run_kill_message(double limit, const LocalMeasurer::TaskData& td,
-                                    const search::MeasureOptions& o) {
-  if (limit < o.run_timeout_s)
-    return "killed in its first run after " + format_seconds(limit) + " s, more than " +
-           format_seconds(o.slow_run_kill_factor) + " times the best cost of the task so far, " +
-           format_seconds(td.best_cost) + " s (slow_run_kill_factor)";
-  return "killed after running for longer than " + format_seconds(o.run_timeout_s) +
-         " s (run_timeout_s)";
 }
 
 /// Why the parent killed a child that built for `limit` seconds (slow_build_limit).
