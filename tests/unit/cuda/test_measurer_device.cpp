@@ -1,6 +1,8 @@
 // cuda::GpuMeasurer on a real GPU (label gpu): sampled programs of a small and a large matmul are
-// built, checked against the reference and timed; a program over run_timeout_s kills the worker,
-// which the next program replaces. main.cpp skips the executable without a device.
+// built, checked against the reference and timed; a program over run_timeout_s, or whose first
+// launch outlasts slow_run_kill_factor times the best, kills the worker, which the next program
+// replaces; cuda::compile_from_model keeps a model's pick. main.cpp skips the executable without a
+// device.
 #include <loom/backend/cuda/measurer.hpp>
 #include <loom/cuda.hpp>
 #include <loom/ops.hpp>
@@ -68,6 +70,25 @@ TEST_SUITE("cuda.measurer.device") {
     CHECK(c.seconds > 0);
     CHECK(c.rank >= 0);  // a model's pick beats one thread per output
     CHECK(c.program.source.find("mma.sync") != std::string::npos);
+  }
+
+  TEST_CASE("a first launch past slow_run_kill_factor times the best is killed") {
+    // 1024^3 is past interpreter_flop_limit: the worker runs the reference program, whose time
+    // is the task's best before any program; a factor of 1e-6 leaves no program time to finish.
+    search::MeasureOptions o;
+    o.slow_run_kill_factor = 1e-6;
+    o.slow_run_kill_min_s = 0;
+    cuda::GpuMeasurer m(o);
+    const Task task = matmul_task(1024);
+    const auto results = m.measure(task, {sched::default_schedule(task.dag, task.target),
+                                          sched::default_schedule(task.dag, task.target)});
+    for (const search::MeasureResult& r : results) {
+      CAPTURE(r.error_message);
+      CHECK(r.error == search::MeasureError::run_timeout);
+      CHECK(r.error_message.find("killed in its first run") != std::string::npos);
+      CHECK(r.run_seconds < 1);
+    }
+    CHECK(m.stats().worker_starts == 2);
   }
 
   TEST_CASE("a program over run_timeout_s is killed and the next one gets a fresh worker") {
