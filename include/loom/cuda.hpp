@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
@@ -146,6 +147,15 @@ ModelCompiled compile_from_model(const Task& task, const ModelCompileOptions& op
 /// when the log has none. Records measured on this machine's GPU (device 0, by name) come
 /// first: a time measured on an H100 does not rank programs for an H200.
 std::optional<sched::State> best_recorded_schedule(const Task& task, const std::string& records);
+
+/// A program for `task` from the log `records`, for an application that wants one call: the
+/// log's best record of this workload (best_recorded_schedule); without one, compile_from_model's
+/// kernel, measured on this GPU; when that cannot be had (no GPU, no model, no candidate passed:
+/// a warning on stderr says why), the default schedule. The second member says which. Unlike
+/// loom::kernel_from_records (CPU), no schedule is carried over from another shape
+/// (ScheduleSource::Transferred): an adapted GPU program would run unchecked.
+std::pair<CompiledProgram, search::ScheduleSource> program_from_records(const Task& task,
+                                                                        const std::string& records);
 
 }  // namespace cuda
 LOOM_END_NAMESPACE

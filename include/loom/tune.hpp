@@ -130,13 +130,8 @@ Kernel build_best(const Task& task, const std::string& records, const BuildOptio
 /// when that cannot be had either, the default schedule, with a one-line warning.
 Kernel tuned_kernel(const Task& task, const std::string& records);
 
-/// How a kernel built from a log got its schedule.
-enum class ScheduleSource {
-  Recorded,     ///< the log's best record of this very workload
-  Transferred,  ///< the best record of the nearest other shape, adapted (search::transferred_state)
-  Predicted,    ///< no record of this computation: the pretrained model's pick (compile_from_model)
-  Default,      ///< no record and no usable model: the default schedule
-};
+/// How a kernel built from a log got its schedule (search/records.hpp).
+using ScheduleSource = search::ScheduleSource;
 
 /// Settings of compile_from_model.
 struct ModelCompileOptions {

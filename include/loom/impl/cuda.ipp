@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 
 LOOM_BEGIN_NAMESPACE
 namespace cuda {
@@ -110,6 +111,20 @@ LOOM_DECL std::optional<sched::State> best_recorded_schedule(const Task& task,
   std::string why;
   const std::string device = device_available(&why) ? device_info(0).name : "";
   return search::best_recorded_state(task, records, 0, device);
+}
+
+LOOM_DECL std::pair<CompiledProgram, search::ScheduleSource> program_from_records(
+    const Task& task, const std::string& records) {
+  if (std::optional<sched::State> best = best_recorded_schedule(task, records))
+    return {build(task, *best), search::ScheduleSource::Recorded};
+  if (cost::pretrained_gpu_cost_model()) {
+    try {
+      return {compile_from_model(task).program, search::ScheduleSource::Predicted};
+    } catch (const user_error& e) {
+      std::cerr << "loom: warning: " << e.what() << "; using the default schedule\n";
+    }
+  }
+  return {build(task), search::ScheduleSource::Default};
 }
 
 }  // namespace cuda

@@ -204,6 +204,15 @@ std::optional<TuningRecord> best_record(const std::vector<TuningRecord>& records
 std::optional<sched::State> best_recorded_state(const Task& task, const std::string& path,
                                                 int threads = 0, const std::string& device = "");
 
+/// How a kernel built from a log got its schedule (loom::kernel_from_records for the CPU,
+/// cuda::program_from_records for the GPU).
+enum class ScheduleSource {
+  Recorded,     ///< the log's best record of this very workload
+  Transferred,  ///< the best record of the nearest other shape, adapted (transferred_state)
+  Predicted,    ///< no record of this computation: the pretrained model's pick (compile_from_model)
+  Default,      ///< no record and no usable model: the default schedule
+};
+
 /// A schedule carried over from another shape: the state, and the workload and extents of the
 /// records it came from.
 struct TransferredState {

@@ -8,6 +8,7 @@
 #include <loom/ops.hpp>
 #include <loom/sched/default_schedule.hpp>
 #include <loom/search/annotate.hpp>
+#include <loom/search/records.hpp>
 
 #include <doctest/doctest.h>
 
@@ -273,6 +274,33 @@ TEST_SUITE("cuda.measurer") {
     CHECK_THROWS_WITH_AS(
         cuda::compile_from_model(Task(task.dag, Target::host()), cuda::ModelCompileOptions{}),
         doctest::Contains("[loom.cuda.E923]"), user_error);
+  }
+
+  TEST_CASE("program_from_records: the log's record, else the model's pick, else the default") {
+    scoped_env fake("LOOM_CUDA_DRIVER_LIBRARY", LOOM_FAKE_LIBCUDA);
+    const Task task = matmul_task(48);
+    // No log, and the model's picks cannot pass on the fake (it loads no CUBIN and runs no
+    // kernel): the default schedule.
+    const auto [fallback, fallback_source] =
+        cuda::program_from_records(task, "/nonexistent/loom_gpu_records.jsonl");
+    CHECK(fallback_source == search::ScheduleSource::Default);
+    CHECK(fallback.source == cuda::build(task).source);
+
+    // A log with a record of the task: that program.
+    std::mt19937_64 rng(3);
+    const std::vector<sched::State> sampled =
+        search::sample_programs(search::generate_sketches(task), task, {}, rng, 4);
+    REQUIRE(!sampled.empty());
+    const sched::State& recorded = sampled.front();
+    search::MeasureResult measured;
+    measured.costs = {1e-5, 1.1e-5};
+    const std::string log = "/tmp/loom_gpu_records_" + std::to_string(::getpid()) + ".jsonl";
+    std::remove(log.c_str());
+    search::append_records(log, {search::make_tuning_record(task, recorded, measured)});
+    const auto [program, source] = cuda::program_from_records(task, log);
+    CHECK(source == search::ScheduleSource::Recorded);
+    CHECK(program.source == cuda::build(task, recorded).source);
+    std::remove(log.c_str());
   }
 #endif
 }
