@@ -27,6 +27,22 @@ Task matmul_task(int64_t n) {
               Target::cuda("sm_90"));
 }
 
+/// Measures the default schedule of an n³ matmul twice under `o`, which kills both: each is a
+/// run_timeout, and each kill leaves the next program a fresh worker.
+std::vector<search::MeasureResult> measure_twice_killed(const search::MeasureOptions& o,
+                                                        int64_t n) {
+  cuda::GpuMeasurer m(o);
+  const Task task = matmul_task(n);
+  const auto results = m.measure(task, {sched::default_schedule(task.dag, task.target),
+                                        sched::default_schedule(task.dag, task.target)});
+  for (const search::MeasureResult& r : results) {
+    CAPTURE(r.error_message);
+    CHECK(r.error == search::MeasureError::run_timeout);
+  }
+  CHECK(m.stats().worker_starts == 2);
+  return results;
+}
+
 }  // namespace
 
 TEST_SUITE("cuda.measurer.device") {
@@ -78,30 +94,16 @@ TEST_SUITE("cuda.measurer.device") {
     search::MeasureOptions o;
     o.slow_run_kill_factor = 1e-6;
     o.slow_run_kill_min_s = 0;
-    cuda::GpuMeasurer m(o);
-    const Task task = matmul_task(1024);
-    const auto results = m.measure(task, {sched::default_schedule(task.dag, task.target),
-                                          sched::default_schedule(task.dag, task.target)});
-    for (const search::MeasureResult& r : results) {
+    for (const search::MeasureResult& r : measure_twice_killed(o, 1024)) {
       CAPTURE(r.error_message);
-      CHECK(r.error == search::MeasureError::run_timeout);
       CHECK(r.error_message.find("killed in its first run") != std::string::npos);
       CHECK(r.run_seconds < 1);
     }
-    CHECK(m.stats().worker_starts == 2);
   }
 
   TEST_CASE("a program over run_timeout_s is killed and the next one gets a fresh worker") {
     search::MeasureOptions o;
     o.run_timeout_s = 1e-3;  // nothing on a GPU answers this fast, reference included
-    cuda::GpuMeasurer m(o);
-    const Task task = matmul_task(64);
-    const auto results = m.measure(task, {sched::default_schedule(task.dag, task.target),
-                                          sched::default_schedule(task.dag, task.target)});
-    for (const search::MeasureResult& r : results) {
-      CAPTURE(r.error_message);
-      CHECK(r.error == search::MeasureError::run_timeout);
-    }
-    CHECK(m.stats().worker_starts == 2);
+    (void)measure_twice_killed(o, 64);
   }
 }
