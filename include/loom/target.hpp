@@ -89,6 +89,10 @@ struct Target {
       v = v * 10 + (arch[c] - '0');
     return v;
   }
+  /// Whether tensor-core tiles may run as Hopper's warpgroup MMAs (`wgmma.mma_async`,
+  /// lower::WgmmaNest): the architecture-specific target "sm_90a" only, whose code runs on
+  /// compute capability 9.0 alone (NVRTC's compute_90a).
+  bool warpgroup_mma() const { return is_cuda() && arch == "sm_90a"; }
   std::string to_string() const {
     if (is_cpu()) return "llvm -mcpu=" + arch;
     return "cuda -arch=" + arch + (tf32 ? " -tf32" : "") +

@@ -152,6 +152,65 @@ inline std::vector<loom::lower::MmaTile> tiles_of(const loom::lower::GpuKernel& 
   return tiles;
 }
 
+struct warpgroup_tiling {
+  int64_t groups = 1;       ///< warpgroups of a block, along M (64 rows each)
+  int64_t nt = 8;           ///< m16n8k16 instructions per warp along N: the wgmma's N is 8 nt
+  int64_t k_tile = 64;      ///< k of one shared copy: 64 (128-byte rows of A), 32 or 16
+  bool swizzle = true;      ///< the copies' rows swizzled (storage_swizzle), else as they are
+  int pipeline_stages = 0;  ///< as mma_tiling's
+};
+
+/// A matmul schedule whose per-warp m16n8k16 instructions are a warpgroup MMA
+/// (lower::WgmmaNest): the warps of a block all along M, 16 rows each (a lane's two rows g and
+/// g + 8 of them, by A's copy stored lane-major), one warp tile of nt instructions along N
+/// (B's copy lane-major along N, a lane's columns 8 j + 2 t + q), k_tile of k a copy. With
+/// B given as [K, N] its copy is MN-major (rows of 2 nt 16-bit columns), as [N, K] K-major.
+inline loom::sched::State warpgroup_matmul(std::shared_ptr<const loom::ComputeDAG> dag,
+                                           const warpgroup_tiling& t = {},
+                                           bool b_transposed = false) {
+  using loom::sched::Annotation;
+  const std::string c = dag->outputs()[0].name();
+  loom::sched::State s(std::move(dag));
+  const std::string local = s.cache_write(c, loom::ir::MemoryScope::Local);
+  const int64_t warps = 4 * t.groups;
+  s.split(c, 0, {warps, 8, 2});     // i0 i1 i2 i3 j
+  s.split(c, 4, {1, 4, 2 * t.nt});  // i0 i1 i2 i3 j0 j1 j2 j3
+  s.reorder(c, {0, 4, 1, 5, 2, 6, 3, 7});
+  s.fuse(c, {0, 1});
+  s.fuse(c, {1, 2, 3, 4});
+  s.annotate(c, 0, Annotation::BlockIdxX);
+  s.annotate(c, 1, Annotation::ThreadIdxX);
+  s.compute_at(local, c, 1);
+  s.split(local, 0, {2});                   // mt h j k
+  s.split(local, 2, {2});                   // mt h nt q k
+  s.split(local, 4, {t.k_tile / 16, 16});   // mt h nt q ko km kk
+  s.reorder(local, {4, 5, 0, 2, 6, 1, 3});  // ko km mt nt kk h q
+  s.annotate(local, 4, Annotation::Tensorized);
+  s.annotate(local, 2, Annotation::Unrolled);
+  s.annotate(local, 3, Annotation::Unrolled);
+  const int64_t threads = warps * 32;
+  for (const char* operand : {"A", "B"}) {
+    const std::string sh = s.cache_read(operand, loom::ir::MemoryScope::Shared, {local});
+    s.compute_at(sh, local, 0);
+    const bool is_a = operand[0] == 'A';
+    // A's rows (axis 0): lanes of 8 with 2 rows each; B's columns (axis 1, or 0 as [N, K]):
+    // lanes of 4 with nt pairs each.
+    if (is_a)
+      s.storage_permute(sh, 0, 8, 2, 1);
+    else
+      s.storage_permute(sh, b_transposed ? 0 : 1, 4, t.nt, 2);
+    if (t.swizzle) {
+      const int64_t row = is_a || b_transposed ? t.k_tile * 2 : 8 * t.nt * 2;
+      if (row == 32 || row == 64 || row == 128) s.storage_swizzle(sh, row);
+    }
+    s.fuse(sh, {0, 1});
+    s.split(sh, 0, {threads});
+    s.annotate(sh, 1, Annotation::ThreadIdxX);
+  }
+  if (t.pipeline_stages > 0) s.annotate(local, 0, loom::ir::pipelined_kind(t.pipeline_stages));
+  return s;
+}
+
 /// What loom::user_error lower::lower_gpu throws for `s` on `target`; empty when it lowers.
 inline std::string lowering_error(const loom::sched::State& s,
                                   const loom::Target& target = loom::Target::cuda()) {

@@ -68,12 +68,14 @@
 
 #include "loom/ir/stmt.hpp"
 #include "loom/lower/lower.hpp"
+#include "loom/lower/mma.hpp"
 #include "loom/sched/state.hpp"
 #include "loom/target.hpp"
 
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,11 @@ struct GpuKernel {
   ir::Stmt body;
   /// The target's Target::min_blocks_per_sm (0: none), for the kernel's launch bounds.
   int min_blocks_per_sm = 0;
+  /// Tensor-core nests that are warpgroup MMAs run as such (Target::warpgroup_mma).
+  bool warpgroup_mma = false;
+  /// The shared arrays a warpgroup MMA reads: each starts at a multiple of 1024 bytes, where
+  /// the hardware's swizzle of the shared address is the layout's (lower::WgmmaOperand).
+  std::vector<ir::Buffer> wgmma_operands;
 
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
   /// The shared arrays' bytes and those the kernel's AllReduces use.
@@ -110,6 +117,11 @@ struct GpuKernel {
 /// results through shared memory), else one per thread (every thread's value through shared
 /// memory).
 int64_t all_reduce_scratch_elements(const std::array<int64_t, 3>& block);
+
+/// The warpgroup MMA that loop `f` of kernel `k` heads, where the kernel runs them
+/// (GpuKernel::warpgroup_mma) and `f` heads an MmaNest that is one (lower::match_wgmma); none
+/// otherwise. What the CUDA printer and the emulation both ask, so that they agree.
+std::optional<WgmmaNest> kernel_wgmma(const GpuKernel& k, const ir::For& f);
 
 /// A schedule as GPU kernels, launched in order on one stream.
 struct GpuProgram {

@@ -187,6 +187,77 @@ struct MmaNest {
 std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::Expr& thread_x,
                                       int64_t block_x, const std::string& kernel);
 
+/// One operand of a warpgroup MMA as the instruction reads it from shared memory: a matrix
+/// descriptor's layout (PTX ISA, "Matrix Descriptor Format" and the canonical layouts of
+/// "Shared Memory Matrix Layout"; CUTLASS's GmmaDescriptor). Logical element (mn, k), mn the
+/// row of A or the column of B and k along the reduction, of 16-bit type, lies at byte
+///
+///     swizzle(start + offset(mn, k))
+///
+/// of the buffer, where with T = 8 elements (16 bytes) and S = `swizzle` bytes:
+///  - K-major, swizzled: (mn % 8) S + (mn / 8) sbo + 2 k (k < S / 2: a row of S bytes);
+///  - K-major, interleaved (S = 0): (mn % 8) 16 + (mn / 8) sbo + 2 (k % 8) + (k / 8) lbo;
+///  - MN-major, swizzled: 2 (mn % (S / 2)) + (mn / (S / 2)) lbo + (k % 8) S + (k / 8) sbo;
+///  - MN-major, interleaved: 2 (mn % 8) + (mn / 8) sbo + (k % 8) 16 + (k / 8) lbo;
+/// and swizzle(o) = o ^ (((o >> 7) mod (S / 16)) << 4), the address bits the hardware permutes
+/// (sched::StorageSwizzleStep's layout), on the shared address itself: the buffer must start at
+/// a multiple of 8 S bytes (1024 for S = 128), which the CUDA printer gives every buffer a
+/// warpgroup MMA reads.
+struct WgmmaOperand {
+  ir::Buffer buffer;
+  /// The element of `buffer` at logical (0, 0), in the variables around the instruction (the
+  /// thread index only through its warpgroup, threadIdx.x / 128).
+  ir::Expr start;
+  bool mn_major = false;     ///< stored along M (N): B of a matmul given as [K, N] (transposed)
+  int64_t swizzle = 0;       ///< 128, 64 or 32 bytes; 0 for interleaved core matrices
+  int64_t lbo = 0, sbo = 0;  ///< the descriptor's leading and stride byte offsets
+
+  /// offset(mn, k) above, in bytes (before the swizzle).
+  int64_t offset(int64_t mn, int64_t k) const;
+  /// The element of `buffer` that holds logical (mn, k), mn an expression (from `start`).
+  ir::Expr element(const ir::Expr& mn, int64_t k) const;
+  /// swizzle(o) above.
+  int64_t swizzled(int64_t byte) const;
+  ir::Expr swizzled(const ir::Expr& byte) const;
+  /// The descriptor less its start address (bits 0-13, the shared address / 16): LBO / 16 in
+  /// bits 16-29, SBO / 16 in bits 32-45, the layout type in bits 62-63 (1: 128-byte swizzle,
+  /// 2: 64, 3: 32, 0: interleaved).
+  uint64_t descriptor_bits() const;
+  /// The layout a descriptor says (the inverse of descriptor_bits, `mn_major` as given): what
+  /// the emulation reads the operand by.
+  static WgmmaOperand from_descriptor(uint64_t bits, bool mn_major);
+};
+
+/// A warpgroup MMA (Hopper's `wgmma.mma_async`, sm_90a; Target::warpgroup_mma): the four
+/// consecutive warps of a warpgroup (128 threads, threadIdx.x / 128) multiply a 64 x 16 tile
+/// of A by a 16 x N tile of B (N = 8 ... 256, 16-bit operands, fp32 accumulators), both read
+/// from shared memory by descriptors, in one asynchronous instruction. loom finds it in an
+/// MmaNest whose per-warp instructions are exactly such an instruction's: warp w of the
+/// warpgroup computes logical rows 16 w ... 16 w + 15 of the 64, the nest's loop `n_loop`
+/// steps along N by 8 columns (instruction j of the loop is columns 8 j ... 8 j + 7), the four
+/// warps read the same columns, and A's and B's elements lie where a descriptor (WgmmaOperand)
+/// says. Then the accumulators of thread (warp w, lane (g, t)) are the registers d[4 j + r] of
+/// the instruction: row 16 w + g + 8 (r / 2), column 8 j + 2 t + r % 2, as the m16n8 C
+/// fragments of the nest's instructions are. The other loops of the nest stay loops around
+/// the instruction. Everything is checked on the index expressions at sampled values of every
+/// variable, as match_mma checks a tile.
+struct WgmmaNest {
+  MmaNest nest;
+  int n_loop = -1;  ///< position in nest.loops of the loop along N; -1: N = 8, no loop
+  int64_t n = 8;
+  WgmmaOperand a, b;
+  /// C's index of register d[i], i = 0 ... n / 2 - 1, in the variables of the other loops.
+  std::vector<ir::Expr> accumulators;
+
+  /// The PTX instruction, e.g. "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16".
+  std::string instruction() const;
+};
+
+/// The warpgroup MMA of `nest` (of a kernel whose block is `block_x` threads wide in x), or
+/// none where its instructions are not one (its m16n8k16 instructions then run as they are).
+std::optional<WgmmaNest> match_wgmma(const MmaNest& nest, const ir::Expr& thread_x,
+                                     int64_t block_x);
+
 }  // namespace lower
 LOOM_END_NAMESPACE
 

@@ -666,6 +666,48 @@ TEST_SUITE("cuda") {
     }
   }
 
+  TEST_CASE("a warpgroup tile prints as wgmma.mma_async on sm_90a, and ptxas takes it") {
+    struct config {
+      loom_test::warpgroup_tiling t;
+      bool b_transposed;
+    };
+    // B [K, N] (MN-major, trans-b 1) and [N, K] (K-major); 2 warpgroups in 3 pipeline stages
+    // take 72 KiB of shared memory, past the static limit: dynamic, its base rounded to 1024.
+    for (const config& c : {config{{1, 8, 64, true, 0}, false}, config{{1, 16, 32, true, 0}, true},
+                            config{{2, 8, 64, true, 3}, false}}) {
+      CAPTURE(c.t.groups);
+      CAPTURE(c.b_transposed);
+      const int64_t M = 128 * c.t.groups, N = 16 * c.t.nt, K = 256;
+      const auto dag = c.b_transposed ? loom_test::matmul_b_transposed<bfloat16>(M, N, K)
+                                      : loom_test::half_matmul<bfloat16>(M, N, K);
+      Target hopper = Target::cuda("sm_90a");
+      hopper.max_shared_memory_per_block = 227 * 1024;
+      const lower::GpuProgram g =
+          lower::lower_gpu(loom_test::warpgroup_matmul(dag, c.t, c.b_transposed), hopper, "wg");
+      const std::string src = cuda::to_cuda_source(g);
+      INFO(src);
+      const std::string instruction =
+          "wgmma.mma_async.sync.aligned.m64n" + std::to_string(8 * c.t.nt) + "k16.f32.bf16.bf16";
+      // Printed once, inside the unrolled loop over the copy's k-steps, then one wait.
+      CHECK(occurrences(src, instruction + " {%0, ") == 1);
+      CHECK(src.find(std::string("p, 1, 1, 0, ") + (c.b_transposed ? "0" : "1") + ";") !=
+            std::string::npos);
+      CHECK(occurrences(src, "wgmma.wait_group.sync.aligned 0;") == 1);
+      CHECK(
+          src.find("fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n    __syncthreads();") !=
+          std::string::npos);
+      const bool dynamic = cuda::dynamic_shared_bytes(g.kernels[0]) > 0;
+      CHECK(dynamic == (c.t.pipeline_stages > 0));
+      if (dynamic)
+        CHECK(src.find("loom_shared_base") != std::string::npos);
+      else
+        CHECK(occurrences(src, "__shared__ __align__(1024)") == 2);
+      // ptxas (inside NVRTC) assembles the instruction for sm_90a and refuses it for sm_90.
+      CHECK_FALSE(cuda::compile_to_cubin(src, "sm_90a").empty());
+      CHECK_THROWS(cuda::compile_to_cubin(src, "sm_90"));
+    }
+  }
+
   TEST_CASE("sampled programs copy 16-bit and 32-bit operands into shared memory as vectors") {
     int vector_copies = 0;
     for (const bool bf16 : {true, false}) {

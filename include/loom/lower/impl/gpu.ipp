@@ -789,6 +789,24 @@ inline GpuKernel make_kernel(const Stmt& root, const std::string& name, const Ta
         << target.to_string() << " does not allow TF32 (Target::with_tf32() does)";
   });
 
+  if (target.warpgroup_mma()) {
+    k.warpgroup_mma = true;
+    struct finder : StmtVisitor {
+      GpuKernel* k;
+      using StmtVisitor::visit;
+      void visit(const Expr&) override {}
+      void visit_For(const For* op) override {
+        std::optional<WgmmaNest> w = kernel_wgmma(*k, *op);
+        if (!w) return StmtVisitor::visit_For(op);
+        for (const Buffer& b : {w->a.buffer, w->b.buffer})
+          if (std::none_of(k->wgmma_operands.begin(), k->wgmma_operands.end(),
+                           [&](const Buffer& x) { return x.get() == b.get(); }))
+            k->wgmma_operands.push_back(b);
+      }
+    } f;
+    f.k = &k;
+    f.visit(k.body);
+  }
   LOOM_USER_CHECK(k.shared_bytes() <= target.max_shared_memory_per_block, "loom.lower.E425")
       << "GPU kernel '" << name << "' needs " << k.shared_bytes() << " bytes of shared memory "
       << "per block; " << target.to_string() << " allows " << target.max_shared_memory_per_block;
@@ -1014,6 +1032,7 @@ class emulation_builder {
       emulation_builder* self;
       Stmt visit_For(const For* op, const Stmt& st) override {
         const GpuKernel& k = self->k_;
+        if (auto w = kernel_wgmma(k, *op)) return self->wgmma(*w);
         if (auto nest = match_mma_nest(*op, k.thread_index[0], k.block[0], k.name))
           return self->mma_nest(*nest);
         return StmtMutator::visit_For(op, st);
@@ -1055,6 +1074,45 @@ class emulation_builder {
       return Block::make(std::move(seq));
     };
     return Allocate::make(fa, Allocate::make(fb, level(0)));
+  }
+
+  // A warpgroup MMA as the device reads its operands: by the descriptors the CUDA code
+  // builds (WgmmaOperand::descriptor_bits, decoded again), the start address being `start`.
+  // Thread (warp w of its warpgroup, lane (g, t)) adds to register d[4 j + r] the products of
+  // A's logical row 16 w + g + 8 (r / 2) and B's column 8 j + 2 t + r % 2 over the 16 k, in
+  // the nest's other loops. Its operands were written before the barrier that precedes it, so
+  // a thread reads them without an exchange.
+  Stmt wgmma(const WgmmaNest& w) {
+    auto decoded = [](const WgmmaOperand& o) {
+      WgmmaOperand d = WgmmaOperand::from_descriptor(o.descriptor_bits(), o.mn_major);
+      d.buffer = o.buffer;
+      d.start = o.start;
+      return d;
+    };
+    const WgmmaOperand a = decoded(w.a), b = decoded(w.b);
+    const MmaTile& t = w.nest.tile;
+    const warp_lane l = this_lane();
+    const Expr warp =
+        FloorMod::make(FloorDiv::make(k_.thread_index[0], Expr(int64_t{32})), Expr(int64_t{4}));
+    std::vector<Stmt> seq;
+    for (int64_t i = 0; i < w.n / 2; ++i) {
+      const int64_t j = i / 4, r = i % 4;
+      const Expr row = warp * Expr(int64_t{16}) + l.g + Expr(int64_t{8 * (r / 2)});
+      const Expr col = Expr(int64_t{8 * j}) + l.t2 + Expr(int64_t{r % 2});
+      const Expr& c = w.accumulators[static_cast<size_t>(i)];
+      Expr sum = Load::make(t.c, c);
+      for (int64_t kk = 0; kk < 16; ++kk)
+        sum = sum + Cast::make(DType::f32(), Load::make(a.buffer, a.element(row, kk))) *
+                        Cast::make(DType::f32(), Load::make(b.buffer, b.element(col, kk)));
+      seq.push_back(Store::make(t.c, c, sum));
+    }
+    Stmt body = Block::make(std::move(seq));
+    for (size_t i = w.nest.loops.size(); i-- > 0;) {
+      if (static_cast<int>(i) == w.n_loop) continue;
+      const For* f = w.nest.loops[i];
+      body = For::make(f->var, f->min, f->extent, ForKind::Serial, body);
+    }
+    return body;
   }
 
   // This thread's lane in its warp, with the fragment layouts' g (lane / 4) and 2t (2 (lane % 4)).
@@ -1210,7 +1268,17 @@ LOOM_DECL int64_t all_reduce_scratch_elements(const std::array<int64_t, 3>& bloc
 LOOM_DECL int64_t GpuKernel::shared_bytes() const {
   int64_t bytes = 0;
   for (const ir::Buffer& b : shared) bytes += b->num_elements() * b->dtype.bytes();
+  // Each array a warpgroup MMA reads starts at a multiple of 1024 bytes: at most 1008 bytes of
+  // padding before it, and before the first (the CUDA printer's layout).
+  if (!wgmma_operands.empty()) bytes += 1024 * static_cast<int64_t>(wgmma_operands.size() + 1);
   return bytes + detail::all_reduce_scratch_bytes(*this);
+}
+
+LOOM_DECL std::optional<WgmmaNest> kernel_wgmma(const GpuKernel& k, const ir::For& f) {
+  if (!k.warpgroup_mma) return std::nullopt;
+  std::optional<MmaNest> nest = match_mma_nest(f, k.thread_index[0], k.block[0], k.name);
+  if (!nest) return std::nullopt;
+  return match_wgmma(*nest, k.thread_index[0], k.block[0]);
 }
 
 LOOM_DECL std::vector<ir::Buffer> GpuKernel::written_params() const {

@@ -529,5 +529,285 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
   return nest;
 }
 
+namespace detail {
+
+// offset(mn, k) of WgmmaOperand for an integer or an expression mn (k is a constant), 16-bit
+// elements.
+inline int64_t floor_div_of(int64_t a, int64_t b) { return ::loom::detail::floor_div(a, b); }
+inline int64_t floor_mod_of(int64_t a, int64_t b) { return ::loom::detail::floor_mod(a, b); }
+inline ir::Expr floor_div_of(const ir::Expr& a, int64_t b) {
+  return ir::FloorDiv::make(a, ir::Expr(b));
+}
+inline ir::Expr floor_mod_of(const ir::Expr& a, int64_t b) {
+  return ir::FloorMod::make(a, ir::Expr(b));
+}
+
+template <class I>
+I wgmma_offset(const WgmmaOperand& o, const I& mn, int64_t k) {
+  constexpr int64_t e = 2;
+  auto c = [](int64_t v) { return I(v); };
+  if (!o.mn_major) {
+    if (o.swizzle > 0)
+      return floor_mod_of(mn, 8) * c(o.swizzle) + floor_div_of(mn, 8) * c(o.sbo) + c(e * k);
+    return floor_mod_of(mn, 8) * c(16) + floor_div_of(mn, 8) * c(o.sbo) +
+           c(e * (k % 8) + (k / 8) * o.lbo);
+  }
+  if (o.swizzle > 0) {
+    const int64_t w = o.swizzle / e;
+    return floor_mod_of(mn, w) * c(e) + floor_div_of(mn, w) * c(o.lbo) +
+           c((k % 8) * o.swizzle + (k / 8) * o.sbo);
+  }
+  return floor_mod_of(mn, 8) * c(e) + floor_div_of(mn, 8) * c(o.sbo) +
+         c((k % 8) * 16 + (k / 8) * o.lbo);
+}
+
+// Finds the warpgroup MMA of an MmaNest (lower/mma.hpp, WgmmaNest).
+class wgmma_matcher {
+ public:
+  wgmma_matcher(const MmaNest& nest, const Expr& tx, int64_t block_x)
+      : nest_(nest), t_(nest.tile), tx_(tx.as<Variable>()), block_x_(block_x) {}
+
+  std::optional<WgmmaNest> run() {
+    if (t_.is_tf32() || block_x_ % 128 != 0 || t_.a->scope != MemoryScope::Shared ||
+        t_.b->scope != MemoryScope::Shared)
+      return std::nullopt;
+    // A reads the same 64 x 16 tile for every step along N.
+    auto a_uses = [&](const Variable* v) {
+      for (const auto& r : t_.a_index)
+        for (const Expr& e : r)
+          if (uses_var(e, v)) return true;
+      return false;
+    };
+    auto b_uses = [&](const Variable* v) {
+      for (const auto& r : t_.b_index)
+        for (const Expr& e : r)
+          if (uses_var(e, v)) return true;
+      return false;
+    };
+    std::vector<int> candidates;
+    for (int j = static_cast<int>(nest_.loops.size()); j-- > 0;) {
+      const Variable* v = nest_.loops[static_cast<size_t>(j)]->variable();
+      if (b_uses(v) && !a_uses(v)) candidates.push_back(j);
+    }
+    candidates.push_back(-1);
+    for (int n_loop : candidates)
+      if (auto w = try_loop(n_loop)) return w;
+    return std::nullopt;
+  }
+
+ private:
+  std::optional<WgmmaNest> try_loop(int n_loop) {
+    const For* nl = n_loop >= 0 ? nest_.loops[static_cast<size_t>(n_loop)] : nullptr;
+    const int64_t steps = nl ? *as_const_int(nl->extent) : 1;
+    const int64_t n = 8 * steps;
+    if (n > 256) return std::nullopt;
+    const int64_t n_min = nl ? *as_const_int(nl->min) : 0;
+    std::vector<const Variable*> others;
+    auto collect = [&](const Expr& e) {
+      for (const Variable* x : free_vars(e))
+        if (x != tx_ && std::find(others.begin(), others.end(), x) == others.end())
+          others.push_back(x);
+    };
+    for (const auto& r : t_.a_index)
+      for (const Expr& e : r) collect(e);
+    for (const auto& r : t_.b_index)
+      for (const Expr& e : r) collect(e);
+    for (const Expr& e : t_.c_index) collect(e);
+    std::unordered_map<const Variable*, std::pair<int64_t, int64_t>> ranges;  // min, extent
+    for (const For* l : nest_.loops)
+      ranges[l->variable()] = {*as_const_int(l->min), *as_const_int(l->extent)};
+    std::mt19937 rng(20261130);
+    auto pick = [&](int64_t k) { return std::uniform_int_distribution<int64_t>(0, k - 1)(rng); };
+    const Variable* nv = nl ? nl->variable() : nullptr;
+    WgmmaNest w;
+    w.n_loop = n_loop;
+    w.n = n;
+    std::optional<WgmmaOperand> a, b;
+    for (int sample = 0; sample < 6; ++sample) {
+      Values base;
+      for (const Variable* x : others) {
+        auto it = ranges.find(x);
+        base[x] = it == ranges.end() ? pick(4) : it->second.first + pick(it->second.second);
+      }
+      const int64_t wb = 128 * pick(block_x_ / 128);
+      // A's logical (row, k): warp row / 16, lane 4 (row % 8) + (k % 8) / 2, register
+      // (row % 16) / 8 + 2 (k / 8), half k % 2 (MmaTile::a_element inverted).
+      auto a_at = [&](int64_t row, int64_t k) -> std::optional<int64_t> {
+        Values v = base;
+        v[tx_] = wb + 32 * (row / 16) + 4 * (row % 8) + (k % 8) / 2;
+        if (nv) v[nv] = n_min;
+        const int reg = static_cast<int>((row % 16) / 8 + 2 * (k / 8));
+        auto x = eval_index(t_.a_index[static_cast<size_t>(reg)][static_cast<size_t>(k % 2)], v);
+        if (x) *x *= 2;
+        return x;
+      };
+      // B's (n, k): step n / 8 of the N loop, lane 4 (n % 8) + (k % 8) / 2 of any warp of the
+      // warpgroup, register k / 8, half k % 2 (MmaTile::b_element inverted).
+      auto b_at = [&](int64_t col, int64_t k, int64_t warp) -> std::optional<int64_t> {
+        Values v = base;
+        v[tx_] = wb + 32 * warp + 4 * (col % 8) + (k % 8) / 2;
+        if (nv) v[nv] = n_min + col / 8;
+        auto x = eval_index(t_.b_index[static_cast<size_t>(k / 8)][static_cast<size_t>(k % 2)], v);
+        if (x) *x *= 2;
+        return x;
+      };
+      if (sample == 0) {
+        a = layout_of(64, [&](int64_t mn, int64_t k) { return a_at(mn, k); });
+        b = layout_of(n, [&](int64_t mn, int64_t k) { return b_at(mn, k, 0); });
+        if (!a || !b) return std::nullopt;
+      }
+      if (!verify(*a, 64, [&](int64_t mn, int64_t k) { return a_at(mn, k); }) ||
+          !verify(*b, n, [&](int64_t mn, int64_t k) { return b_at(mn, k, pick(4)); }))
+        return std::nullopt;
+      // The registers d[0 ... n / 2): distinct elements of C.
+      std::vector<int64_t> cells;
+      Values v = base;
+      v[tx_] = wb + pick(128);
+      for (int64_t j = 0; j < steps; ++j) {
+        if (nv) v[nv] = n_min + j;
+        for (const Expr& c : t_.c_index) {
+          auto x = eval_index(c, v);
+          if (!x) return std::nullopt;
+          cells.push_back(*x);
+        }
+      }
+      std::sort(cells.begin(), cells.end());
+      if (std::adjacent_find(cells.begin(), cells.end()) != cells.end()) return std::nullopt;
+    }
+    const Expr group_base = FloorDiv::make(Expr(tx_), Expr(int64_t{128})) * Expr(int64_t{128});
+    auto start = [&](const Expr& index) {
+      Bindings bind{{tx_, group_base}};
+      if (nv) bind[nv] = Expr(n_min);
+      return simplify(substitute(index, bind));
+    };
+    a->buffer = t_.a;
+    a->start = start(t_.a_index[0][0]);
+    b->buffer = t_.b;
+    b->start = start(t_.b_index[0][0]);
+    w.a = *a;
+    w.b = *b;
+    for (int64_t j = 0; j < steps; ++j)
+      for (const Expr& c : t_.c_index)
+        w.accumulators.push_back(nv ? simplify(substitute(c, {{nv, Expr(n_min + j)}})) : c);
+    w.nest = nest_;
+    return w;
+  }
+
+  // The descriptor layout that puts the operand's logical (0, 0) ... (8, 8) where `at` says
+  // (bytes), tried K-major then MN-major, each swizzled in 128, 64, 32 bytes then interleaved;
+  // the first one whose own offsets hold there. The full check is verify's.
+  template <class At>
+  static std::optional<WgmmaOperand> layout_of(int64_t mn_extent, At&& at) {
+    const std::optional<int64_t> s0 = at(0, 0);
+    if (!s0 || *s0 % 16 != 0) return std::nullopt;
+    const int64_t start = *s0;
+    for (bool mn_major : {false, true})
+      for (int64_t swizzle : {128, 64, 32, 0}) {
+        WgmmaOperand o;
+        o.mn_major = mn_major;
+        o.swizzle = swizzle;
+        auto off = [&](int64_t mn, int64_t k) -> std::optional<int64_t> {
+          if (mn >= mn_extent) return std::nullopt;
+          const std::optional<int64_t> p = at(mn, k);
+          if (!p) return std::nullopt;
+          return o.swizzled(*p) - start;
+        };
+        const int64_t w = swizzle > 0 ? swizzle / 2 : 8;
+        std::optional<int64_t> lbo, sbo;
+        if (!mn_major) {
+          sbo = off(8, 0);
+          lbo = swizzle > 0 ? std::optional<int64_t>(16) : off(0, 8);
+        } else if (swizzle > 0) {
+          lbo = mn_extent > w ? off(w, 0) : std::optional<int64_t>(16);
+          sbo = off(0, 8);
+        } else {
+          sbo = off(8, 0);
+          lbo = off(0, 8);
+        }
+        if (mn_extent <= 8 && !mn_major) sbo = sbo ? sbo : std::optional<int64_t>(16);
+        if (!lbo || !sbo) continue;
+        o.lbo = *lbo;
+        o.sbo = *sbo;
+        auto fits = [](int64_t x) { return x > 0 && x % 16 == 0 && x < (int64_t{1} << 18); };
+        if (!fits(o.lbo) || !fits(o.sbo)) continue;
+        bool ok = true;
+        for (int64_t mn = 0; mn < std::min<int64_t>(mn_extent, 16) && ok; ++mn)
+          for (int64_t k = 0; k < 16 && ok; ++k) {
+            const std::optional<int64_t> p = at(mn, k);
+            ok = p && o.swizzled(start + o.offset(mn, k)) == *p;
+          }
+        if (ok) return o;
+      }
+    return std::nullopt;
+  }
+
+  template <class At>
+  static bool verify(const WgmmaOperand& o, int64_t mn_extent, At&& at) {
+    const std::optional<int64_t> s0 = at(0, 0);
+    if (!s0 || *s0 % 16 != 0) return false;
+    for (int64_t mn = 0; mn < mn_extent; ++mn)
+      for (int64_t k = 0; k < 16; ++k) {
+        const std::optional<int64_t> p = at(mn, k);
+        if (!p || o.swizzled(*s0 + o.offset(mn, k)) != *p) return false;
+      }
+    return true;
+  }
+
+  const MmaNest& nest_;
+  const MmaTile& t_;
+  const Variable* tx_;
+  int64_t block_x_;
+};
+
+}  // namespace detail
+
+LOOM_DECL int64_t WgmmaOperand::offset(int64_t mn, int64_t k) const {
+  return detail::wgmma_offset<int64_t>(*this, mn, k);
+}
+
+LOOM_DECL ir::Expr WgmmaOperand::element(const ir::Expr& mn, int64_t k) const {
+  using namespace ir;
+  const Expr byte = start * Expr(int64_t{2}) + detail::wgmma_offset<Expr>(*this, mn, k);
+  return FloorDiv::make(swizzled(byte), Expr(int64_t{2}));
+}
+
+LOOM_DECL int64_t WgmmaOperand::swizzled(int64_t byte) const {
+  if (swizzle == 0) return byte;
+  return byte ^ ((((byte >> 7) % (swizzle / 16)) << 4));
+}
+
+LOOM_DECL ir::Expr WgmmaOperand::swizzled(const ir::Expr& byte) const {
+  using namespace ir;
+  if (swizzle == 0) return byte;
+  const Expr bits = FloorMod::make(FloorDiv::make(byte, Expr(int64_t{128})), Expr(swizzle / 16));
+  return BitXor::make(byte, bits * Expr(int64_t{16}));
+}
+
+LOOM_DECL uint64_t WgmmaOperand::descriptor_bits() const {
+  const uint64_t layout = swizzle == 128 ? 1 : swizzle == 64 ? 2 : swizzle == 32 ? 3 : 0;
+  return ((static_cast<uint64_t>(lbo >> 4) & 0x3fff) << 16) |
+         ((static_cast<uint64_t>(sbo >> 4) & 0x3fff) << 32) | (layout << 62);
+}
+
+LOOM_DECL WgmmaOperand WgmmaOperand::from_descriptor(uint64_t bits, bool mn_major) {
+  WgmmaOperand o;
+  o.mn_major = mn_major;
+  o.lbo = static_cast<int64_t>((bits >> 16) & 0x3fff) << 4;
+  o.sbo = static_cast<int64_t>((bits >> 32) & 0x3fff) << 4;
+  const uint64_t layout = bits >> 62;
+  o.swizzle = layout == 1 ? 128 : layout == 2 ? 64 : layout == 3 ? 32 : 0;
+  return o;
+}
+
+LOOM_DECL std::string WgmmaNest::instruction() const {
+  const char* t = nest.tile.operand.is_bfloat() ? "bf16" : "f16";
+  return "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." + t + '.' + t;
+}
+
+LOOM_DECL std::optional<WgmmaNest> match_wgmma(const MmaNest& nest, const ir::Expr& thread_x,
+                                               int64_t block_x) {
+  return detail::wgmma_matcher(nest, thread_x, block_x).run();
+}
+
 }  // namespace lower
 LOOM_END_NAMESPACE

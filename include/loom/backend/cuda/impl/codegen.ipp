@@ -7,9 +7,11 @@
 #include "loom/ir/simplify.hpp"
 #include "loom/lower/mma.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -23,9 +25,16 @@ namespace detail {
 
 using namespace ir;
 
-// A shared array's bytes, rounded up to the 16-byte boundary the next one starts at.
-inline int64_t shared_array_bytes(const Buffer& b) {
-  return (b->num_elements() * b->dtype.bytes() + 15) / 16 * 16;
+// A shared array's bytes, rounded up to the boundary the next one starts at: 16 bytes, or
+// 1024 after an array a warpgroup MMA reads (the printer lays those out first).
+inline int64_t shared_array_bytes(const Buffer& b, bool wgmma_operand = false) {
+  const int64_t align = wgmma_operand ? 1024 : 16;
+  return (b->num_elements() * b->dtype.bytes() + align - 1) / align * align;
+}
+
+inline bool is_wgmma_operand(const lower::GpuKernel& k, const Buffer& b) {
+  return std::any_of(k.wgmma_operands.begin(), k.wgmma_operands.end(),
+                     [&](const Buffer& x) { return x.get() == b.get(); });
 }
 
 class printer {
@@ -57,19 +66,27 @@ class printer {
     }
     head << ") {\n";
     if (dynamic_shared_bytes(k_) > 0) {
-      // Past the static limit: the arrays are carved out of the launch's dynamic shared memory.
+      // Past the static limit: the arrays are carved out of the launch's dynamic shared memory,
+      // those a warpgroup MMA reads first, each at a multiple of 1024 bytes from a base the
+      // kernel rounds up to one (the launch's size has room for it: dynamic_shared_bytes).
       os_ << "  extern __shared__ __align__(16) unsigned char loom_dynamic_shared[];\n";
+      std::string base = "loom_dynamic_shared";
+      if (!k_.wgmma_operands.empty()) {
+        os_ << "  unsigned char* loom_shared_base = loom_dynamic_shared + ((1024u - "
+               "(unsigned)__cvta_generic_to_shared(loom_dynamic_shared) % 1024u) % 1024u);\n";
+        base = "loom_shared_base";
+      }
       int64_t offset = 0;
-      for (const Buffer& b : k_.shared) {
+      for (const Buffer& b : shared_in_layout_order()) {
         const std::string t = type(b->dtype);
         os_ << "  " << t << "* __restrict__ " << name(b.get(), b->name) << " = reinterpret_cast<"
-            << t << "*>(loom_dynamic_shared + " << offset << ");\n";
-        offset += shared_array_bytes(b);
+            << t << "*>(" << base << " + " << offset << ");\n";
+        offset += shared_array_bytes(b, wgmma_operand(b));
       }
     } else {
       for (const Buffer& b : k_.shared)
-        os_ << "  __shared__ __align__(16) " << type(b->dtype) << ' ' << name(b.get(), b->name)
-            << '[' << b->num_elements() << "];\n";
+        os_ << "  __shared__ __align__(" << (wgmma_operand(b) ? 1024 : 16) << ") " << type(b->dtype)
+            << ' ' << name(b.get(), b->name) << '[' << b->num_elements() << "];\n";
     }
     stmt(k_.body, 1);
     return head.str() + os_.str() + "}\n";
@@ -250,6 +267,10 @@ class printer {
         return;
       case StmtKind::For: {
         auto* f = s.as<For>();
+        if (auto w = lower::kernel_wgmma(k_, *f)) {
+          wgmma(*w, indent);
+          return;
+        }
         if (auto nest = lower::match_mma_nest(*f, k_.thread_index[0], k_.block[0], k_.name)) {
           mma_nest(*nest, indent);
           return;
@@ -295,6 +316,10 @@ class printer {
         if (auto* b = s.as<Barrier>(); b->wait_async)
           os_ << pad << "asm volatile(\"cp.async.wait_group " << b->pending_groups
               << ";\\n\" ::: \"memory\");\n";
+        // A warpgroup MMA reads shared memory through the async proxy: what this thread wrote
+        // (stores and cp.async) is made visible to it before the barrier that publishes it.
+        if (!k_.wgmma_operands.empty())
+          os_ << pad << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
         os_ << pad << "__syncthreads();\n";
         return;
       case StmtKind::CopyAsync:
@@ -587,6 +612,86 @@ class printer {
     os_ << pad << "}\n";
   }
 
+  bool wgmma_operand(const Buffer& b) const { return is_wgmma_operand(k_, b); }
+
+  // The shared arrays as the dynamic layout places them: a warpgroup MMA's operands first.
+  std::vector<Buffer> shared_in_layout_order() const {
+    std::vector<Buffer> out;
+    for (const Buffer& b : k_.shared)
+      if (wgmma_operand(b)) out.push_back(b);
+    for (const Buffer& b : k_.shared)
+      if (!wgmma_operand(b)) out.push_back(b);
+    return out;
+  }
+
+  // A warpgroup MMA (lower::WgmmaNest): one wgmma.mma_async per value of the nest's other
+  // loops (unrolled, so that the accumulators stay registers), its descriptors the operands'
+  // layouts with their start's shared address, then a wait for all of them, so that the
+  // operands' shared memory is free again when the thread goes on. wgmma.fence orders the
+  // accumulators' earlier writes before the instructions read them; the empty asm statements
+  // on every accumulator before and after keep the compiler from moving one while an
+  // instruction owns it (CUTLASS's warpgroup_fence_operand).
+  void wgmma(const lower::WgmmaNest& w, int indent) {
+    const std::string pad(indent * 2, ' ');
+    const lower::MmaTile& t = w.nest.tile;
+    const std::string c = name(t.c.get(), t.c->name);
+    std::vector<const For*> loops, accumulator_loops;
+    for (size_t i = 0; i < w.nest.loops.size(); ++i) {
+      if (static_cast<int>(i) == w.n_loop) continue;
+      const For* l = w.nest.loops[i];
+      loops.push_back(l);
+      if (std::any_of(w.accumulators.begin(), w.accumulators.end(),
+                      [&](const Expr& a) { return uses_var(a, l->variable()); }))
+        accumulator_loops.push_back(l);
+    }
+    auto in_loops = [&](int in, auto&& body, const std::vector<const For*>& loops) {
+      for (size_t i = 0; i < loops.size(); ++i)
+        open_loop(*loops[i], std::string((in + i) * 2, ' '), true);
+      body(std::string((in + loops.size()) * 2, ' '));
+      for (size_t i = loops.size(); i-- > 0;) close_loop(*loops[i], std::string((in + i) * 2, ' '));
+    };
+    auto fence_accumulators = [&](const std::string& p) {
+      for (const Expr& a : w.accumulators)
+        os_ << p << "asm volatile(\"\" : \"+f\"(" << c << "[" << expr(a) << "]) :: \"memory\");\n";
+    };
+    os_ << pad << "{  // " << w.instruction() << ", A " << (w.a.mn_major ? "MN" : "K")
+        << "-major, B " << (w.b.mn_major ? "MN" : "K") << "-major\n";
+    const std::string in = pad + "  ";
+    in_loops(indent + 1, fence_accumulators, accumulator_loops);
+    os_ << in << "asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    in_loops(
+        indent + 1,
+        [&](const std::string& p) {
+          auto descriptor = [&](const lower::WgmmaOperand& o) {
+            char bits[32];
+            std::snprintf(bits, sizeof bits, "0x%016llxull",
+                          static_cast<unsigned long long>(o.descriptor_bits()));
+            return std::string("(") + bits +
+                   " | (unsigned long long)(((unsigned)__cvta_generic_to_shared(&" +
+                   name(o.buffer.get(), o.buffer->name) + "[" + expr(o.start) +
+                   "]) >> 4) & 0x3fffu))";
+          };
+          const int64_t regs = w.n / 2;
+          os_ << p << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2 << ", 0;\\n"
+              << w.instruction() << " {";
+          for (int64_t r = 0; r < regs; ++r) os_ << (r ? ", " : "") << "%" << r;
+          os_ << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (w.a.mn_major ? 1 : 0)
+              << ", " << (w.b.mn_major ? 1 : 0) << ";\\n}\\n\"\n"
+              << p << "    : ";
+          for (int64_t r = 0; r < regs; ++r)
+            os_ << (r ? ", " : "") << "\"+f\"(" << c << "["
+                << expr(w.accumulators[static_cast<size_t>(r)]) << "])";
+          os_ << "\n"
+              << p << "    : \"l\"(" << descriptor(w.a) << "),\n"
+              << p << "      \"l\"(" << descriptor(w.b) << "), \"r\"(1));\n";
+        },
+        loops);
+    os_ << in << "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    os_ << in << "asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+    in_loops(indent + 1, fence_accumulators, accumulator_loops);
+    os_ << pad << "}\n";
+  }
+
   // A tensor-core tile with the loops around it (lower::MmaNest): each operand's fragments go
   // to an array of registers where the nest loads them, and each instruction reads its slot.
   // The loops that pick a slot are unrolled, so that every slot index is a constant and the
@@ -794,8 +899,9 @@ inline bool needs_wide_index(const lower::GpuProgram& p) {
 
 LOOM_DECL int64_t dynamic_shared_bytes(const lower::GpuKernel& k) {
   if (k.shared_bytes() <= static_shared_memory_limit) return 0;
-  int64_t bytes = 0;
-  for (const ir::Buffer& b : k.shared) bytes += detail::shared_array_bytes(b);
+  int64_t bytes = k.wgmma_operands.empty() ? 0 : 1024;  // the base's rounding
+  for (const ir::Buffer& b : k.shared)
+    bytes += detail::shared_array_bytes(b, detail::is_wgmma_operand(k, b));
   return bytes;
 }
 
