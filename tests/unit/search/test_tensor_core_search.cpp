@@ -170,6 +170,39 @@ TEST_SUITE("search.tensor_cores") {
               .size() == 2);
   }
 
+  TEST_CASE("on sm_90a warpgroup sketches sample warpgroup MMAs, and every sample is right") {
+    // Beside the two tensor-core sketches, two per warp count along M (4 and 8 warps), each
+    // with the deep-k variant; ThreadBind stores their copies lane-major and swizzled, the
+    // layouts a wgmma's descriptors read.
+    struct shape {
+      int64_t m, n, k;
+      bool b_transposed;
+    };
+    for (const shape sh : {shape{256, 128, 128, false}, shape{128, 256, 64, true}}) {
+      CAPTURE(sh.b_transposed);
+      const auto dag = sh.b_transposed ? loom_test::matmul_b_transposed<bfloat16>(sh.m, sh.n, sh.k)
+                                       : loom_test::half_matmul<bfloat16>(sh.m, sh.n, sh.k);
+      const Task task(dag, Target::cuda("sm_90a"));
+      const auto tc = tensor_core_sketches(search::generate_sketches(task));
+      CHECK(tc.size() == 6);
+      CHECK(tensor_core_sketches(search::generate_sketches(Task(dag, Target::cuda("sm_90"))))
+                .size() == 2);
+      std::mt19937_64 rng(31);
+      const auto programs = search::sample_programs(tc, task, {}, rng, 24);
+      CHECK(programs.size() >= 12);
+      int wgmma = 0;
+      for (const sched::State& p : programs) {
+        const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+        wgmma += !g.kernels[0].wgmma_operands.empty();
+        const std::string r = loom_test::check_half_matmul<bfloat16>(
+            *dag, sh.m, sh.n, sh.k, [&](std::vector<void*> args) { lower::emulate(g, args); });
+        CHECK_MESSAGE(r == "", p.to_string());
+      }
+      MESSAGE(wgmma << " of " << programs.size() << " samples are warpgroup MMAs");
+      CHECK(wgmma >= 4);
+    }
+  }
+
   TEST_CASE("the deep-k sketch copies several instructions' k per barrier, and is right") {
     // gpu_deep_k_tiles: the operands' shared copies sit at the outermost reduce loop, so one
     // copy (one barrier, one pipeline stage) holds every step of the middle level: 32 or 64 of

@@ -319,15 +319,19 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       // `s` is read until the state changes).
       const int rows_axis = static_cast<int>(s.op.shape().size()) - 2;
       const int64_t units = 16 / s.op.dtype().bytes();  // elements per 16 bytes
+      // On a warpgroup_mma target the layouts a warpgroup MMA reads, always: lane-major and
+      // swizzled where the rows allow (lower::WgmmaOperand's canonical layouts).
+      const bool hopper = tensor_core && target.warpgroup_mma();
       const bool pad = tensor_core && rows_axis >= 0 && s.storage_aligns.empty() &&
-                       ::loom::detail::unit_draw(rng) < o.gpu_pad_shared_probability;
+                       (hopper || ::loom::detail::unit_draw(rng) < o.gpu_pad_shared_probability);
       // The operand's lane axes stored lane-major, with probability gpu_lane_major_probability.
       // A copy vector must stay within a unit of a permuted innermost axis; one whose units are
       // under 4 bytes (no cp.async) stays as it is.
       const int innermost = static_cast<int>(s.op.shape().size()) - 1;
       std::vector<sched::StoragePermute> permutes;
-      const bool lane_major = tensor_core && s.storage_permutes.empty() &&
-                              ::loom::detail::unit_draw(rng) < o.gpu_lane_major_probability;
+      const bool lane_major =
+          tensor_core && s.storage_permutes.empty() &&
+          (hopper || ::loom::detail::unit_draw(rng) < o.gpu_lane_major_probability);
       std::vector<sched::StorageAlign> phase_aligns;
       if (lane_major) {
         const detail::operand_lanes read =
@@ -357,7 +361,7 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       // rounded up to whole blocks where that axis is permuted.
       const int64_t swizzle_bytes =
           pad && phase_aligns.empty() &&
-                  ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability
+                  (hopper || ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability)
               ? detail::swizzle_row_bytes(
                     lower::infer_regions(state)[static_cast<size_t>(si)].extent.back(), s, permutes)
               : 0;

@@ -357,69 +357,95 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
   return a;
 }
 
+// TensorCoreTilingGpu's state; with `warpgroup_warps` > 0 the warpgroup variant (sketch.hpp):
+// that many warps along M, each one instruction's 16 rows (register level 1), none along N,
+// so that each four consecutive warps' instructions of a k-step are one warpgroup MMA
+// (lower::WgmmaNest) once the copies are lane-major and swizzled (ThreadBind does so on a
+// warpgroup_mma target). None when the stage has no consumer to tile.
+inline std::optional<sched::State> tensor_core_tiling(const SketchContext& ctx,
+                                                      const sched::State& st, int i,
+                                                      const tensor_core_axes& axes,
+                                                      int64_t warpgroup_warps) {
+  const sched::Stage& stage = st.stages()[i];
+  const std::string producer = stage.name;
+  const int n_reduce = static_cast<int>(stage.leaves.size()) - stage.num_spatial_axes;
+  const int n_spatial = stage.num_spatial_axes;
+  sched::State s = st;
+  const int c0 = single_elementwise_matched_consumer(ctx, s, i);
+  if (c0 < 0) return std::nullopt;
+  const std::string consumer = s.stages()[c0].name;
+  const size_t first = s.steps().size();
+  multi_level_tile(s, i, tensor_core_tiling_structure);
+  // The lengths the tile fixes; the split of root loop r is the r-th step made above.
+  std::vector<sched::Step> steps = s.steps();
+  for (size_t k = first, r = 0; k < steps.size(); ++k) {
+    auto* sp = std::get_if<sched::SplitStep>(&steps[k]);
+    if (!sp || sp->stage != producer) continue;
+    const int axis = static_cast<int>(r++);
+    if (axis < n_spatial) {  // vthread, warp, lane, register, fragment
+      sp->lengths[0] = 1;
+      sp->lengths[tensor_core_lane_length] = axes.lanes[static_cast<size_t>(axis)];
+      sp->lengths[4] = axes.fragments[static_cast<size_t>(axis)];
+      if (warpgroup_warps > 0 && axis == axes.m) {
+        sp->lengths[tensor_core_warp_length] = warpgroup_warps;
+        sp->lengths[3] = 1;
+      } else if (warpgroup_warps > 0 && axis == axes.n) {
+        sp->lengths[tensor_core_warp_length] = 1;
+      }
+    } else {  // middle, innermost
+      sp->lengths[1] = axis - n_spatial == axes.k ? axes.k_length : 1;
+    }
+  }
+  s = sched::replay(s.dag_ptr(), steps);
+  std::vector<int> spatial_steps;
+  for (size_t k = first; k < s.steps().size() && spatial_steps.size() < size_t(n_spatial); ++k)
+    if (auto* sp = std::get_if<sched::SplitStep>(&s.steps()[k]); sp && sp->stage == producer)
+      spatial_steps.push_back(static_cast<int>(k));
+  const int at = follow_tiling(s, consumer, spatial_steps, 4);
+  s.compute_at(producer, consumer, at);
+  // Block, vthread, then warp and lane levels together as the threads.
+  if (n_spatial > 1) {
+    std::vector<int> group(static_cast<size_t>(n_spatial));
+    for (int level = 0; level < 2; ++level) {
+      std::iota(group.begin(), group.end(), level);
+      s.fuse(consumer, group);
+    }
+  }
+  std::vector<int> threads(static_cast<size_t>(2 * n_spatial));
+  std::iota(threads.begin(), threads.end(), 2);
+  s.fuse(consumer, threads);
+  s.annotate(consumer, 0, sched::Annotation::BlockIdxX);
+  s.annotate(consumer, 1, sched::Annotation::VThread);
+  s.annotate(consumer, 2, sched::Annotation::ThreadIdxX);
+  // The innermost reduction level of K: its loop sits after the spatial levels before it
+  // and the reduction's outer two levels (structure "SSSSRRSRS").
+  s.annotate(producer, 5 * n_spatial + 2 * n_reduce + axes.k, sched::Annotation::Tensorized);
+  return s;
+}
+
 inline SketchRule rule_tensor_core_tiling_gpu() {
-  return {
-      "TensorCoreTilingGpu",
-      [](const SketchContext& ctx, const sched::State& st, int i) {
-        return needs_multi_level_tiling(ctx, st, i) &&
-                       single_elementwise_matched_consumer(ctx, st, i) >= 0 &&
-                       tensor_core_tile_axes(ctx, st, i)
-                   ? RuleCondition::Apply
-                   : RuleCondition::Skip;
-      },
-      [](const SketchContext& ctx, const sched::State& st, int i) {
-        const tensor_core_axes axes = *tensor_core_tile_axes(ctx, st, i);
-        const sched::Stage& stage = st.stages()[i];
-        const std::string producer = stage.name;
-        const int n_reduce = static_cast<int>(stage.leaves.size()) - stage.num_spatial_axes;
-        const int n_spatial = stage.num_spatial_axes;
-        sched::State s = st;
-        const int c0 = single_elementwise_matched_consumer(ctx, s, i);
-        if (c0 < 0) return Successors{};
-        const std::string consumer = s.stages()[c0].name;
-        const size_t first = s.steps().size();
-        multi_level_tile(s, i, tensor_core_tiling_structure);
-        // The lengths the tile fixes; the split of root loop r is the r-th step made above.
-        std::vector<sched::Step> steps = s.steps();
-        for (size_t k = first, r = 0; k < steps.size(); ++k) {
-          auto* sp = std::get_if<sched::SplitStep>(&steps[k]);
-          if (!sp || sp->stage != producer) continue;
-          const int axis = static_cast<int>(r++);
-          if (axis < n_spatial) {  // vthread, warp, lane, register, fragment
-            sp->lengths[0] = 1;
-            sp->lengths[tensor_core_lane_length] = axes.lanes[static_cast<size_t>(axis)];
-            sp->lengths[4] = axes.fragments[static_cast<size_t>(axis)];
-          } else {  // middle, innermost
-            sp->lengths[1] = axis - n_spatial == axes.k ? axes.k_length : 1;
-          }
-        }
-        s = sched::replay(s.dag_ptr(), steps);
-        std::vector<int> spatial_steps;
-        for (size_t k = first; k < s.steps().size() && spatial_steps.size() < size_t(n_spatial);
-             ++k)
-          if (auto* sp = std::get_if<sched::SplitStep>(&s.steps()[k]); sp && sp->stage == producer)
-            spatial_steps.push_back(static_cast<int>(k));
-        const int at = follow_tiling(s, consumer, spatial_steps, 4);
-        s.compute_at(producer, consumer, at);
-        // Block, vthread, then warp and lane levels together as the threads.
-        if (n_spatial > 1) {
-          std::vector<int> group(static_cast<size_t>(n_spatial));
-          for (int level = 0; level < 2; ++level) {
-            std::iota(group.begin(), group.end(), level);
-            s.fuse(consumer, group);
-          }
-        }
-        std::vector<int> threads(static_cast<size_t>(2 * n_spatial));
-        std::iota(threads.begin(), threads.end(), 2);
-        s.fuse(consumer, threads);
-        s.annotate(consumer, 0, sched::Annotation::BlockIdxX);
-        s.annotate(consumer, 1, sched::Annotation::VThread);
-        s.annotate(consumer, 2, sched::Annotation::ThreadIdxX);
-        // The innermost reduction level of K: its loop sits after the spatial levels before it
-        // and the reduction's outer two levels (structure "SSSSRRSRS").
-        s.annotate(producer, 5 * n_spatial + 2 * n_reduce + axes.k, sched::Annotation::Tensorized);
-        return Successors{{std::move(s), i - 1}};
-      }};
+  return {"TensorCoreTilingGpu",
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            return needs_multi_level_tiling(ctx, st, i) &&
+                           single_elementwise_matched_consumer(ctx, st, i) >= 0 &&
+                           tensor_core_tile_axes(ctx, st, i)
+                       ? RuleCondition::Apply
+                       : RuleCondition::Skip;
+          },
+          [](const SketchContext& ctx, const sched::State& st, int i) {
+            const tensor_core_axes axes = *tensor_core_tile_axes(ctx, st, i);
+            Successors out;
+            if (auto s = tensor_core_tiling(ctx, st, i, axes, 0))
+              out.push_back({std::move(*s), i - 1});
+            // Warpgroup tiles (Target::warpgroup_mma): one M axis and one N axis, not TF32.
+            if (ctx.task().target.warpgroup_mma() && axes.k_length == 16 &&
+                axes.m_first == axes.m && axes.n_first == axes.n && !axes.padded_m)
+              for (const int64_t warps : {4, 8})
+                if (st.stages()[i].op->axes[static_cast<size_t>(axes.m)].extent % (16 * warps) == 0)
+                  if (auto s = tensor_core_tiling(ctx, st, i, axes, warps))
+                    out.push_back({std::move(*s), i - 1});
+            return out;
+          }};
 }
 
 inline SketchRule rule_multi_level_tiling_with_fusion_gpu() {
