@@ -9,7 +9,7 @@
 #   scripts/gpu-run.sh [build-dir]       # on the GPU machine (with .deps/ carried along)
 #
 # The second form configures loom without LLVM, builds the CUDA tests and gpu_check, runs every
-# test labelled cuda or gpu, then gpu_check (sampled GPU programs of 22 workloads against the DAG
+# test labelled cuda or gpu, then gpu_check (sampled GPU programs of 24 workloads against the DAG
 # interpreter, LOOM_GPU_CHECK_PER_OP per op, default 50). With Google Benchmark (installed, or
 # packed) it also builds bench_gpu, tunes each workload for LOOM_GPU_TRIALS programs (default 800;
 # 0 skips tuning; records in LOOM_GPU_RECORDS, default <build-dir>/gpu_tuned.jsonl) and times
@@ -19,6 +19,8 @@
 # "cuda|gpu"; "gpu" for the real-device tests alone) the tests. bench_gpu writes each tuned
 # workload's best-so-far curve next to the records (<records>.<workload>.curve.csv), and
 # LOOM_GPU_BENCH_FLAGS (split on spaces) adds flags to its own, e.g. --benchmark_min_time=0.1.
+# LOOM_GPU_ARCH (e.g. sm_90a) compiles gpu_check's and bench_gpu's programs for that
+# architecture rather than the device's: sm_90a adds warpgroup MMAs (wgmma) on an H100 or H200.
 # Step torch times the same workloads with PyTorch (benchmarks/gpu/torch_baseline.py: cuBLASLt,
 # cuDNN's graph API with cudnn.benchmark), the contender a user would pick instead.
 set -euo pipefail
@@ -71,12 +73,13 @@ if [[ $steps == *ctest* ]]; then
   ctest --test-dir "$build" -L "${LOOM_GPU_CTEST_LABELS:-cuda|gpu}" --output-on-failure || status=1
 fi
 if [[ $steps == *check* ]]; then
-  "$build/benchmarks/gpu_check" "${LOOM_GPU_CHECK_PER_OP:-50}" || status=1
+  GPU_CHECK_ARCH=${LOOM_GPU_ARCH:-} "$build/benchmarks/gpu_check" "${LOOM_GPU_CHECK_PER_OP:-50}" ||
+    status=1
 fi
 if [[ $steps == *bench* && -x $build/benchmarks/bench_gpu ]]; then
   "$build/benchmarks/bench_gpu" --trials="${LOOM_GPU_TRIALS:-800}" \
     --records="${LOOM_GPU_RECORDS:-$build/gpu_tuned.jsonl}" \
-    ${LOOM_GPU_WORKLOADS:+--workloads="$LOOM_GPU_WORKLOADS"} \
+    ${LOOM_GPU_WORKLOADS:+--workloads="$LOOM_GPU_WORKLOADS"} ${LOOM_GPU_ARCH:+--arch="$LOOM_GPU_ARCH"} \
     --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true ${LOOM_GPU_BENCH_FLAGS:-} || status=1
 fi

@@ -37,7 +37,7 @@
 //   bench_gpu [--trials=N] [--records=FILE] [--workloads=NAME,...] [--double-buffer=P]
 //             [--max-stages=S] [--pad-shared=P] [--lane-major=P] [--widest-copy=P]
 //             [--vector-stores=0|1] [--swizzle-shared=P] [--deep-k-tiles=0|1]
-//             [--min-blocks=N] [--ansor-features] [--model]
+//             [--min-blocks=N] [--ansor-features] [--model] [--arch=ARCH]
 //             [Google Benchmark flags]
 //   bench_gpu --list-workloads [--workloads=NAME,...]   (names and GFLOP per call; no GPU needed)
 //
@@ -75,6 +75,10 @@
 // --min-blocks=N: every kernel's launch bounds ask ptxas for N blocks an SM
 // (Target::min_blocks_per_sm; none by default, ptxas then trades registers for occupancy): 1
 // against the default, each into its own records (the target's name differs), measures it.
+// --arch=sm_90a compiles every loom contender for that architecture rather than the device's
+// (cuda::device_target): on an H100 or H200, sm_90a lets tensor-core tiles run as warpgroup
+// MMAs (wgmma.mma_async, lower::WgmmaNest; Target::warpgroup_mma) and the search samples
+// warpgroup tiles; records are the target's own.
 // --ansor-features tunes with a cost model that learns from Ansor's 164 features only, without
 // loom's GPU features (tensor-core multiply-adds, pipelining, shared bytes; cost/features.hpp):
 // against a run without it, into another record file, it measures what they are worth.
@@ -630,6 +634,7 @@ int main(int argc, char** argv) {
   double swizzle_shared = search::SearchOptions{}.gpu_swizzle_shared_probability;
   bool deep_k_tiles = search::SearchOptions{}.gpu_deep_k_tiles;
   int min_blocks = 0;
+  std::string arch;
   bool from_model = false;
   std::string records = "gpu_tuned.jsonl";
   std::vector<std::string> only;
@@ -656,6 +661,8 @@ int main(int argc, char** argv) {
       swizzle_shared = std::atof(v);
     } else if (const char* v = flag_value(argv[i], "--min-blocks=")) {
       min_blocks = std::atoi(v);
+    } else if (const char* v = flag_value(argv[i], "--arch=")) {
+      arch = v;
     } else if (const char* v = flag_value(argv[i], "--deep-k-tiles=")) {
       deep_k_tiles = std::atoi(v) != 0;
     } else if (std::strcmp(argv[i], "--ansor-features") == 0) {
@@ -694,7 +701,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   const cuda::DeviceInfo info = cuda::device_info(0);
-  const Target target = cuda::device_target(0).with_min_blocks_per_sm(min_blocks);
+  Target target = cuda::device_target(0).with_min_blocks_per_sm(min_blocks);
+  if (!arch.empty()) target.arch = arch;
   const double dram = info.dram_bytes_per_second();
   std::printf("bench_gpu on %s (%s, %d SMs, DRAM %.0f GB/s peak), records %s\n", info.name.c_str(),
               info.arch().c_str(), info.sm_count, dram * 1e-9, records.c_str());
@@ -819,13 +827,13 @@ int main(int argc, char** argv) {
           local_bytes = std::max(local_bytes, f.local_memory());
         }
         std::printf(
-            "%s: LoomTuned uses tensor cores %s, ldmatrix %s, cp.async %s (%d stages, %s bytes), "
-            "lane-major shared copies %s, swizzled %s, %lld reduction terms per shared copy; "
-            "%d registers and %d bytes of local memory a thread\n",
-            w.name.c_str(), has("mma.sync"), has("ldmatrix"), has("cp.async"), stages,
-            async_bytes.empty() ? "no" : async_bytes.c_str(), lane_major ? "yes" : "no",
-            swizzled ? "yes" : "no", static_cast<long long>(terms_per_copy), registers,
-            local_bytes);
+            "%s: LoomTuned uses tensor cores %s, wgmma %s, ldmatrix %s, cp.async %s (%d stages, "
+            "%s bytes), lane-major shared copies %s, swizzled %s, %lld reduction terms per shared "
+            "copy; %d registers and %d bytes of local memory a thread\n",
+            w.name.c_str(), has("mma.sync"), has("wgmma.mma_async"), has("ldmatrix"),
+            has("cp.async"), stages, async_bytes.empty() ? "no" : async_bytes.c_str(),
+            lane_major ? "yes" : "no", swizzled ? "yes" : "no",
+            static_cast<long long>(terms_per_copy), registers, local_bytes);
         if (std::getenv("BENCH_GPU_PRINT_SOURCE")) std::printf("%s\n", c.source.c_str());
       } else {
         std::printf("%s: no record in %s, LoomTuned skipped (run with --trials=N)\n",

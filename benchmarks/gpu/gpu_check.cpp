@@ -6,17 +6,19 @@
 //   gpu_check [programs per op = 50] [seed = 1]     (GPU_CHECK_ONLY=softmax: those workloads only)
 //   GPU_CHECK_SAMPLE_ONLY=1 gpu_check ...           (no GPU: sample, compile and count, run
 //   nothing)
+//   GPU_CHECK_ARCH=sm_90a gpu_check ...              (programs for that architecture rather than
+//   the device's: on sm_90a tensor-core tiles may be warpgroup MMAs, wgmma.mma_async)
 //
 // The workloads include bf16 and fp16 matmuls (float32 products summed in float32), whose
 // programs come from the tensor-core sketch (m16n8k16 mma.sync, lower/mma.hpp) and the SIMT ones,
 // and float32 matmuls on a target that allows TF32 (m16n8k8 tf32 mma.sync), whose inputs are
 // multiples of 1/256, exact in TF32, so that the comparison checks the fragments, not rounding.
 // Prints, per workload, the programs run and what they are made of (reductions across threads,
-// tensor cores, ldmatrix, pipelined cp.async copies, zero-filling ones, swizzled shared copies),
-// the wrong ones and those that failed (compile, load, launch), and exits with 1 when any
-// program is wrong or failed, 77 when there is no GPU. The sample depends on the seed and loom's
-// version alone, so GPU_CHECK_SAMPLE_ONLY counts, on a machine without a GPU, what a device run
-// of the same version checked.
+// tensor cores and of them warpgroup MMAs, ldmatrix, pipelined cp.async copies, zero-filling ones,
+// swizzled shared copies), the wrong ones and those that failed (compile, load, launch), and exits
+// with 1 when any program is wrong or failed, 77 when there is no GPU. The sample depends on the
+// seed and loom's version alone, so GPU_CHECK_SAMPLE_ONLY counts, on a machine without a GPU, what
+// a device run of the same version checked.
 //
 // Run on an H100 on 2026-11-22: seeds 1 and 2 at 50 per op, 750 programs, 0 wrong, 0 failed. On
 // an H200 on 2026-11-29: seed 1 at 16 per op, 352 programs (139 on tensor cores, 72 pipelined,
@@ -133,6 +135,18 @@ std::vector<workload> workloads() {
     auto b = placeholder<bfloat16>("B", {4, 48, 64});
     w.push_back(make("bf16 batch_matmul 4x32x64x48", {a, b}, {ops::batch_matmul(a, b)}));
   }
+  // M a multiple of 64 and 128: on sm_90a, warpgroup tiles of 4 and 8 warps (warpgroup MMAs,
+  // B MN-major and K-major).
+  {
+    auto a = placeholder<bfloat16>("A", {256, 128});
+    auto b = placeholder<bfloat16>("B", {128, 192});
+    w.push_back(make("bf16 matmul 256x192x128", {a, b}, {ops::matmul(a, b)}));
+  }
+  {
+    auto a = placeholder<float16>("A", {128, 128});
+    auto b = placeholder<float16>("B", {256, 128});
+    w.push_back(make("fp16 matmul_nt 128x256x128", {a, b}, {ops::matmul(a, b, false, true)}));
+  }
   // B given as [N, K] (a linear layer's weight): ldmatrix loads it as stored.
   {
     auto a = placeholder<bfloat16>("A", {64, 96});
@@ -235,12 +249,13 @@ std::vector<std::vector<float>> run_on_device(const cuda::CompiledProgram& c,
 /// What a workload's programs are made of, and how they fared.
 struct Counts {
   int programs = 0, wrong = 0, failed = 0;
-  int across = 0, mma = 0, ldmatrix = 0, pipelined = 0, zero_fill = 0, swizzled = 0;
+  int across = 0, mma = 0, wgmma = 0, ldmatrix = 0, pipelined = 0, zero_fill = 0, swizzled = 0;
 
   void count(const sched::State& program, const std::string& source) {
     const auto has = [&](const char* what) { return source.find(what) != std::string::npos; };
     across += has("across threadIdx.x");
-    mma += has("mma.sync");
+    mma += has("mma.sync") || has("wgmma.mma_async");
+    wgmma += has("wgmma.mma_async");
     ldmatrix += has("ldmatrix");
     pipelined += has("cp.async.wait_group");
     zero_fill += has(", %2;");  // cp.async with a source size (codegen's copy_async)
@@ -250,16 +265,17 @@ struct Counts {
   }
   Counts& operator+=(const Counts& o) {
     programs += o.programs, wrong += o.wrong, failed += o.failed, across += o.across;
-    mma += o.mma, ldmatrix += o.ldmatrix, pipelined += o.pipelined, zero_fill += o.zero_fill;
+    mma += o.mma, wgmma += o.wgmma, ldmatrix += o.ldmatrix, pipelined += o.pipelined,
+        zero_fill += o.zero_fill;
     swizzled += o.swizzled;
     return *this;
   }
   /// `ran`: false when sampled and compiled only (failures are then build failures).
   void print(const std::string& what, bool ran) const {
     std::cout << what << ": " << programs << " programs (" << across << " reducing across threads, "
-              << mma << " on tensor cores, " << ldmatrix << " with ldmatrix, " << pipelined
-              << " pipelined, " << zero_fill << " with zero-filling cp.async, " << swizzled
-              << " swizzled), ";
+              << mma << " on tensor cores (" << wgmma << " warpgroup MMAs), " << ldmatrix
+              << " with ldmatrix, " << pipelined << " pipelined, " << zero_fill
+              << " with zero-filling cp.async, " << swizzled << " swizzled), ";
     if (ran)
       std::cout << wrong << " wrong, " << failed << " failed\n";
     else
@@ -289,6 +305,11 @@ int main(int argc, char** argv) {
     target = cuda::device_target(0);
     std::cout << "gpu_check on " << info.name << " (" << info.arch() << ", NVRTC target "
               << target.arch << "), " << per_op << " programs per workload\n";
+  }
+  // GPU_CHECK_ARCH=sm_90a: the programs of that architecture (warpgroup MMAs on sm_90a).
+  if (const char* arch = std::getenv("GPU_CHECK_ARCH"); arch && *arch) {
+    target.arch = arch;
+    std::cout << "gpu_check: compiling for " << target.arch << " (GPU_CHECK_ARCH)\n";
   }
   const char* only = std::getenv("GPU_CHECK_ONLY");  // a substring of the workloads to run
   Counts total;
