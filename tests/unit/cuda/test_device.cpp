@@ -427,6 +427,69 @@ TEST_SUITE("cuda.device") {
       }
   }
 
+  TEST_CASE("warpgroup MMAs (wgmma, sm_90a) of bf16 and fp16 matmuls run as the interpreter says") {
+    const cuda::DeviceInfo info = cuda::device_info(0);
+    if (info.compute_major != 9 || info.compute_minor != 0) {
+      MESSAGE("wgmma.mma_async needs sm_90a (compute capability 9.0); this device is "
+              << info.name);
+      return;
+    }
+    Target target = cuda::device_target(0);
+    target.arch = "sm_90a";
+    struct config {
+      loom_test::warpgroup_tiling t;
+      bool b_transposed;
+      int64_t M, N, K;
+    };
+    // B [K, N] (MN-major) and [N, K] (K-major); two warpgroups in 3 pipeline stages (72 KiB of
+    // dynamic shared memory, its base rounded to 1024 bytes by the kernel).
+    const std::vector<config> configs = {{{1, 8, 64, true, 0}, false, 256, 256, 256},
+                                         {{1, 16, 32, true, 0}, true, 128, 256, 256},
+                                         {{2, 8, 64, true, 3}, false, 512, 128, 512},
+                                         {{1, 4, 32, true, 2}, false, 128, 64, 128}};
+    for (const bool bf16 : {true, false})
+      for (const config& c : configs) {
+        CAPTURE(bf16);
+        CAPTURE(c.M);
+        CAPTURE(c.b_transposed);
+        const auto dag = c.b_transposed
+                             ? (bf16 ? loom_test::matmul_b_transposed<bfloat16>(c.M, c.N, c.K)
+                                     : loom_test::matmul_b_transposed<float16>(c.M, c.N, c.K))
+                             : (bf16 ? loom_test::half_matmul<bfloat16>(c.M, c.N, c.K)
+                                     : loom_test::half_matmul<float16>(c.M, c.N, c.K));
+        const lower::GpuProgram g = lower::lower_gpu(
+            loom_test::warpgroup_matmul(dag, c.t, c.b_transposed), target, "wgmma");
+        REQUIRE(g.kernels[0].wgmma_operands.size() == 2);
+        // PTX, as gpu_check loads it (the JIT compiles sm_90a PTX for a 9.0 device), and what
+        // the fake driver takes; the tuner's CUBINs are bench_gpu's.
+        const cuda::CompiledProgram compiled =
+            cuda::compile_program(g, target.arch, {}, cuda::ImageKind::ptx);
+        cuda::Program program(compiled.image, compiled.plan);
+        auto halves = [&](int64_t n, uint32_t seed) {
+          const std::vector<float> f = random_floats(static_cast<size_t>(n), seed);
+          std::vector<uint16_t> bits;
+          for (float x : f) bits.push_back(bf16 ? bfloat16(x).bits : float16(x).bits);
+          return bits;
+        };
+        const std::vector<uint16_t> x = halves(c.M * c.K, 21), y = halves(c.K * c.N, 22);
+        cuda::DeviceBuffer da(x.size() * 2), db(y.size() * 2), dc(c.M * c.N * 4);
+        da.upload(x.data(), x.size() * 2);
+        db.upload(y.data(), y.size() * 2);
+        dc.fill_bytes(0xFF);  // NaN: an element no thread writes is wrong
+        program.launch({da.ptr(), db.ptr(), dc.ptr()});
+        cuda::Context::get().synchronize();
+        if (contains(cuda::Context::get().info().name, "fake")) return;  // it runs no kernel
+        std::vector<float> got(c.M * c.N), want(c.M * c.N);
+        dc.download(got.data(), got.size() * 4);
+        evaluate(*dag,
+                 {const_cast<uint16_t*>(x.data()), const_cast<uint16_t*>(y.data()), want.data()});
+        int wrong = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          if (!(std::abs(got[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])))) ++wrong;
+        CHECK(wrong == 0);
+      }
+  }
+
   TEST_CASE(
       "a kernel that crashes is a sticky error that Context::reset() recovers from, or says the "
       "process must restart") {
