@@ -552,6 +552,10 @@ inline const std::vector<random_step_kind>& random_step_kinds() {
        [](const context& c, std::mt19937& rng) -> result {
          return StorageSwizzleStep{c.st.name, int64_t{32} << pick(rng, 3)};
        }},
+      {1, StorageChunkStep::tag,
+       [](const context& c, std::mt19937& rng) -> result {
+         return StorageChunkStep{c.st.name, int64_t{32} << pick(rng, 3)};
+       }},
       {1, RfactorStep::tag,
        [](const context& c, std::mt19937& rng) -> result {
          // a reduction loop (legal only before the spatial loops change)

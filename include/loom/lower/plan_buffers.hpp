@@ -14,6 +14,8 @@
 ///   elements are stored lane-major (sched::StoragePermute) and the axis is rounded up to whole
 ///   permutation blocks; with storage_swizzle its 16-byte units are swizzled in rows of 32, 64
 ///   or 128 bytes (sched::StorageSwizzleStep) and the buffer is rounded up to whole rows;
+///   with storage_chunk an innermost axis longer than a chunk is rounded up to whole chunks and
+///   stored chunk-major (sched::StorageChunkStep);
 /// - every stage computed inside another has a buffer of its region's size in its scope
 ///   (local, shared) with the same padding; where its innermost loop is vectorized along a
 ///   spatial axis (and neither storage_align nor shared memory fixes the layout), that axis is
@@ -40,6 +42,9 @@ struct StageBuffer {
   std::vector<int64_t> strides;                 ///< in elements, per tensor dimension
   std::vector<sched::StoragePermute> permutes;  ///< lane-major axes (storage_permute)
   int64_t swizzle = 0;  ///< swizzled rows of this many bytes (storage_swizzle), 0 for none
+  /// storage_chunk: the innermost axis in chunks of `chunk` elements, chunk-major over the
+  /// buffer's `chunk_rows` rows (0: not chunked, or the axis is one chunk or shorter).
+  int64_t chunk = 0, chunk_rows = 0;
   /// The element of `buffer` that holds tensor coordinates `coords` (absolute, in the region).
   ir::Expr flat_index(const std::vector<ir::Expr>& coords) const;
 };

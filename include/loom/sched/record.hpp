@@ -26,6 +26,7 @@
 /// | `SA`   | stage, axis, factor, offset                             | StorageAlignStep         |
 /// | `SPM`  | stage, axis, lanes, per_lane, unit                      | StoragePermuteStep       |
 /// | `SSW`  | stage, bytes                                            | StorageSwizzleStep       |
+/// | `SCK`  | stage, bytes                                            | StorageChunkStep         |
 /// | `RF`   | stage, iter, factor_axis                                | RfactorStep              |
 ///
 /// For example `["SP", "C", 0, 64, [8, null]]` splits loop 0 of stage C (extent 64) into three

@@ -106,6 +106,8 @@ struct Stage {
   std::vector<StoragePermute> storage_permutes;
   /// Swizzled rows of this many bytes (StorageSwizzleStep), 0 for none.
   int64_t storage_swizzle = 0;
+  /// The innermost axis in chunks of this many bytes (StorageChunkStep), 0 for none.
+  int64_t storage_chunk = 0;
   /// Number of root iterators that are the op's spatial axes (then come the reduce axes).
   int num_spatial_axes = 0;
 
@@ -180,6 +182,7 @@ class State {
   void storage_permute(const std::string& stage, int axis, int64_t lanes, int64_t per_lane,
                        int64_t unit);
   void storage_swizzle(const std::string& stage, int64_t bytes);
+  void storage_chunk(const std::string& stage, int64_t bytes);
   void follow_split(const std::string& stage, int iter, int src_step, int n_split);
   void follow_fused_split(const std::string& stage, int iter, std::vector<int> src_steps, int level,
                           bool factor_or_nparts);

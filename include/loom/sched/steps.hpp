@@ -225,6 +225,22 @@ struct StorageSwizzleStep {
                                             StepField{"bytes", &StorageSwizzleStep::bytes}};
   bool operator==(const StorageSwizzleStep&) const = default;
 };
+/// Store the innermost axis of a stage's buffer in chunks of `bytes` bytes (32, 64 or 128),
+/// chunk-major, where it is longer than one: seen as rows r (its other axes, flattened) of
+/// columns c, element (r, c) lies at (c / w) R w + r w + c mod w, w the chunk's elements and R
+/// the rows, the axis rounded up to whole chunks (before storage_swizzle, which then swizzles
+/// rows of one chunk). Hopper's canonical tiles: an operand wider than a swizzled row (B of a
+/// matmul stored along N, 64 columns a chunk; A with more than 64 of k) in rows a warpgroup
+/// MMA's descriptor can step through (lower::WgmmaOperand). Not with storage_align.
+struct StorageChunkStep {
+  std::string stage;
+  int64_t bytes;
+
+  static constexpr const char* tag = "SCK";
+  static constexpr auto fields = std::tuple{StepField{"stage", &StorageChunkStep::stage},
+                                            StepField{"bytes", &StorageChunkStep::bytes}};
+  bool operator==(const StorageChunkStep&) const = default;
+};
 /// Factor a reduction: leaf `iter` (a reduce loop, typically one part of a split reduction) becomes
 /// a spatial axis, at position `factor_axis` among the output axes, of a new stage "<stage>.rf"
 /// that reduces over the stage's other reduce loops; the stage then reduces "<stage>.rf" over that
@@ -248,7 +264,7 @@ struct RfactorStep {
 using Step = std::variant<SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep,
                           AnnotationStep, ComputeAtStep, ComputeRootStep, ComputeInlineStep,
                           CacheReadStep, CacheWriteStep, PragmaStep, StorageAlignStep,
-                          StoragePermuteStep, StorageSwizzleStep, RfactorStep>;
+                          StoragePermuteStep, StorageSwizzleStep, StorageChunkStep, RfactorStep>;
 
 /// Calls `f(field, value)` for each field of step `s` in record order (`value` a const
 /// reference to the member).

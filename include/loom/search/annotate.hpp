@@ -45,7 +45,11 @@
 ///    lanes of a phase spread over several axes (a convolution's image rows and columns), the
 ///    outer axes' strides are padded too (detail::tensor_core_phase_aligns), so that the
 ///    phase's rows still hit 8 bank groups. A permuted innermost axis narrows the copy's vectors
-///    to its unit (the fragment's two columns, 4 bytes). Each thread copies a vector of the
+///    to its unit (the fragment's two columns, 4 bytes). On a target that runs warpgroup MMAs
+///    (Target::warpgroup_mma, sm_90a) every tensor-core copy is stored lane-major and swizzled
+///    wherever its rows allow, rows past 128 bytes in chunks of 128 (storage_chunk): the
+///    canonical layouts a wgmma's descriptors read (lower::WgmmaOperand), with no draw. Each
+///    thread copies a vector of the
 ///    copy's innermost elements: the widest its extent and layout allow (16 bytes at most) with
 ///    probability `gpu_widest_copy_probability` (not in Ansor, which starts at 1 lane), else 1,
 ///    2, 4 or 8 lanes drawn uniformly from those allowed. With `gpu_vector_stores` (not in

@@ -607,6 +607,52 @@ TEST_SUITE("sched") {
     check_schedule(w, t);
   }
 
+  TEST_CASE("storage_chunk stores rows longer than a chunk chunk-major, rounded to whole chunks") {
+    // 4 rows of 40 floats in chunks of 32 bytes (8 floats), 5 chunks: element (r, c) at
+    // (c / 8) 4 8 + r 8 + c % 8; every element once.
+    loom::lower::StageBuffer b;
+    b.buffer = loom::ir::make_buffer("S", loom::ir::DType::f32(), {160}, MemoryScope::Shared);
+    b.min = {loom::ir::Expr(int64_t{0}), loom::ir::Expr(int64_t{0})};
+    b.strides = {40, 1};
+    b.chunk = 8;
+    b.chunk_rows = 4;
+    std::vector<int> seen(160, 0);
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 40; ++c) {
+        const loom::ir::Expr at =
+            loom::ir::simplify(b.flat_index({loom::ir::Expr(r), loom::ir::Expr(c)}));
+        REQUIRE(loom::ir::as_const_int(at) != nullptr);
+        const int64_t stored = *loom::ir::as_const_int(at);
+        CHECK(stored == (c / 8) * 32 + r * 8 + c % 8);
+        ++seen[static_cast<size_t>(stored)];
+      }
+    for (int n : seen) CHECK(n == 1);
+
+    auto w = matmul_bias_relu(13, 17, 19);
+    State s(w.dag);
+    s.split("D", 0, {4});
+    s.compute_at("C", "D", 0);  // C's region: 4 x 17 floats
+    s.storage_chunk("C", 32);
+    check_schedule(w, s);
+    // 17 columns rounded up to 3 chunks of 8: 4 x 24 floats.
+    CHECK(lowered_text(s).find("allocate C: float32[96]") != std::string::npos);
+    // With a swizzle of the chunks' rows and a permuted innermost axis; at the root too.
+    s.storage_permute("C", 1, 4, 2, 2);
+    s.storage_swizzle("C", 32);
+    check_schedule(w, s);
+    State t(w.dag);
+    t.storage_chunk("C", 64);
+    CHECK(t.stage("C").storage_chunk == 64);
+    check_schedule(w, t);
+    // A row no longer than a chunk stays as it is.
+    State u(w.dag);
+    u.split("D", 0, {4});
+    u.compute_at("C", "D", 0);
+    u.storage_chunk("C", 128);
+    CHECK(lowered_text(u).find("allocate C: float32[4, 17]") != std::string::npos);
+    check_schedule(w, u);
+  }
+
   TEST_CASE("follow_split and follow_fused_split tile like their source split") {
     auto w = matmul_bias_relu(13, 17, 19);
     State s(w.dag);
@@ -799,6 +845,14 @@ TEST_SUITE("sched") {
       check_rejected(s, [](State& x) { x.storage_swizzle("D", 256); }, "[loom.sched.E265]");
       twice.storage_swizzle("D", 64);
       check_rejected(twice, [](State& x) { x.storage_swizzle("D", 64); }, "[loom.sched.E266]");
+      check_rejected(s, [](State& x) { x.storage_chunk("D", 256); }, "[loom.sched.E267]");
+      State chunked = s;
+      chunked.storage_chunk("D", 64);
+      check_rejected(chunked, [](State& x) { x.storage_chunk("D", 64); }, "[loom.sched.E268]");
+      check_rejected(chunked, [](State& x) { x.storage_align("D", 0, 8, 1); }, "[loom.sched.E268]");
+      State aligned = s;
+      aligned.storage_align("D", 0, 8, 1);
+      check_rejected(aligned, [](State& x) { x.storage_chunk("D", 64); }, "[loom.sched.E268]");
     }
     SUBCASE("names of annotations and scopes") {
       CHECK(parse_annotation("vectorize") == Annotation::Vectorized);

@@ -58,6 +58,17 @@ inline std::vector<int64_t> permuted_extent(std::vector<int64_t> extent,
   return extent;
 }
 
+// storage_chunk of stage `ps` over a buffer of `extent` (as stored): the innermost axis rounded
+// up to whole chunks where it is longer than one, and the chunk's elements (0 where not).
+inline int64_t chunk_elements(const Stage& ps, std::vector<int64_t>& extent) {
+  if (ps.storage_chunk == 0 || extent.empty()) return 0;
+  const int64_t w = ps.storage_chunk / ps.op.dtype().bytes();
+  int64_t& e = extent.back();
+  if (w <= 0 || e <= w) return 0;
+  e = (e + w - 1) / w * w;
+  return w;
+}
+
 // The stored position of box-local position `x` of a lane-major axis: element e of unit
 // (a * lanes + l) * per_lane + i goes to element e of unit (a * per_lane + i) * lanes + l, that
 // is, x + i (lanes - 1) unit - l (per_lane - 1) unit: x itself plus two small terms, which keeps
@@ -81,12 +92,13 @@ inline int64_t swizzled_size(int64_t elements, ir::DType dtype, int64_t bytes) {
 // The buffer of a stage computed inside another, of its region's size.
 inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
                                const std::vector<int64_t>& region_extent) {
-  const std::vector<int64_t> extent = permuted_extent(region_extent, ps.storage_permutes);
+  std::vector<int64_t> extent = permuted_extent(region_extent, ps.storage_permutes);
+  in.chunk = chunk_elements(ps, extent);
   in.permutes = ps.storage_permutes;
   in.strides = dense_strides(extent, ps.storage_aligns);
   int64_t size = in.strides.empty() ? 1 : in.strides[0] * extent[0];
   const int vector_axis = vectorized_axis(ps);
-  if (vector_axis >= 0 && ps.storage_aligns.empty() && ps.storage_permutes.empty() &&
+  if (vector_axis >= 0 && ps.storage_aligns.empty() && ps.storage_permutes.empty() && !in.chunk &&
       ps.scope != ir::MemoryScope::Shared && vector_axis + 1 < static_cast<int>(extent.size()) &&
       extent[static_cast<size_t>(vector_axis)] > 1) {
     // Whatever the vectorized axis's place among the tensor's axes (an NCHW convolution
@@ -103,6 +115,10 @@ inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
     size = stride;
   }
   std::vector<int64_t> alloc_shape = extent;
+  if (in.chunk) {
+    in.chunk_rows = size / extent.back();
+    alloc_shape = {size};
+  }
   in.swizzle = ps.storage_swizzle;
   if (!ps.storage_aligns.empty() || in.swizzle)
     alloc_shape = {swizzled_size(size, ps.op.dtype(), in.swizzle)};
@@ -113,11 +129,24 @@ inline void plan_region_buffer(const Stage& ps, StageBuffer& in,
 
 LOOM_DECL ir::Expr StageBuffer::flat_index(const std::vector<ir::Expr>& coords) const {
   ir::Expr off;
+  const size_t last = coords.size() - 1;
   for (size_t d = 0; d < coords.size(); ++d) {
     ir::Expr term = coords[d];
     if (!ir::is_const_int(min[d], 0)) term = term - min[d];
     for (const sched::StoragePermute& p : permutes)
       if (p.axis == static_cast<int>(d)) term = detail::permute_position(term, p);
+    if (chunk > 0 && d == last) {
+      // Column c of row r (the other axes' offset over the row's length) at (c / w) R w +
+      // r w + c mod w.
+      const ir::Expr w(chunk);
+      const ir::Expr at_chunk =
+          ir::FloorDiv::make(term, w) * ir::Expr(chunk * chunk_rows) + ir::FloorMod::make(term, w);
+      const int64_t row = last > 0 ? strides[last - 1] : 1;
+      const ir::Expr rows =
+          off.defined() ? ir::FloorDiv::make(off, ir::Expr(row)) * w : ir::Expr(int64_t{0});
+      off = ir::simplify(rows + at_chunk);
+      continue;
+    }
     if (strides[d] != 1) term = term * ir::Expr(strides[d]);
     off = off.defined() ? off + term : term;
   }
@@ -153,12 +182,14 @@ LOOM_DECL BufferPlan plan_buffers(const sched::State& state,
     if (s.location == sched::ComputeLocation::At) {
       plan_region_buffer(s, in, regions[si].extent);
     } else if (s.location == sched::ComputeLocation::Root && !s.is_placeholder && !is_arg[si]) {
-      const std::vector<int64_t> shape = detail::permuted_extent(s.op.shape(), s.storage_permutes);
+      std::vector<int64_t> shape = detail::permuted_extent(s.op.shape(), s.storage_permutes);
+      in.chunk = detail::chunk_elements(s, shape);
       in.permutes = s.storage_permutes;
       in.swizzle = s.storage_swizzle;
       in.strides = dense_strides(shape, s.storage_aligns);
+      if (in.chunk) in.chunk_rows = in.strides[0] * shape[0] / shape.back();
       in.buffer =
-          s.storage_aligns.empty() && in.swizzle == 0
+          s.storage_aligns.empty() && in.swizzle == 0 && in.chunk == 0
               ? ir::make_buffer(s.name, s.op.dtype(), shape, ir::MemoryScope::Global)
               : ir::make_buffer(s.name, s.op.dtype(),
                                 {swizzled_size(in.strides[0] * shape[0], s.op.dtype(), in.swizzle)},

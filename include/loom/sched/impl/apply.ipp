@@ -485,6 +485,9 @@ struct step_applier {
     LOOM_USER_CHECK(x.factor > 0 && x.offset >= 0 && x.offset < x.factor, "loom.sched.E235")
         << "storage_align: needs factor > 0 and 0 <= offset < factor, got factor " << x.factor
         << " offset " << x.offset;
+    LOOM_USER_CHECK(s.storage_chunk == 0, "loom.sched.E268")
+        << "storage_align: stage '" << s.name
+        << "' is stored in chunks (storage_chunk), whose rows are dense; pad it or chunk it";
     s.storage_aligns.push_back({x.axis, x.factor, x.offset});
   }
 
@@ -513,6 +516,18 @@ struct step_applier {
         << "storage_swizzle: stage '" << s.name << "' is swizzled already (rows of "
         << s.storage_swizzle << " bytes); swizzle a buffer once";
     s.storage_swizzle = x.bytes;
+  }
+
+  void operator()(const StorageChunkStep& x) {
+    Stage& s = compute_stage(x.stage, "storage_chunk");
+    LOOM_USER_CHECK(x.bytes == 32 || x.bytes == 64 || x.bytes == 128, "loom.sched.E267")
+        << "storage_chunk: chunks of " << x.bytes
+        << " bytes; the chunks are of 32, 64 or 128 bytes, a swizzled row's";
+    LOOM_USER_CHECK(s.storage_chunk == 0 && s.storage_aligns.empty(), "loom.sched.E268")
+        << "storage_chunk: stage '" << s.name << "' "
+        << (s.storage_chunk ? "is stored in chunks already; chunk a buffer once"
+                            : "has padded rows (storage_align); chunk rows that are dense");
+    s.storage_chunk = x.bytes;
   }
 };
 
@@ -690,6 +705,9 @@ LOOM_DECL void State::storage_permute(const std::string& stage, int axis, int64_
 }
 LOOM_DECL void State::storage_swizzle(const std::string& stage, int64_t bytes) {
   LOOM_STATE_WRAPPER((StorageSwizzleStep{stage, bytes}));
+}
+LOOM_DECL void State::storage_chunk(const std::string& stage, int64_t bytes) {
+  LOOM_STATE_WRAPPER((StorageChunkStep{stage, bytes}));
 }
 LOOM_DECL void State::follow_split(const std::string& stage, int iter, int src_step, int n_split) {
   LOOM_STATE_WRAPPER((FollowSplitStep{stage, iter, src_step, n_split}));

@@ -138,6 +138,9 @@ struct step_printer {
   void operator()(const StorageSwizzleStep& s) const {
     os << "storage_swizzle " << s.stage << " bytes " << s.bytes;
   }
+  void operator()(const StorageChunkStep& s) const {
+    os << "storage_chunk " << s.stage << " bytes " << s.bytes;
+  }
   void operator()(const RfactorStep& s) const {
     os << "rfactor " << s.stage << " @" << s.iter << " axis " << s.factor_axis;
   }

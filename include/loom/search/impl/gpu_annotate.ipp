@@ -187,14 +187,25 @@ inline bool has_thread_loop(const sched::Stage& s) {
 // The bytes of one row of a tensor-core operand copy whose box is `extent` elements along its
 // innermost axis, rounded up to whole blocks where `permutes` make that axis lane-major (as
 // plan_buffers rounds it): the storage_swizzle it takes, or 0 where the row is not 32, 64 or
-// 128 bytes.
+// 128 bytes. A row longer than `chunk` bytes (storage_chunk; 0: none) is chunks of that many.
 inline int64_t swizzle_row_bytes(int64_t extent, const sched::Stage& copy,
-                                 const std::vector<sched::StoragePermute>& permutes) {
+                                 const std::vector<sched::StoragePermute>& permutes,
+                                 int64_t chunk) {
   const int innermost = copy.op.rank() - 1;
   for (const sched::StoragePermute& p : permutes)
     if (p.axis == innermost) extent = (extent + p.block() - 1) / p.block() * p.block();
-  const int64_t bytes = extent * copy.op.dtype().bytes();
+  int64_t bytes = extent * copy.op.dtype().bytes();
+  if (chunk > 0 && bytes > chunk) bytes = chunk;
   return bytes == 32 || bytes == 64 || bytes == 128 ? bytes : 0;
+}
+
+// The row bytes of a tensor-core operand copy as swizzle_row_bytes takes them, unrounded.
+inline int64_t copy_row_bytes(int64_t extent, const sched::Stage& copy,
+                              const std::vector<sched::StoragePermute>& permutes) {
+  const int innermost = copy.op.rank() - 1;
+  for (const sched::StoragePermute& p : permutes)
+    if (p.axis == innermost) extent = (extent + p.block() - 1) / p.block() * p.block();
+  return extent * copy.op.dtype().bytes();
 }
 
 // The padding of a tensor-core operand copy's rows to an odd number of 16-byte units.
@@ -359,12 +370,18 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       // be swizzled instead of padded, with probability gpu_swizzle_shared_probability. A row
       // is the copy's box along the innermost axis (the state's extents are the tensor's),
       // rounded up to whole blocks where that axis is permuted.
-      const int64_t swizzle_bytes =
+      const bool swizzle =
           pad && phase_aligns.empty() &&
-                  (hopper || ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability)
-              ? detail::swizzle_row_bytes(
-                    lower::infer_regions(state)[static_cast<size_t>(si)].extent.back(), s, permutes)
-              : 0;
+          (hopper || ::loom::detail::unit_draw(rng) < o.gpu_swizzle_shared_probability);
+      // On a warpgroup_mma target rows past 128 bytes are stored in chunks of 128
+      // (storage_chunk), each row of a chunk swizzled: the tiles a descriptor steps through.
+      int64_t chunk_bytes = 0, swizzle_bytes = 0;
+      if (swizzle) {
+        const int64_t extent = lower::infer_regions(state)[static_cast<size_t>(si)].extent.back();
+        if (hopper && detail::copy_row_bytes(extent, s, permutes) > 128) chunk_bytes = 128;
+        swizzle_bytes = detail::swizzle_row_bytes(extent, s, permutes, chunk_bytes);
+        if (swizzle_bytes == 0) chunk_bytes = 0;
+      }
       const sched::StorageAlignStep padding = detail::odd_row_padding(s);
       if (s.leaves.size() > 1) {
         std::vector<int> all(s.leaves.size());
@@ -383,6 +400,7 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       state.annotate(name, 1, sched::Annotation::ThreadIdxX);
       if (vector > 1) state.annotate(name, 2, sched::Annotation::Vectorized);
       if (swizzle_bytes) {
+        if (chunk_bytes) state.storage_chunk(name, chunk_bytes);
         state.storage_swizzle(name, swizzle_bytes);
       } else if (pad) {
         state.storage_align(name, padding.axis, padding.factor, padding.offset);
@@ -443,8 +461,8 @@ LOOM_DECL void follow_operand_layouts(sched::State& state) {
     for (const sched::Step& st : steps)
       if (auto* p = std::get_if<sched::StoragePermuteStep>(&st); p && p->stage == w->stage)
         permutes.push_back({p->axis, p->lanes, p->per_lane, p->unit});
-    const int64_t bytes =
-        detail::swizzle_row_bytes(regions[static_cast<size_t>(si)].extent.back(), copy, permutes);
+    const int64_t bytes = detail::swizzle_row_bytes(regions[static_cast<size_t>(si)].extent.back(),
+                                                    copy, permutes, copy.storage_chunk);
     if (bytes == w->bytes) continue;
     changed = true;
     if (bytes)

@@ -139,6 +139,9 @@ struct structure_equal {
   bool operator()(const sched::StorageSwizzleStep& a, const sched::StorageSwizzleStep& b) const {
     return a == b;
   }
+  bool operator()(const sched::StorageChunkStep& a, const sched::StorageChunkStep& b) const {
+    return a == b;
+  }
   bool operator()(const sched::RfactorStep& a, const sched::RfactorStep& b) const { return a == b; }
 };
 
@@ -220,6 +223,7 @@ struct step_renumberer {
   result operator()(const sched::StorageAlignStep& s) const { return s; }
   result operator()(const sched::StoragePermuteStep& s) const { return s; }
   result operator()(const sched::StorageSwizzleStep& s) const { return s; }
+  result operator()(const sched::StorageChunkStep& s) const { return s; }
 };
 
 inline std::optional<sched::Step> renumbered(const sched::Step& step, const std::string& stage,
@@ -252,6 +256,7 @@ struct step_reference_shifter {
   void operator()(sched::StorageAlignStep&) const {}
   void operator()(sched::StoragePermuteStep&) const {}
   void operator()(sched::StorageSwizzleStep&) const {}
+  void operator()(sched::StorageChunkStep&) const {}
   void operator()(sched::RfactorStep&) const {}
 };
 
