@@ -156,8 +156,9 @@ struct warpgroup_tiling {
   int64_t groups = 1;       ///< warpgroups of a block, along M (64 rows each)
   int64_t nt = 8;           ///< m16n8k16 instructions per warp along N: the wgmma's N is 8 nt
   int64_t k_tile = 64;      ///< k of one shared copy: 64 (128-byte rows of A), 32 or 16
-  bool swizzle = true;      ///< the copies' rows swizzled (storage_swizzle), else as they are
+  bool swizzle = true;      ///< rows swizzled (past 128 bytes in chunks of 128), else as they are
   int pipeline_stages = 0;  ///< as mma_tiling's
+  int64_t k_step = 16;      ///< the instruction's k: 16, 8 for TF32 (float32 operands, B [N, K])
 };
 
 /// A matmul schedule whose per-warp m16n8k16 instructions are a warpgroup MMA
@@ -181,10 +182,10 @@ inline loom::sched::State warpgroup_matmul(std::shared_ptr<const loom::ComputeDA
   s.annotate(c, 0, Annotation::BlockIdxX);
   s.annotate(c, 1, Annotation::ThreadIdxX);
   s.compute_at(local, c, 1);
-  s.split(local, 0, {2});                   // mt h j k
-  s.split(local, 2, {2});                   // mt h nt q k
-  s.split(local, 4, {t.k_tile / 16, 16});   // mt h nt q ko km kk
-  s.reorder(local, {4, 5, 0, 2, 6, 1, 3});  // ko km mt nt kk h q
+  s.split(local, 0, {2});                              // mt h j k
+  s.split(local, 2, {2});                              // mt h nt q k
+  s.split(local, 4, {t.k_tile / t.k_step, t.k_step});  // mt h nt q ko km kk
+  s.reorder(local, {4, 5, 0, 2, 6, 1, 3});             // ko km mt nt kk h q
   s.annotate(local, 4, Annotation::Tensorized);
   s.annotate(local, 2, Annotation::Unrolled);
   s.annotate(local, 3, Annotation::Unrolled);
@@ -200,7 +201,13 @@ inline loom::sched::State warpgroup_matmul(std::shared_ptr<const loom::ComputeDA
     else
       s.storage_permute(sh, b_transposed ? 0 : 1, 4, t.nt, 2);
     if (t.swizzle) {
-      const int64_t row = is_a || b_transposed ? t.k_tile * 2 : 8 * t.nt * 2;
+      // Rows past 128 bytes in chunks of 128 (storage_chunk), as ThreadBind stores them.
+      const int64_t e = t.k_step == 8 ? 4 : 2;  // element bytes
+      int64_t row = is_a || b_transposed ? t.k_tile * e : 8 * t.nt * e;
+      if (row > 128 && row % 128 == 0) {
+        s.storage_chunk(sh, 128);
+        row = 128;
+      }
       if (row == 32 || row == 64 || row == 128) s.storage_swizzle(sh, row);
     }
     s.fuse(sh, {0, 1});

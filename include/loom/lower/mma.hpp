@@ -190,14 +190,16 @@ std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::Expr& threa
 /// One operand of a warpgroup MMA as the instruction reads it from shared memory: a matrix
 /// descriptor's layout (PTX ISA, "Matrix Descriptor Format" and the canonical layouts of
 /// "Shared Memory Matrix Layout"; CUTLASS's GmmaDescriptor). Logical element (mn, k), mn the
-/// row of A or the column of B and k along the reduction, of 16-bit type, lies at byte
+/// row of A or the column of B and k along the reduction, of e bytes (2, or 4 for TF32), lies
+/// at byte
 ///
 ///     swizzle(start + offset(mn, k))
 ///
-/// of the buffer, where with T = 8 elements (16 bytes) and S = `swizzle` bytes:
-///  - K-major, swizzled: (mn % 8) S + (mn / 8) sbo + 2 k (k < S / 2: a row of S bytes);
-///  - K-major, interleaved (S = 0): (mn % 8) 16 + (mn / 8) sbo + 2 (k % 8) + (k / 8) lbo;
-///  - MN-major, swizzled: 2 (mn % (S / 2)) + (mn / (S / 2)) lbo + (k % 8) S + (k / 8) sbo;
+/// of the buffer, where with T = 16 / e elements (16 bytes) and S = `swizzle` bytes:
+///  - K-major, swizzled: (mn % 8) S + (mn / 8) sbo + e k (k < S / e: a row of S bytes);
+///  - K-major, interleaved (S = 0): (mn % 8) 16 + (mn / 8) sbo + e (k % T) + (k / T) lbo;
+///  - MN-major (16-bit only), swizzled: 2 (mn % (S / 2)) + (mn / (S / 2)) lbo + (k % 8) S +
+///    (k / 8) sbo;
 ///  - MN-major, interleaved: 2 (mn % 8) + (mn / 8) sbo + (k % 8) 16 + (k / 8) lbo;
 /// and swizzle(o) = o ^ (((o >> 7) mod (S / 16)) << 4), the address bits the hardware permutes
 /// (sched::StorageSwizzleStep's layout), on the shared address itself: the buffer must start at
@@ -208,6 +210,7 @@ struct WgmmaOperand {
   /// The element of `buffer` at logical (0, 0), in the variables around the instruction (the
   /// thread index only through its warpgroup, threadIdx.x / 128).
   ir::Expr start;
+  int element_bytes = 2;     ///< 2 (fp16, bf16), or 4 (TF32, K-major only)
   bool mn_major = false;     ///< stored along M (N): B of a matmul given as [K, N] (transposed)
   int64_t swizzle = 0;       ///< 128, 64 or 32 bytes; 0 for interleaved core matrices
   int64_t lbo = 0, sbo = 0;  ///< the descriptor's leading and stride byte offsets
@@ -225,12 +228,13 @@ struct WgmmaOperand {
   uint64_t descriptor_bits() const;
   /// The layout a descriptor says (the inverse of descriptor_bits, `mn_major` as given): what
   /// the emulation reads the operand by.
-  static WgmmaOperand from_descriptor(uint64_t bits, bool mn_major);
+  static WgmmaOperand from_descriptor(uint64_t bits, bool mn_major, int element_bytes = 2);
 };
 
 /// A warpgroup MMA (Hopper's `wgmma.mma_async`, sm_90a; Target::warpgroup_mma): the four
 /// consecutive warps of a warpgroup (128 threads, threadIdx.x / 128) multiply a 64 x 16 tile
-/// of A by a 16 x N tile of B (N = 8 ... 256, 16-bit operands, fp32 accumulators), both read
+/// of A by a 16 x N tile of B (N = 8 ... 256, 16-bit operands, fp32 accumulators; 64 x 8 by
+/// 8 x N for TF32, whose operands are K-major, B given as [N, K]), both read
 /// from shared memory by descriptors, in one asynchronous instruction. loom finds it in an
 /// MmaNest whose per-warp instructions are exactly such an instruction's: warp w of the
 /// warpgroup computes logical rows 16 w ... 16 w + 15 of the 64, the nest's loop `n_loop`

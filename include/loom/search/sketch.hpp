@@ -116,6 +116,13 @@
 /// consumer's guards drop them. The last reduction axis read by both whose extent
 /// is a multiple of 16 (8 for TF32; a convolution's input channels) is K, with an innermost
 /// level of 16 (8; tensorized), the others 1; the vthread level is 1.
+/// On a target that runs warpgroup MMAs (Target::warpgroup_mma: sm_90a), a product whose M and
+/// N are one axis each (a GEMM, a batched one; TF32 only with B stored along k, as [N, K],
+/// the one layout wgmma reads TF32 operands in) also gets two warpgroup variants: 4
+/// and 8 warps along M (where they divide it), one instruction's 16 rows each (register level
+/// 1), none along N, so that each four consecutive warps' instructions of a k-step are one
+/// wgmma.mma_async of their 64 rows and the warp's 8 nt columns (lower::WgmmaNest) once
+/// ThreadBind has stored the copies in its layouts.
 /// These lengths are set in the sketch and stay. The consumer (the cache_write copy) follows the
 /// block, vthread, warp and lane levels; its warp and lane levels fuse into threadIdx.x, lane
 /// fastest, so lane bits 2-4 select M and bits 0-1 select N as the instruction wants.

@@ -672,9 +672,12 @@ TEST_SUITE("cuda") {
       bool b_transposed;
     };
     // B [K, N] (MN-major, trans-b 1) and [N, K] (K-major); 2 warpgroups in 3 pipeline stages
-    // take 72 KiB of shared memory, past the static limit: dynamic, its base rounded to 1024.
-    for (const config& c : {config{{1, 8, 64, true, 0}, false}, config{{1, 16, 32, true, 0}, true},
-                            config{{2, 8, 64, true, 3}, false}}) {
+    // take 72 KiB of shared memory (144 KiB at N = 256), past the static limit: dynamic, its
+    // base rounded to 1024.
+    // Two warpgroups of m64n256 (128 accumulators a thread), B's rows in chunks of 128 bytes.
+    for (const config& c :
+         {config{{1, 8, 64, true, 0}, false}, config{{1, 16, 32, true, 0}, true},
+          config{{2, 8, 64, true, 3}, false}, config{{2, 32, 64, true, 3}, false}}) {
       CAPTURE(c.t.groups);
       CAPTURE(c.b_transposed);
       const int64_t M = 128 * c.t.groups, N = 16 * c.t.nt, K = 256;
@@ -706,6 +709,50 @@ TEST_SUITE("cuda") {
       CHECK_FALSE(cuda::compile_to_cubin(src, "sm_90a").empty());
       CHECK_THROWS(cuda::compile_to_cubin(src, "sm_90"));
     }
+  }
+
+  TEST_CASE("a TF32 warpgroup tile prints as wgmma m64nNk8 without transposes, and assembles") {
+    Target hopper = Target::cuda("sm_90a").with_tf32();
+    hopper.max_shared_memory_per_block = 227 * 1024;
+    const auto dag = loom_test::matmul_b_transposed<float>(256, 128, 256);
+    const lower::GpuProgram g = lower::lower_gpu(
+        loom_test::warpgroup_matmul(dag, {2, 16, 32, true, 3, 8}, true), hopper, "wg");
+    const std::string src = cuda::to_cuda_source(g);
+    INFO(src);
+    CHECK(occurrences(src, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0, ") == 1);
+    CHECK(src.find("p, 1, 1;") != std::string::npos);
+    CHECK_FALSE(cuda::compile_to_cubin(src, "sm_90a").empty());
+  }
+
+  TEST_CASE("sampled warpgroup-MMA programs of bf16 and fp16 GEMMs assemble for sm_90a") {
+    // ptxas (in NVRTC) takes every operand count, N and layout the search draws: a CUBIN for
+    // each sampled program that has a wgmma, its registers within the block's share.
+    Target hopper = Target::cuda("sm_90a");
+    hopper.max_shared_memory_per_block = 227 * 1024;
+    struct shape {
+      int64_t m, n, k;
+      bool b_transposed, bf16;
+    };
+    int wgmma = 0;
+    for (const shape sh : {shape{512, 256, 256, false, true}, shape{256, 512, 128, true, false}}) {
+      const auto dag = sh.b_transposed
+                           ? (sh.bf16 ? loom_test::matmul_b_transposed<bfloat16>(sh.m, sh.n, sh.k)
+                                      : loom_test::matmul_b_transposed<float16>(sh.m, sh.n, sh.k))
+                           : (sh.bf16 ? loom_test::half_matmul<bfloat16>(sh.m, sh.n, sh.k)
+                                      : loom_test::half_matmul<float16>(sh.m, sh.n, sh.k));
+      const Task task(dag, hopper);
+      std::mt19937_64 rng(23);
+      for (const sched::State& p :
+           search::sample_programs(search::generate_sketches(task), task, {}, rng, 24)) {
+        const lower::GpuProgram g = lower::lower_gpu(p, hopper, "wg");
+        if (g.kernels[0].wgmma_operands.empty()) continue;
+        ++wgmma;
+        const std::string src = cuda::to_cuda_source(g);
+        CHECK_MESSAGE(!cuda::compile_to_cubin(src, "sm_90a").empty(), p.to_string());
+      }
+    }
+    MESSAGE(wgmma << " sampled warpgroup-MMA programs assembled for sm_90a");
+    CHECK(wgmma >= 8);
   }
 
   TEST_CASE("sampled programs copy 16-bit and 32-bit operands into shared memory as vectors") {

@@ -442,11 +442,12 @@ TEST_SUITE("cuda.device") {
       int64_t M, N, K;
     };
     // B [K, N] (MN-major) and [N, K] (K-major); two warpgroups in 3 pipeline stages (72 KiB of
-    // dynamic shared memory, its base rounded to 1024 bytes by the kernel).
-    const std::vector<config> configs = {{{1, 8, 64, true, 0}, false, 256, 256, 256},
-                                         {{1, 16, 32, true, 0}, true, 128, 256, 256},
-                                         {{2, 8, 64, true, 3}, false, 512, 128, 512},
-                                         {{1, 4, 32, true, 2}, false, 128, 64, 128}};
+    // dynamic shared memory, its base rounded to 1024 bytes by the kernel); rows past 128
+    // bytes in chunks (m64n256 with B [K, N]; A and B [N, K] 128 of k a copy).
+    const std::vector<config> configs = {
+        {{1, 8, 64, true, 0}, false, 256, 256, 256},  {{1, 16, 32, true, 0}, true, 128, 256, 256},
+        {{2, 8, 64, true, 3}, false, 512, 128, 512},  {{1, 4, 32, true, 2}, false, 128, 64, 128},
+        {{2, 32, 64, true, 3}, false, 256, 512, 256}, {{1, 8, 128, true, 2}, true, 128, 128, 512}};
     for (const bool bf16 : {true, false})
       for (const config& c : configs) {
         CAPTURE(bf16);

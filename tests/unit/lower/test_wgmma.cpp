@@ -20,7 +20,12 @@ using loom::sched::State;
 
 namespace {
 
-const Target hopper = Target::cuda("sm_90a");
+// An H100's: sm_90a, 227 KiB of shared memory a block (cuda::device_target's opt-in limit).
+const Target hopper = [] {
+  Target t = Target::cuda("sm_90a");
+  t.max_shared_memory_per_block = 227 * 1024;
+  return t;
+}();
 
 // The warpgroup MMAs of the program's only kernel, in program order.
 std::vector<lower::WgmmaNest> wgmmas_of(const lower::GpuKernel& k) {
@@ -112,8 +117,13 @@ TEST_SUITE("lower.wgmma") {
          {config{{1, 8, 64, true, 0}, false, 128, 128},
           config{{2, 8, 64, true, 0}, false, 128, 128}, config{{1, 4, 32, true, 0}, false, 64, 64},
           config{{1, 2, 16, true, 0}, false, 32, 32}, config{{1, 8, 64, true, 0}, true, 128, 128},
-          config{{1, 16, 32, true, 0}, true, 64, 64},
-          config{{1, 8, 64, true, 2}, false, 128, 128}}) {
+          config{{1, 16, 32, true, 0}, true, 64, 64}, config{{1, 8, 64, true, 2}, false, 128, 128},
+          // Rows past 128 bytes in chunks of 128: B [K, N] 128 and 256 columns wide (m64n128,
+          // m64n256), A 128 of k.
+          config{{1, 16, 64, true, 0}, false, 128, 128},
+          config{{2, 32, 64, true, 3}, false, 128, 128},
+          config{{1, 8, 128, true, 0}, false, 128, 128},
+          config{{1, 32, 128, true, 0}, true, 128, 128}}) {
       CAPTURE(c.t.groups);
       CAPTURE(c.t.nt);
       CAPTURE(c.t.k_tile);
@@ -146,6 +156,41 @@ TEST_SUITE("lower.wgmma") {
     }
   }
 
+  TEST_CASE("TF32 (float32 operands, B given as [N, K]) is wgmma m64nNk8, K-major both") {
+    Target tf32 = hopper.with_tf32();
+    struct config {
+      loom_test::warpgroup_tiling t;
+      int64_t swizzle;
+    };
+    // k_tile 32: rows of 128 bytes; 16: 64 bytes; 64: 256 bytes, in chunks of 128.
+    for (const config& c :
+         {config{{1, 8, 32, true, 0, 8}, 128}, config{{2, 16, 16, true, 2, 8}, 64},
+          config{{1, 8, 64, true, 3, 8}, 128}}) {
+      CAPTURE(c.t.k_tile);
+      const int64_t M = 128 * c.t.groups, N = 16 * c.t.nt, K = 4 * c.t.k_tile;
+      const auto dag = loom_test::matmul_b_transposed<float>(M, N, K);
+      const State s = loom_test::warpgroup_matmul(dag, c.t, true);
+      const lower::GpuProgram p = lower::lower_gpu(s, tf32);
+      const std::vector<lower::WgmmaNest> w = wgmmas_of(p.kernels[0]);
+      REQUIRE(w.size() == 1);
+      CHECK(w[0].instruction() ==
+            "wgmma.mma_async.sync.aligned.m64n" + std::to_string(8 * c.t.nt) + "k8.f32.tf32.tf32");
+      CHECK(w[0].a.element_bytes == 4);
+      CHECK(w[0].a.swizzle == c.swizzle);
+      CHECK_FALSE(w[0].b.mn_major);
+      CHECK(loom_test::check_half_matmul<float>(
+                s.dag(), M, N, K, [&](std::vector<void*> args) { lower::emulate(p, args); }) == "");
+    }
+    // B given as [K, N] would be MN-major, which TF32 cannot read: m16n8k8 instructions.
+    const auto kn = loom_test::float_matmul(128, 64, 64);
+    const State s = loom_test::warpgroup_matmul(kn, {1, 8, 32, true, 0, 8});
+    const lower::GpuProgram p = lower::lower_gpu(s, tf32);
+    CHECK(wgmmas_of(p.kernels[0]).empty());
+    CHECK(loom_test::check_half_matmul<float>(s.dag(), 128, 64, 64, [&](std::vector<void*> args) {
+            lower::emulate(p, args);
+          }) == "");
+  }
+
   TEST_CASE("a wrong descriptor is a wrong result in the emulation") {
     // The emulation reads the operands where the descriptor says: an SBO off by one 8-row
     // group reads other rows of A.
@@ -166,13 +211,15 @@ TEST_SUITE("lower.wgmma") {
 
   TEST_CASE("tiles a wgmma cannot read stay m16n8k16 instructions, and sm_90 runs none") {
     // Unswizzled 128-byte rows are no canonical layout (an interleaved core matrix's rows are
-    // 16 bytes apart); B [K, N] with rows of 256 bytes neither; warps side by side along N are
-    // no warpgroup. Each still computes the matmul.
+    // 16 bytes apart); B [K, N] with rows of 256 bytes neither, unless in chunks; warps side by
+    // side along N are no warpgroup. Each still computes the matmul.
     const auto dag = loom_test::half_matmul<bfloat16>(128, 128, 128);
     const State unswizzled = loom_test::warpgroup_matmul(dag, {1, 8, 64, false, 0});
     CHECK(lower::lower_gpu(unswizzled, hopper).kernels[0].wgmma_operands.empty());
     CHECK(emulate_matmul<bfloat16>(unswizzled, 128, 128, 128) == "");
-    const State wide = loom_test::warpgroup_matmul(dag, {1, 16, 64, true, 0});
+    State wide = loom_test::warpgroup_matmul(dag, {1, 16, 64, false, 0});
+    wide.storage_swizzle("A.shared", 128);
+    wide.storage_swizzle("B.shared", 128);
     CHECK(lower::lower_gpu(wide, hopper).kernels[0].wgmma_operands.empty());
     CHECK(emulate_matmul<bfloat16>(wide, 128, 128, 128) == "");
     const State side_by_side = loom_test::tensor_core_matmul(dag, {2, 2, 1, 2, true, true});

@@ -201,6 +201,28 @@ TEST_SUITE("search.tensor_cores") {
       MESSAGE(wgmma << " of " << programs.size() << " samples are warpgroup MMAs");
       CHECK(wgmma >= 4);
     }
+    // TF32 with B given as [N, K] (K-major, as wgmma reads TF32): warpgroup sketches too; with
+    // B as [K, N] none (the two tensor-core sketches alone).
+    const Target tf32 = Target::cuda("sm_90a").with_tf32();
+    const auto nt = loom_test::matmul_b_transposed<float>(128, 256, 64);
+    const Task task(nt, tf32);
+    const auto tc = tensor_core_sketches(search::generate_sketches(task));
+    CHECK(tc.size() == 6);
+    CHECK(tensor_core_sketches(
+              search::generate_sketches(Task(loom_test::float_matmul(128, 256, 64), tf32)))
+              .size() == 2);
+    std::mt19937_64 rng(37);
+    int wgmma = 0;
+    for (const sched::State& p : search::sample_programs(tc, task, {}, rng, 24)) {
+      const lower::GpuProgram g = lower::lower_gpu(p, task.target);
+      wgmma += !g.kernels[0].wgmma_operands.empty();
+      CHECK_MESSAGE(
+          loom_test::check_half_matmul<float>(
+              *nt, 128, 256, 64, [&](std::vector<void*> args) { lower::emulate(g, args); }) == "",
+          p.to_string());
+    }
+    MESSAGE(wgmma << " of 24 TF32 samples are warpgroup MMAs");
+    CHECK(wgmma >= 4);
   }
 
   TEST_CASE("the deep-k sketch copies several instructions' k per barrier, and is right") {

@@ -1079,12 +1079,14 @@ class emulation_builder {
   // A warpgroup MMA as the device reads its operands: by the descriptors the CUDA code
   // builds (WgmmaOperand::descriptor_bits, decoded again), the start address being `start`.
   // Thread (warp w of its warpgroup, lane (g, t)) adds to register d[4 j + r] the products of
-  // A's logical row 16 w + g + 8 (r / 2) and B's column 8 j + 2 t + r % 2 over the 16 k, in
+  // A's logical row 16 w + g + 8 (r / 2) and B's column 8 j + 2 t + r % 2 over the 16 k (8:
+  // TF32, unrounded as the m16n8k8 emulation's), in
   // the nest's other loops. Its operands were written before the barrier that precedes it, so
   // a thread reads them without an exchange.
   Stmt wgmma(const WgmmaNest& w) {
     auto decoded = [](const WgmmaOperand& o) {
-      WgmmaOperand d = WgmmaOperand::from_descriptor(o.descriptor_bits(), o.mn_major);
+      WgmmaOperand d =
+          WgmmaOperand::from_descriptor(o.descriptor_bits(), o.mn_major, o.element_bytes);
       d.buffer = o.buffer;
       d.start = o.start;
       return d;
@@ -1101,7 +1103,7 @@ class emulation_builder {
       const Expr col = Expr(int64_t{8 * j}) + l.t2 + Expr(int64_t{r % 2});
       const Expr& c = w.accumulators[static_cast<size_t>(i)];
       Expr sum = Load::make(t.c, c);
-      for (int64_t kk = 0; kk < 16; ++kk)
+      for (int64_t kk = 0; kk < t.k; ++kk)
         sum = sum + Cast::make(DType::f32(), Load::make(a.buffer, a.element(row, kk))) *
                         Cast::make(DType::f32(), Load::make(b.buffer, b.element(col, kk)));
       seq.push_back(Store::make(t.c, c, sum));

@@ -544,13 +544,13 @@ inline ir::Expr floor_mod_of(const ir::Expr& a, int64_t b) {
 
 template <class I>
 I wgmma_offset(const WgmmaOperand& o, const I& mn, int64_t k) {
-  constexpr int64_t e = 2;
+  const int64_t e = o.element_bytes, t = 16 / e;  // a 16-byte unit's elements
   auto c = [](int64_t v) { return I(v); };
   if (!o.mn_major) {
     if (o.swizzle > 0)
       return floor_mod_of(mn, 8) * c(o.swizzle) + floor_div_of(mn, 8) * c(o.sbo) + c(e * k);
     return floor_mod_of(mn, 8) * c(16) + floor_div_of(mn, 8) * c(o.sbo) +
-           c(e * (k % 8) + (k / 8) * o.lbo);
+           c(e * (k % t) + (k / t) * o.lbo);
   }
   if (o.swizzle > 0) {
     const int64_t w = o.swizzle / e;
@@ -568,20 +568,21 @@ class wgmma_matcher {
       : nest_(nest), t_(nest.tile), tx_(tx.as<Variable>()), block_x_(block_x) {}
 
   std::optional<WgmmaNest> run() {
-    if (t_.is_tf32() || block_x_ % 128 != 0 || t_.a->scope != MemoryScope::Shared ||
+    if (block_x_ % 128 != 0 || t_.a->scope != MemoryScope::Shared ||
         t_.b->scope != MemoryScope::Shared)
       return std::nullopt;
     // A reads the same 64 x 16 tile for every step along N.
+    // (TF32 registers hold one element: their second index is undefined.)
     auto a_uses = [&](const Variable* v) {
       for (const auto& r : t_.a_index)
         for (const Expr& e : r)
-          if (uses_var(e, v)) return true;
+          if (e.defined() && uses_var(e, v)) return true;
       return false;
     };
     auto b_uses = [&](const Variable* v) {
       for (const auto& r : t_.b_index)
         for (const Expr& e : r)
-          if (uses_var(e, v)) return true;
+          if (e.defined() && uses_var(e, v)) return true;
       return false;
     };
     std::vector<int> candidates;
@@ -604,6 +605,7 @@ class wgmma_matcher {
     const int64_t n_min = nl ? *as_const_int(nl->min) : 0;
     std::vector<const Variable*> others;
     auto collect = [&](const Expr& e) {
+      if (!e.defined()) return;
       for (const Variable* x : free_vars(e))
         if (x != tx_ && std::find(others.begin(), others.end(), x) == others.end())
           others.push_back(x);
@@ -619,6 +621,7 @@ class wgmma_matcher {
     std::mt19937 rng(20261130);
     auto pick = [&](int64_t k) { return std::uniform_int_distribution<int64_t>(0, k - 1)(rng); };
     const Variable* nv = nl ? nl->variable() : nullptr;
+    const int64_t p = t_.per_register(), span = 4 * p, e = t_.is_tf32() ? 4 : 2;
     WgmmaNest w;
     w.n_loop = n_loop;
     w.n = n;
@@ -630,30 +633,32 @@ class wgmma_matcher {
         base[x] = it == ranges.end() ? pick(4) : it->second.first + pick(it->second.second);
       }
       const int64_t wb = 128 * pick(block_x_ / 128);
-      // A's logical (row, k): warp row / 16, lane 4 (row % 8) + (k % 8) / 2, register
-      // (row % 16) / 8 + 2 (k / 8), half k % 2 (MmaTile::a_element inverted).
+      // A's logical (row, k): warp row / 16, lane 4 (row % 8) + (k % s) / p, register
+      // (row % 16) / 8 + 2 (k / s), half k % p, with p elements a register (2; TF32 1) and s =
+      // 4 p (MmaTile::a_element and tf32_a_element inverted).
       auto a_at = [&](int64_t row, int64_t k) -> std::optional<int64_t> {
         Values v = base;
-        v[tx_] = wb + 32 * (row / 16) + 4 * (row % 8) + (k % 8) / 2;
+        v[tx_] = wb + 32 * (row / 16) + 4 * (row % 8) + (k % span) / p;
         if (nv) v[nv] = n_min;
-        const int reg = static_cast<int>((row % 16) / 8 + 2 * (k / 8));
-        auto x = eval_index(t_.a_index[static_cast<size_t>(reg)][static_cast<size_t>(k % 2)], v);
-        if (x) *x *= 2;
+        const int reg = static_cast<int>((row % 16) / 8 + 2 * (k / span));
+        auto x = eval_index(t_.a_index[static_cast<size_t>(reg)][static_cast<size_t>(k % p)], v);
+        if (x) *x *= e;
         return x;
       };
-      // B's (n, k): step n / 8 of the N loop, lane 4 (n % 8) + (k % 8) / 2 of any warp of the
-      // warpgroup, register k / 8, half k % 2 (MmaTile::b_element inverted).
+      // B's (n, k): step n / 8 of the N loop, lane 4 (n % 8) + (k % s) / p of any warp of the
+      // warpgroup, register k / s, half k % p (MmaTile::b_element and tf32_b_element inverted).
       auto b_at = [&](int64_t col, int64_t k, int64_t warp) -> std::optional<int64_t> {
         Values v = base;
-        v[tx_] = wb + 32 * warp + 4 * (col % 8) + (k % 8) / 2;
+        v[tx_] = wb + 32 * warp + 4 * (col % 8) + (k % span) / p;
         if (nv) v[nv] = n_min + col / 8;
-        auto x = eval_index(t_.b_index[static_cast<size_t>(k / 8)][static_cast<size_t>(k % 2)], v);
-        if (x) *x *= 2;
+        auto x =
+            eval_index(t_.b_index[static_cast<size_t>(k / span)][static_cast<size_t>(k % p)], v);
+        if (x) *x *= e;
         return x;
       };
       if (sample == 0) {
-        a = layout_of(64, [&](int64_t mn, int64_t k) { return a_at(mn, k); });
-        b = layout_of(n, [&](int64_t mn, int64_t k) { return b_at(mn, k, 0); });
+        a = layout_of(64, e, [&](int64_t mn, int64_t k) { return a_at(mn, k); });
+        b = layout_of(n, e, [&](int64_t mn, int64_t k) { return b_at(mn, k, 0); });
         if (!a || !b) return std::nullopt;
       }
       if (!verify(*a, 64, [&](int64_t mn, int64_t k) { return a_at(mn, k); }) ||
@@ -693,17 +698,20 @@ class wgmma_matcher {
     return w;
   }
 
-  // The descriptor layout that puts the operand's logical (0, 0) ... (8, 8) where `at` says
-  // (bytes), tried K-major then MN-major, each swizzled in 128, 64, 32 bytes then interleaved;
-  // the first one whose own offsets hold there. The full check is verify's.
+  // The descriptor layout that puts the operand's logical (0, 0) ... (16, k) where `at` says
+  // (bytes; elements of `e` bytes), tried K-major then MN-major (16-bit only), each swizzled in
+  // 128, 64, 32 bytes then interleaved; the first one whose own offsets hold there. The full
+  // check is verify's.
   template <class At>
-  static std::optional<WgmmaOperand> layout_of(int64_t mn_extent, At&& at) {
+  std::optional<WgmmaOperand> layout_of(int64_t mn_extent, int64_t e, At&& at) const {
     const std::optional<int64_t> s0 = at(0, 0);
     if (!s0 || *s0 % 16 != 0) return std::nullopt;
-    const int64_t start = *s0;
+    const int64_t start = *s0, unit = 16 / e;
     for (bool mn_major : {false, true})
       for (int64_t swizzle : {128, 64, 32, 0}) {
+        if (mn_major && e != 2) continue;  // TF32 is K-major only
         WgmmaOperand o;
+        o.element_bytes = e;
         o.mn_major = mn_major;
         o.swizzle = swizzle;
         auto off = [&](int64_t mn, int64_t k) -> std::optional<int64_t> {
@@ -716,7 +724,7 @@ class wgmma_matcher {
         std::optional<int64_t> lbo, sbo;
         if (!mn_major) {
           sbo = off(8, 0);
-          lbo = swizzle > 0 ? std::optional<int64_t>(16) : off(0, 8);
+          lbo = swizzle > 0 ? std::optional<int64_t>(16) : off(0, unit);
         } else if (swizzle > 0) {
           lbo = mn_extent > w ? off(w, 0) : std::optional<int64_t>(16);
           sbo = off(0, 8);
@@ -732,7 +740,7 @@ class wgmma_matcher {
         if (!fits(o.lbo) || !fits(o.sbo)) continue;
         bool ok = true;
         for (int64_t mn = 0; mn < std::min<int64_t>(mn_extent, 16) && ok; ++mn)
-          for (int64_t k = 0; k < 16 && ok; ++k) {
+          for (int64_t k = 0; k < t_.k && ok; ++k) {
             const std::optional<int64_t> p = at(mn, k);
             ok = p && o.swizzled(start + o.offset(mn, k)) == *p;
           }
@@ -742,11 +750,11 @@ class wgmma_matcher {
   }
 
   template <class At>
-  static bool verify(const WgmmaOperand& o, int64_t mn_extent, At&& at) {
+  bool verify(const WgmmaOperand& o, int64_t mn_extent, At&& at) const {
     const std::optional<int64_t> s0 = at(0, 0);
     if (!s0 || *s0 % 16 != 0) return false;
     for (int64_t mn = 0; mn < mn_extent; ++mn)
-      for (int64_t k = 0; k < 16; ++k) {
+      for (int64_t k = 0; k < t_.k; ++k) {
         const std::optional<int64_t> p = at(mn, k);
         if (!p || o.swizzled(*s0 + o.offset(mn, k)) != *p) return false;
       }
@@ -767,8 +775,9 @@ LOOM_DECL int64_t WgmmaOperand::offset(int64_t mn, int64_t k) const {
 
 LOOM_DECL ir::Expr WgmmaOperand::element(const ir::Expr& mn, int64_t k) const {
   using namespace ir;
-  const Expr byte = start * Expr(int64_t{2}) + detail::wgmma_offset<Expr>(*this, mn, k);
-  return FloorDiv::make(swizzled(byte), Expr(int64_t{2}));
+  const Expr e(element_bytes);
+  const Expr byte = start * e + detail::wgmma_offset<Expr>(*this, mn, k);
+  return FloorDiv::make(swizzled(byte), e);
 }
 
 LOOM_DECL int64_t WgmmaOperand::swizzled(int64_t byte) const {
@@ -789,9 +798,11 @@ LOOM_DECL uint64_t WgmmaOperand::descriptor_bits() const {
          ((static_cast<uint64_t>(sbo >> 4) & 0x3fff) << 32) | (layout << 62);
 }
 
-LOOM_DECL WgmmaOperand WgmmaOperand::from_descriptor(uint64_t bits, bool mn_major) {
+LOOM_DECL WgmmaOperand WgmmaOperand::from_descriptor(uint64_t bits, bool mn_major,
+                                                     int element_bytes) {
   WgmmaOperand o;
   o.mn_major = mn_major;
+  o.element_bytes = element_bytes;
   o.lbo = static_cast<int64_t>((bits >> 16) & 0x3fff) << 4;
   o.sbo = static_cast<int64_t>((bits >> 32) & 0x3fff) << 4;
   const uint64_t layout = bits >> 62;
@@ -800,8 +811,10 @@ LOOM_DECL WgmmaOperand WgmmaOperand::from_descriptor(uint64_t bits, bool mn_majo
 }
 
 LOOM_DECL std::string WgmmaNest::instruction() const {
+  const std::string shape = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n);
+  if (nest.tile.is_tf32()) return shape + "k8.f32.tf32.tf32";
   const char* t = nest.tile.operand.is_bfloat() ? "bf16" : "f16";
-  return "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." + t + '.' + t;
+  return shape + "k16.f32." + t + '.' + t;
 }
 
 LOOM_DECL std::optional<WgmmaNest> match_wgmma(const MmaNest& nest, const ir::Expr& thread_x,

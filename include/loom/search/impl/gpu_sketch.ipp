@@ -357,6 +357,25 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
   return a;
 }
 
+// Whether the operand the N axis reads has the reduction axis k as its innermost index (B given
+// as [N, K]).
+inline bool n_operand_along_k(const sched::Stage& s, const tensor_core_axes& axes) {
+  auto* red = s.op->body.as<ir::Reduce>();
+  auto* mul = red ? red->source.as<ir::Mul>() : nullptr;
+  if (!mul) return false;
+  const ir::Variable* n = s.op->axes[static_cast<size_t>(axes.n)].variable();
+  const ir::Variable* k = red->axes[static_cast<size_t>(axes.k)].variable();
+  for (const ir::Expr* e : {&mul->a, &mul->b}) {
+    const ir::Expr& x = e->as<ir::Cast>() ? e->as<ir::Cast>()->value : *e;
+    auto* r = x.as<ir::TensorRead>();
+    if (!r || r->indices.empty()) continue;
+    bool reads_n = false;
+    for (const ir::Expr& i : r->indices) reads_n |= ir::uses_var(i, n);
+    if (reads_n) return ir::uses_var(r->indices.back(), k);
+  }
+  return false;
+}
+
 // TensorCoreTilingGpu's state; with `warpgroup_warps` > 0 the warpgroup variant (sketch.hpp):
 // that many warps along M, each one instruction's 16 rows (register level 1), none along N,
 // so that each four consecutive warps' instructions of a k-step are one warpgroup MMA
@@ -437,8 +456,10 @@ inline SketchRule rule_tensor_core_tiling_gpu() {
             Successors out;
             if (auto s = tensor_core_tiling(ctx, st, i, axes, 0))
               out.push_back({std::move(*s), i - 1});
-            // Warpgroup tiles (Target::warpgroup_mma): one M axis and one N axis, not TF32.
-            if (ctx.task().target.warpgroup_mma() && axes.k_length == 16 &&
+            // Warpgroup tiles (Target::warpgroup_mma): one M axis and one N axis; TF32 only
+            // with B stored along k (wgmma reads TF32 operands K-major only).
+            if (ctx.task().target.warpgroup_mma() &&
+                (axes.k_length == 16 || n_operand_along_k(st.stages()[i], axes)) &&
                 axes.m_first == axes.m && axes.n_first == axes.n && !axes.padded_m)
               for (const int64_t warps : {4, 8})
                 if (st.stages()[i].op->axes[static_cast<size_t>(axes.m)].extent % (16 * warps) == 0)

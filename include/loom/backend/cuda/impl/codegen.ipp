@@ -675,9 +675,10 @@ class printer {
           os_ << p << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2 << ", 0;\\n"
               << w.instruction() << " {";
           for (int64_t r = 0; r < regs; ++r) os_ << (r ? ", " : "") << "%" << r;
-          os_ << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (w.a.mn_major ? 1 : 0)
-              << ", " << (w.b.mn_major ? 1 : 0) << ";\\n}\\n\"\n"
-              << p << "    : ";
+          os_ << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1";
+          // TF32 takes no transposes (K-major only).
+          if (!t.is_tf32()) os_ << ", " << (w.a.mn_major ? 1 : 0) << ", " << (w.b.mn_major ? 1 : 0);
+          os_ << ";\\n}\\n\"\n" << p << "    : ";
           for (int64_t r = 0; r < regs; ++r)
             os_ << (r ? ", " : "") << "\"+f\"(" << c << "["
                 << expr(w.accumulators[static_cast<size_t>(r)]) << "])";
