@@ -10,6 +10,7 @@
 //     weight as PyTorch stores it);
 //   - bert_ffn{1,2}_m{128,4096}_{fp32,bf16}: BERT-base's feed-forward products, ffn1 [M,768] x
 //     [768,3072], ffn2 [M,3072] x [3072,768];
+//   - bert_ffn{1,2}_nt_m{128,4096}_bf16: the same with the weight as nn.Linear stores it, [N, K];
 //   - bmm_{qk,av}_b{12,384}_{fp32,bf16}: BERT-base's attention products per head, batch 12 (one
 //     sequence) or 384 (32 sequences): qk [B,128,64] x [B,64,128], av [B,128,128] x [B,128,64]
 //     (av at batch 12 only);

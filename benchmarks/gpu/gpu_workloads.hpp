@@ -152,6 +152,18 @@ inline std::vector<Spec> workload_specs(const std::function<bool(const std::stri
              .output = ops::matmul(x, wt),
              .gemm = {0, m, n, k}});
       }
+  // The same products with the weight as nn.Linear stores it, [N, K] (x W^T): B along k, the
+  // layout in which wgmma reads TF32 and loom's copies of B move 16 bytes a thread.
+  for (int m : {128, 4096})
+    for (const auto& [layer, k, n] : {std::tuple{1, 768, 3072}, std::tuple{2, 3072, 768}}) {
+      auto x = placeholder<float>("X", {m, k});
+      auto wt = placeholder<float>("W", {n, k});
+      add({.name = "bert_ffn" + std::to_string(layer) + "_nt_m" + std::to_string(m) + "_bf16",
+           .precision = Precision::bf16,
+           .inputs = {x, wt},
+           .output = ops::matmul(x, wt, false, true),
+           .gemm = {0, m, n, k, true}});
+    }
   for (Precision p : {Precision::fp32, Precision::bf16})
     for (const auto& [what, batch, m, k, n] :
          {std::tuple{"qk", 12, 128, 64, 128}, std::tuple{"av", 12, 128, 128, 64},

@@ -30,6 +30,9 @@ def workload_specs():
         for m in (128, 4096):
             for layer, k, n in ((1, 768, 3072), (2, 3072, 768)):
                 specs.append(("bert_ffn%d_m%d_%s" % (layer, m, p), "gemm", (0, m, n, k, False), p))
+    for m in (128, 4096):
+        for layer, k, n in ((1, 768, 3072), (2, 3072, 768)):
+            specs.append(("bert_ffn%d_nt_m%d_bf16" % (layer, m), "gemm", (0, m, n, k, True), "bf16"))
     for p in ("fp32", "bf16"):
         for what, batch, m, k, n in (("qk", 12, 128, 64, 128), ("av", 12, 128, 128, 64),
                                      ("qk", 384, 128, 64, 128)):
