@@ -179,8 +179,10 @@ sched::Annotation draw_pipeline_kind(const SearchOptions& options, std::mt19937_
 /// storage_swizzle from the copy's current rows (padding the rows instead where they are no
 /// longer 32, 64 or 128 bytes): a mutation or a crossover may have changed the lengths the
 /// layout was drawn for (the program stays right either way, only its bank conflicts return).
-/// Leaves `state` as it is where nothing changes or the edited history does not replay.
-void follow_operand_layouts(sched::State& state);
+/// Leaves `state` as it is where nothing changes or the edited history does not replay. With
+/// `warpgroup_target` (Target::warpgroup_mma) rows grown past 128 bytes are stored in chunks of
+/// 128 (storage_chunk, appended) and stay swizzled, as ThreadBind stores them there.
+void follow_operand_layouts(sched::State& state, bool warpgroup_target = false);
 /// The loops of `state` that DoubleBuffer may pipeline, as (stage, leaf position): reduction
 /// loops of two or more iterations, not annotated, at which shared stages are computed.
 std::vector<std::pair<std::string, int>> double_buffer_candidates(const sched::State& state);

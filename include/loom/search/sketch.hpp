@@ -317,8 +317,13 @@ inline constexpr int tensor_core_warp_length = 1, tensor_core_lane_length = 2;
 
 /// Which lengths of split step `split` of `state` a sketch rule fixed, by position: a
 /// tensor-core tiling's vthread, lane and fragment levels and its 16-step of k. Mutations leave
-/// them as they are (the tile would no longer be one).
-std::vector<bool> fixed_split_lengths(const sched::State& state, const sched::SplitStep& split);
+/// them as they are (the tile would no longer be one). With `warpgroup_target`
+/// (Target::warpgroup_mma), a tiling whose warps are a warpgroup tiling's (M's warp level a
+/// multiple of 4 and its register level 1, N's warp level 1, as TensorCoreTilingGpu's
+/// warpgroup variants make them) keeps those too: changed, its instructions would no longer be
+/// warpgroup MMAs.
+std::vector<bool> fixed_split_lengths(const sched::State& state, const sched::SplitStep& split,
+                                      bool warpgroup_target = false);
 
 /// The spatial root loop of stage `stage` to put last in its innermost tile level, or -1: an
 /// axis other than the last spatial one, at least one vector of the stage's type long, that

@@ -130,7 +130,9 @@ TEST_SUITE("lower.wgmma") {
       CAPTURE(c.b_transposed);
       CAPTURE(c.t.pipeline_stages);
       const int64_t M = 64 * c.t.groups * 2, N = 16 * c.t.nt, K = 2 * c.t.k_tile;
+      // fp16 where the tile is small: the emulation of the big ones takes seconds each.
       for (const bool bf : {true, false}) {
+        if (!bf && c.t.nt * c.t.groups > 8) continue;
         auto dag = c.b_transposed ? (bf ? loom_test::matmul_b_transposed<bfloat16>(M, N, K)
                                         : loom_test::matmul_b_transposed<float16>(M, N, K))
                                   : (bf ? loom_test::half_matmul<bfloat16>(M, N, K)

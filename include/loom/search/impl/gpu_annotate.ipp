@@ -418,7 +418,7 @@ LOOM_DECL void gpu_thread_bind(const SketchContext& ctx, sched::State& state,
       detail::vectorize_thread_stores(state, state.stages()[si].name);
 }
 
-LOOM_DECL void follow_operand_layouts(sched::State& state) {
+LOOM_DECL void follow_operand_layouts(sched::State& state, bool warpgroup_target) {
   const auto& history = state.steps();
   if (std::none_of(history.begin(), history.end(), [](const sched::Step& st) {
         return std::holds_alternative<sched::StoragePermuteStep>(st) ||
@@ -450,6 +450,7 @@ LOOM_DECL void follow_operand_layouts(sched::State& state) {
   // A swizzle takes the copy's rows as they are now (permuted as above); rows it cannot take
   // are padded instead, as ThreadBind pads them.
   std::vector<lower::StageRegion> regions;
+  std::vector<sched::Step> chunks;  // appended: a layout step's place in the history is free
   for (sched::Step& step : steps) {
     auto* w = std::get_if<sched::StorageSwizzleStep>(&step);
     if (!w) continue;
@@ -461,15 +462,24 @@ LOOM_DECL void follow_operand_layouts(sched::State& state) {
     for (const sched::Step& st : steps)
       if (auto* p = std::get_if<sched::StoragePermuteStep>(&st); p && p->stage == w->stage)
         permutes.push_back({p->axis, p->lanes, p->per_lane, p->unit});
-    const int64_t bytes = detail::swizzle_row_bytes(regions[static_cast<size_t>(si)].extent.back(),
-                                                    copy, permutes, copy.storage_chunk);
-    if (bytes == w->bytes) continue;
+    const int64_t extent = regions[static_cast<size_t>(si)].extent.back();
+    int64_t bytes = detail::swizzle_row_bytes(extent, copy, permutes, copy.storage_chunk);
+    bool chunked = false;
+    if (bytes == 0 && warpgroup_target && copy.storage_chunk == 0 &&
+        detail::copy_row_bytes(extent, copy, permutes) > 128) {
+      chunks.push_back(sched::StorageChunkStep{w->stage, 128});
+      bytes = 128;
+      chunked = true;
+    }
+    if (bytes == w->bytes && !chunked) continue;
     changed = true;
     if (bytes)
       w->bytes = bytes;
     else
       step = detail::odd_row_padding(copy);
   }
+  steps.insert(steps.end(), chunks.begin(), chunks.end());
+  changed |= !chunks.empty();
   if (!changed) return;
   try {
     sched::State out = sched::replay(state.dag_ptr(), steps);

@@ -508,7 +508,8 @@ inline SketchRule rule_multi_level_tiling_gpu() {
 }  // namespace detail
 
 LOOM_DECL std::vector<bool> fixed_split_lengths(const sched::State& state,
-                                                const sched::SplitStep& split) {
+                                                const sched::SplitStep& split,
+                                                bool warpgroup_target) {
   std::vector<bool> fixed(split.lengths.size(), false);
   const sched::Stage& s = state.stage(split.stage);
   const bool tensor_core = std::any_of(s.leaves.begin(), s.leaves.end(), [&](int id) {
@@ -517,6 +518,25 @@ LOOM_DECL std::vector<bool> fixed_split_lengths(const sched::State& state,
   if (!tensor_core) return fixed;
   if (split.lengths.size() == 5) {  // vthread, warp, lane, register, fragment
     fixed[0] = fixed[tensor_core_lane_length] = fixed[4] = true;
+    if (!warpgroup_target) return fixed;
+    // M's lanes are 8 (N's 4) where one axis makes each (a GEMM).
+    auto length = [](const sched::SplitStep& sp, int level) {
+      return sp.lengths[static_cast<size_t>(level)].value_or(0);
+    };
+    bool m_ok = false, n_ok = false;
+    for (const sched::Step& step : state.steps()) {
+      auto* sp = std::get_if<sched::SplitStep>(&step);
+      if (!sp || sp->stage != split.stage || sp->lengths.size() != 5) continue;
+      if (length(*sp, tensor_core_lane_length) == 8)
+        m_ok = length(*sp, tensor_core_warp_length) % 4 == 0 &&
+               length(*sp, tensor_core_warp_length) > 0 && length(*sp, 3) == 1;
+      if (length(*sp, tensor_core_lane_length) == 4)
+        n_ok = length(*sp, tensor_core_warp_length) == 1;
+    }
+    if (m_ok && n_ok) {
+      fixed[tensor_core_warp_length] = true;
+      if (length(split, tensor_core_lane_length) == 8) fixed[3] = true;
+    }
   } else if (split.lengths.size() == 2) {  // middle, innermost
     fixed[1] = true;
   }

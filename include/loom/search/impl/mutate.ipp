@@ -409,7 +409,8 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
       return false;
     };
     std::vector<int64_t> level = detail::split_levels(sp);  // 0: the outermost loop
-    const std::vector<bool> fixed = fixed_split_lengths(state, sp);
+    const std::vector<bool> fixed =
+        fixed_split_lengths(state, sp, ctx.task().target.warpgroup_mma());
     auto is_fixed = [&](int lvl) { return lvl > 0 && fixed[static_cast<size_t>(lvl - 1)]; };
     const std::vector<int> perm = detail::permutation(rng, n + 1);
     bool moved = false;
@@ -441,7 +442,8 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
     bool redrawn = false;
     std::vector<int64_t> drawn(n);
     for (int k = 0; k < n; ++k) drawn[k] = *sp.lengths[k];
-    const std::vector<bool> fixed = fixed_split_lengths(state, sp);
+    const std::vector<bool> fixed =
+        fixed_split_lengths(state, sp, ctx.task().target.warpgroup_mma());
     for (int j : detail::permutation(rng, n)) {
       if (fixed[static_cast<size_t>(j)]) continue;
       const int64_t cap = free_length_cap(sp.extent, drawn, j, max_innermost);
@@ -464,7 +466,7 @@ LOOM_DECL std::optional<sched::State> mutate_tile_size(const SketchContext& ctx,
   // Follow splits read the source step's lengths when they are applied, so they follow; the
   // lane-major layouts drawn for the old lengths follow here.
   std::optional<sched::State> out = detail::replay(state, edited, state.origins());
-  if (out) follow_operand_layouts(*out);
+  if (out) follow_operand_layouts(*out, ctx.task().target.warpgroup_mma());
   return out;
 }
 
@@ -480,7 +482,8 @@ LOOM_DECL std::optional<sched::State> mutate_register_tile(const SketchContext& 
     const sched::SplitStep* sp = detail::mutable_split(steps[i], max_innermost);
     if (!sp || sp->extent % detail::split_product(*sp) != 0) continue;
     // A tensor-core tile's innermost (fragment) level is fixed.
-    const std::vector<bool> fixed = fixed_split_lengths(state, *sp);
+    const std::vector<bool> fixed =
+        fixed_split_lengths(state, *sp, ctx.task().target.warpgroup_mma());
     if (std::find(fixed.begin(), fixed.end(), true) != fixed.end()) continue;
     const std::vector<int> loops = detail::split_loops(state, i);
     if (loops.empty() ||
@@ -794,7 +797,7 @@ LOOM_DECL std::optional<sched::State> crossover(const SketchContext& ctx, const 
   }
   // The child has a's structure, so a's parts; its layouts follow the tiles it took.
   std::optional<sched::State> out = detail::replay(a, child, a.origins());
-  if (out) follow_operand_layouts(*out);
+  if (out) follow_operand_layouts(*out, ctx.task().target.warpgroup_mma());
   return out;
 }
 
