@@ -46,6 +46,25 @@ std::shared_ptr<const loom::ComputeDAG> matmul_b_transposed(int64_t m, int64_t n
       std::vector<loom::ir::Tensor>{loom::ops::matmul(a, b, false, true)});
 }
 
+/// Output `c` of `s` through a thread-local accumulator ("<c>.local", returned) tiled as the
+/// m16n8 fragments want: rows by block, warps_m warps, g (8 lanes) and the lane's 2 mt rows;
+/// columns by block, warps_n warps, t (4 lanes) and the lane's 2 nt columns; the warps and
+/// lanes fused into threadIdx.x (lane = g * 4 + t), the accumulator computed per thread.
+inline std::string lane_tiled_output(loom::sched::State& s, const std::string& c, int64_t warps_m,
+                                     int64_t mt, int64_t warps_n, int64_t nt) {
+  using loom::sched::Annotation;
+  const std::string local = s.cache_write(c, loom::ir::MemoryScope::Local);
+  s.split(c, 0, {warps_m, 8, 2 * mt});     // i0 i1 i2 i3 j
+  s.split(c, 4, {warps_n, 4, 2 * nt});     // i0 i1 i2 i3 j0 j1 j2 j3
+  s.reorder(c, {0, 4, 1, 5, 2, 6, 3, 7});  // i0 j0 i1 j1 i2 j2 i3 j3
+  s.fuse(c, {0, 1});                       // b i1 j1 i2 j2 i3 j3
+  s.fuse(c, {1, 2, 3, 4});                 // b tx i3 j3: lane = i2 * 4 + j2
+  s.annotate(c, 0, Annotation::BlockIdxX);
+  s.annotate(c, 1, Annotation::ThreadIdxX);
+  s.compute_at(local, c, 1);
+  return local;
+}
+
 struct mma_tiling {
   int64_t warps_m = 1, warps_n = 2;  ///< warps of a block along M and N
   int64_t mt = 2, nt = 2;            ///< m16n8k16 tiles per warp along M and N
@@ -63,17 +82,7 @@ inline loom::sched::State tensor_core_matmul(std::shared_ptr<const loom::Compute
   using loom::sched::Annotation;
   const std::string c = dag->outputs()[0].name();
   loom::sched::State s(std::move(dag));
-  const std::string local = s.cache_write(c, loom::ir::MemoryScope::Local);
-  // C's rows: block, warp, g (8 lanes), the lane's 2*mt rows; columns: block, warp, t (4 lanes),
-  // the lane's 2*nt columns.
-  s.split(c, 0, {t.warps_m, 8, 2 * t.mt});  // i0 i1 i2 i3 j
-  s.split(c, 4, {t.warps_n, 4, 2 * t.nt});  // i0 i1 i2 i3 j0 j1 j2 j3
-  s.reorder(c, {0, 4, 1, 5, 2, 6, 3, 7});   // i0 j0 i1 j1 i2 j2 i3 j3
-  s.fuse(c, {0, 1});                        // b i1 j1 i2 j2 i3 j3
-  s.fuse(c, {1, 2, 3, 4});                  // b tx i3 j3: lane = i2 * 4 + j2
-  s.annotate(c, 0, Annotation::BlockIdxX);
-  s.annotate(c, 1, Annotation::ThreadIdxX);
-  s.compute_at(local, c, 1);
+  const std::string local = lane_tiled_output(s, c, t.warps_m, t.mt, t.warps_n, t.nt);
   // The lane's tile: i = mt * 2 + h, j = nt * 2 + q, k = ko * k_step + kk.
   s.split(local, 0, {2});                // mt h j k
   s.split(local, 2, {2});                // mt h nt q k
@@ -172,16 +181,8 @@ inline loom::sched::State warpgroup_matmul(std::shared_ptr<const loom::ComputeDA
   using loom::sched::Annotation;
   const std::string c = dag->outputs()[0].name();
   loom::sched::State s(std::move(dag));
-  const std::string local = s.cache_write(c, loom::ir::MemoryScope::Local);
   const int64_t warps = 4 * t.groups;
-  s.split(c, 0, {warps, 8, 2});     // i0 i1 i2 i3 j
-  s.split(c, 4, {1, 4, 2 * t.nt});  // i0 i1 i2 i3 j0 j1 j2 j3
-  s.reorder(c, {0, 4, 1, 5, 2, 6, 3, 7});
-  s.fuse(c, {0, 1});
-  s.fuse(c, {1, 2, 3, 4});
-  s.annotate(c, 0, Annotation::BlockIdxX);
-  s.annotate(c, 1, Annotation::ThreadIdxX);
-  s.compute_at(local, c, 1);
+  const std::string local = lane_tiled_output(s, c, warps, 1, 1, t.nt);
   s.split(local, 0, {2});                              // mt h j k
   s.split(local, 2, {2});                              // mt h nt q k
   s.split(local, 4, {t.k_tile / t.k_step, t.k_step});  // mt h nt q ko km kk

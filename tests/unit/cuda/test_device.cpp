@@ -86,6 +86,39 @@ void check_saxpy(const cuda::Module& module, int n) {
   CHECK(wrong == 0);
 }
 
+/// Runs program `g` of `dag` (C = A B or A B^T of M x N x K, A and B bf16 or fp16) on random
+/// operands and compares with the interpreter: the elements that differ, or -1 under the fake
+/// driver (which runs no kernel). PTX, as gpu_check loads it: the JIT compiles it for the
+/// device (sm_90a PTX for a 9.0 one), and the fake driver takes it; the tuner's CUBINs are
+/// bench_gpu's. Products of 16-bit values are exact in fp32; only the order of the sums differs.
+int wrong_elements(const lower::GpuProgram& g, const ComputeDAG& dag, bool bf16, int64_t M,
+                   int64_t N, int64_t K, uint32_t seed) {
+  const cuda::CompiledProgram compiled =
+      cuda::compile_program(g, g.kernels[0].warpgroup_mma ? "sm_90a" : cuda::device_target(0).arch,
+                            {}, cuda::ImageKind::ptx);
+  cuda::Program program(compiled.image, compiled.plan);
+  auto halves = [&](int64_t n, uint32_t s) {
+    const std::vector<float> f = random_floats(static_cast<size_t>(n), s);
+    std::vector<uint16_t> bits;
+    for (float x : f) bits.push_back(bf16 ? bfloat16(x).bits : float16(x).bits);
+    return bits;
+  };
+  const std::vector<uint16_t> x = halves(M * K, seed), y = halves(K * N, seed + 1);
+  cuda::DeviceBuffer da(x.size() * 2), db(y.size() * 2), dc(M * N * 4);
+  da.upload(x.data(), x.size() * 2);
+  db.upload(y.data(), y.size() * 2);
+  dc.fill_bytes(0xFF);  // NaN: an element no thread writes is wrong
+  program.launch({da.ptr(), db.ptr(), dc.ptr()});
+  cuda::Context::get().synchronize();
+  if (contains(cuda::Context::get().info().name, "fake")) return -1;
+  std::vector<float> got(static_cast<size_t>(M * N)), want(static_cast<size_t>(M * N));
+  dc.download(got.data(), got.size() * 4);
+  evaluate(dag, {const_cast<uint16_t*>(x.data()), const_cast<uint16_t*>(y.data()), want.data()});
+  int wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(got[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])))) ++wrong;
+  return wrong;
+}
 }  // namespace
 
 TEST_SUITE("cuda.device") {
@@ -398,32 +431,7 @@ TEST_SUITE("cuda.device") {
                               : loom_test::half_matmul<float16>(c.M, c.N, c.K);
         const lower::GpuProgram g =
             lower::lower_gpu(loom_test::tensor_core_matmul(dag, c.t), target, "mma");
-        const cuda::CompiledProgram compiled =
-            cuda::compile_program(g, target.arch, {}, cuda::ImageKind::ptx);
-        cuda::Program program(compiled.image, compiled.plan);
-        // Operands: random floats rounded to the 16-bit type, as bit patterns.
-        auto halves = [&](int64_t n, uint32_t seed) {
-          const std::vector<float> f = random_floats(static_cast<size_t>(n), seed);
-          std::vector<uint16_t> bits;
-          for (float x : f) bits.push_back(bf16 ? bfloat16(x).bits : float16(x).bits);
-          return bits;
-        };
-        const std::vector<uint16_t> x = halves(c.M * c.K, 11), y = halves(c.K * c.N, 12);
-        cuda::DeviceBuffer da(x.size() * 2), db(y.size() * 2), dc(c.M * c.N * 4);
-        da.upload(x.data(), x.size() * 2);
-        db.upload(y.data(), y.size() * 2);
-        program.launch({da.ptr(), db.ptr(), dc.ptr()});
-        cuda::Context::get().synchronize();
-        if (contains(cuda::Context::get().info().name, "fake")) return;  // it runs no kernel
-        std::vector<float> got(c.M * c.N), want(c.M * c.N);
-        dc.download(got.data(), got.size() * 4);
-        evaluate(*dag,
-                 {const_cast<uint16_t*>(x.data()), const_cast<uint16_t*>(y.data()), want.data()});
-        // Products of 16-bit values are exact in fp32; only the order of the fp32 sums differs.
-        int wrong = 0;
-        for (size_t i = 0; i < got.size(); ++i)
-          if (!(std::abs(got[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])))) ++wrong;
-        CHECK(wrong == 0);
+        CHECK(wrong_elements(g, *dag, bf16, c.M, c.N, c.K, 11) <= 0);
       }
   }
 
@@ -461,33 +469,7 @@ TEST_SUITE("cuda.device") {
         const lower::GpuProgram g = lower::lower_gpu(
             loom_test::warpgroup_matmul(dag, c.t, c.b_transposed), target, "wgmma");
         REQUIRE(g.kernels[0].wgmma_operands.size() == 2);
-        // PTX, as gpu_check loads it (the JIT compiles sm_90a PTX for a 9.0 device), and what
-        // the fake driver takes; the tuner's CUBINs are bench_gpu's.
-        const cuda::CompiledProgram compiled =
-            cuda::compile_program(g, target.arch, {}, cuda::ImageKind::ptx);
-        cuda::Program program(compiled.image, compiled.plan);
-        auto halves = [&](int64_t n, uint32_t seed) {
-          const std::vector<float> f = random_floats(static_cast<size_t>(n), seed);
-          std::vector<uint16_t> bits;
-          for (float x : f) bits.push_back(bf16 ? bfloat16(x).bits : float16(x).bits);
-          return bits;
-        };
-        const std::vector<uint16_t> x = halves(c.M * c.K, 21), y = halves(c.K * c.N, 22);
-        cuda::DeviceBuffer da(x.size() * 2), db(y.size() * 2), dc(c.M * c.N * 4);
-        da.upload(x.data(), x.size() * 2);
-        db.upload(y.data(), y.size() * 2);
-        dc.fill_bytes(0xFF);  // NaN: an element no thread writes is wrong
-        program.launch({da.ptr(), db.ptr(), dc.ptr()});
-        cuda::Context::get().synchronize();
-        if (contains(cuda::Context::get().info().name, "fake")) return;  // it runs no kernel
-        std::vector<float> got(c.M * c.N), want(c.M * c.N);
-        dc.download(got.data(), got.size() * 4);
-        evaluate(*dag,
-                 {const_cast<uint16_t*>(x.data()), const_cast<uint16_t*>(y.data()), want.data()});
-        int wrong = 0;
-        for (size_t i = 0; i < got.size(); ++i)
-          if (!(std::abs(got[i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])))) ++wrong;
-        CHECK(wrong == 0);
+        CHECK(wrong_elements(g, *dag, bf16, c.M, c.N, c.K, 21) <= 0);
       }
   }
 
