@@ -531,8 +531,7 @@ LOOM_DECL std::optional<MmaNest> match_mma_nest(const ir::For& head, const ir::E
 
 namespace detail {
 
-// offset(mn, k) of WgmmaOperand for an integer or an expression mn (k is a constant), 16-bit
-// elements.
+// offset(mn, k) of WgmmaOperand for an integer or an expression mn (k is a constant).
 inline int64_t floor_div_of(int64_t a, int64_t b) { return ::loom::detail::floor_div(a, b); }
 inline int64_t floor_mod_of(int64_t a, int64_t b) { return ::loom::detail::floor_mod(a, b); }
 inline ir::Expr floor_div_of(const ir::Expr& a, int64_t b) {
@@ -571,16 +570,10 @@ class wgmma_matcher {
     if (block_x_ % 128 != 0 || t_.a->scope != MemoryScope::Shared ||
         t_.b->scope != MemoryScope::Shared)
       return std::nullopt;
-    // A reads the same 64 x 16 tile for every step along N.
-    // (TF32 registers hold one element: their second index is undefined.)
-    auto a_uses = [&](const Variable* v) {
-      for (const auto& r : t_.a_index)
-        for (const Expr& e : r)
-          if (e.defined() && uses_var(e, v)) return true;
-      return false;
-    };
-    auto b_uses = [&](const Variable* v) {
-      for (const auto& r : t_.b_index)
+    // A reads the same 64 x 16 tile for every step along N. (A TF32 register holds one
+    // element: its second index is undefined.)
+    auto uses = [](const auto& registers, const Variable* v) {
+      for (const auto& r : registers)
         for (const Expr& e : r)
           if (e.defined() && uses_var(e, v)) return true;
       return false;
@@ -588,7 +581,7 @@ class wgmma_matcher {
     std::vector<int> candidates;
     for (int j = static_cast<int>(nest_.loops.size()); j-- > 0;) {
       const Variable* v = nest_.loops[static_cast<size_t>(j)]->variable();
-      if (b_uses(v) && !a_uses(v)) candidates.push_back(j);
+      if (uses(t_.b_index, v) && !uses(t_.a_index, v)) candidates.push_back(j);
     }
     candidates.push_back(-1);
     for (int n_loop : candidates)
