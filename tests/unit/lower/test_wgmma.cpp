@@ -8,6 +8,7 @@
 #include <loom/lower/interpret.hpp>
 #include <loom/lower/mma.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -112,7 +113,10 @@ TEST_SUITE("lower.wgmma") {
       int64_t a_swizzle, b_swizzle;
     };
     // B [K, N] is MN-major: its rows are the 8 nt columns (128 bytes at nt = 8); as [N, K] it
-    // is K-major like A, its rows k_tile long.
+    // is K-major like A, its rows k_tile long. The first matmul has 2 x 2 blocks (the
+    // descriptors' starts move with the block), the others one, so that the emulation, which
+    // runs every thread's wgmma element by element, stays quick (under the sanitizers too).
+    bool first = true;
     for (const config& c :
          {config{{1, 8, 64, true, 0}, false, 128, 128},
           config{{2, 8, 64, true, 0}, false, 128, 128}, config{{1, 4, 32, true, 0}, false, 64, 64},
@@ -121,15 +125,18 @@ TEST_SUITE("lower.wgmma") {
           // Rows past 128 bytes in chunks of 128: B [K, N] 128 and 256 columns wide (m64n128,
           // m64n256), A 128 of k.
           config{{1, 16, 64, true, 0}, false, 128, 128},
-          config{{2, 32, 64, true, 3}, false, 128, 128},
+          config{{2, 32, 16, true, 2}, false, 32, 128},
           config{{1, 8, 128, true, 0}, false, 128, 128},
-          config{{1, 32, 128, true, 0}, true, 128, 128}}) {
+          config{{1, 8, 128, true, 0}, true, 128, 128}}) {
       CAPTURE(c.t.groups);
       CAPTURE(c.t.nt);
       CAPTURE(c.t.k_tile);
       CAPTURE(c.b_transposed);
       CAPTURE(c.t.pipeline_stages);
-      const int64_t M = 64 * c.t.groups * 2, N = 16 * c.t.nt, K = 2 * c.t.k_tile;
+      const int64_t blocks = first ? 2 : 1;
+      first = false;
+      const int64_t M = 64 * c.t.groups * blocks, N = 8 * c.t.nt * blocks,
+                    K = std::max(2, c.t.pipeline_stages) * c.t.k_tile;
       // fp16 where the tile is small: the emulation of the big ones takes seconds each.
       for (const bool bf : {true, false}) {
         if (!bf && c.t.nt * c.t.groups > 8) continue;
@@ -169,7 +176,8 @@ TEST_SUITE("lower.wgmma") {
          {config{{1, 8, 32, true, 0, 8}, 128}, config{{2, 16, 16, true, 2, 8}, 64},
           config{{1, 8, 64, true, 3, 8}, 128}}) {
       CAPTURE(c.t.k_tile);
-      const int64_t M = 128 * c.t.groups, N = 16 * c.t.nt, K = 4 * c.t.k_tile;
+      const int64_t M = 64 * c.t.groups, N = 8 * c.t.nt,
+                    K = std::max(2, c.t.pipeline_stages) * c.t.k_tile;
       const auto dag = loom_test::matmul_b_transposed<float>(M, N, K);
       const State s = loom_test::warpgroup_matmul(dag, c.t, true);
       const lower::GpuProgram p = lower::lower_gpu(s, tf32);
@@ -215,23 +223,23 @@ TEST_SUITE("lower.wgmma") {
     // Unswizzled 128-byte rows are no canonical layout (an interleaved core matrix's rows are
     // 16 bytes apart); B [K, N] with rows of 256 bytes neither, unless in chunks; warps side by
     // side along N are no warpgroup. Each still computes the matmul.
-    const auto dag = loom_test::half_matmul<bfloat16>(128, 128, 128);
+    const auto dag = loom_test::half_matmul<bfloat16>(64, 128, 128);
     const State unswizzled = loom_test::warpgroup_matmul(dag, {1, 8, 64, false, 0});
     CHECK(lower::lower_gpu(unswizzled, hopper).kernels[0].wgmma_operands.empty());
-    CHECK(emulate_matmul<bfloat16>(unswizzled, 128, 128, 128) == "");
+    CHECK(emulate_matmul<bfloat16>(unswizzled, 64, 128, 128) == "");
     State wide = loom_test::warpgroup_matmul(dag, {1, 16, 64, false, 0});
     wide.storage_swizzle("A.shared", 128);
     wide.storage_swizzle("B.shared", 128);
     CHECK(lower::lower_gpu(wide, hopper).kernels[0].wgmma_operands.empty());
-    CHECK(emulate_matmul<bfloat16>(wide, 128, 128, 128) == "");
+    CHECK(emulate_matmul<bfloat16>(wide, 64, 128, 128) == "");
     const State side_by_side = loom_test::tensor_core_matmul(dag, {2, 2, 1, 2, true, true});
     CHECK(lower::lower_gpu(side_by_side, hopper).kernels[0].wgmma_operands.empty());
-    CHECK(emulate_matmul<bfloat16>(side_by_side, 128, 128, 128) == "");
+    CHECK(emulate_matmul<bfloat16>(side_by_side, 64, 128, 128) == "");
     // The same warpgroup schedule on sm_90 (no "a"): m16n8k16 instructions.
     const State s = loom_test::warpgroup_matmul(dag, {1, 8, 64, true, 0});
     const lower::GpuProgram p = lower::lower_gpu(s, Target::cuda("sm_90"));
     CHECK_FALSE(p.kernels[0].warpgroup_mma);
     CHECK(wgmmas_of(p.kernels[0]).empty());
-    CHECK(emulate_matmul<bfloat16>(s, 128, 128, 128, Target::cuda("sm_90")) == "");
+    CHECK(emulate_matmul<bfloat16>(s, 64, 128, 128, Target::cuda("sm_90")) == "");
   }
 }
