@@ -186,26 +186,23 @@ inline bool has_thread_loop(const sched::Stage& s) {
 
 // The bytes of one row of a tensor-core operand copy whose box is `extent` elements along its
 // innermost axis, rounded up to whole blocks where `permutes` make that axis lane-major (as
-// plan_buffers rounds it): the storage_swizzle it takes, or 0 where the row is not 32, 64 or
-// 128 bytes. A row longer than `chunk` bytes (storage_chunk; 0: none) is chunks of that many.
-inline int64_t swizzle_row_bytes(int64_t extent, const sched::Stage& copy,
-                                 const std::vector<sched::StoragePermute>& permutes,
-                                 int64_t chunk) {
-  const int innermost = copy.op.rank() - 1;
-  for (const sched::StoragePermute& p : permutes)
-    if (p.axis == innermost) extent = (extent + p.block() - 1) / p.block() * p.block();
-  int64_t bytes = extent * copy.op.dtype().bytes();
-  if (chunk > 0 && bytes > chunk) bytes = chunk;
-  return bytes == 32 || bytes == 64 || bytes == 128 ? bytes : 0;
-}
-
-// The row bytes of a tensor-core operand copy as swizzle_row_bytes takes them, unrounded.
+// plan_buffers rounds it).
 inline int64_t copy_row_bytes(int64_t extent, const sched::Stage& copy,
                               const std::vector<sched::StoragePermute>& permutes) {
   const int innermost = copy.op.rank() - 1;
   for (const sched::StoragePermute& p : permutes)
     if (p.axis == innermost) extent = (extent + p.block() - 1) / p.block() * p.block();
   return extent * copy.op.dtype().bytes();
+}
+
+// The storage_swizzle such a row takes, or 0 where it is not 32, 64 or 128 bytes. A row longer
+// than `chunk` bytes (storage_chunk; 0: none) is chunks of that many.
+inline int64_t swizzle_row_bytes(int64_t extent, const sched::Stage& copy,
+                                 const std::vector<sched::StoragePermute>& permutes,
+                                 int64_t chunk) {
+  int64_t bytes = copy_row_bytes(extent, copy, permutes);
+  if (chunk > 0 && bytes > chunk) bytes = chunk;
+  return bytes == 32 || bytes == 64 || bytes == 128 ? bytes : 0;
 }
 
 // The padding of a tensor-core operand copy's rows to an odd number of 16-byte units.

@@ -241,6 +241,8 @@ struct tensor_core_axes {
   /// extents they do not divide. The tiles pass the run's end; the accumulators of rows past it
   /// read zero padding (lower/infer_regions.hpp) and are never stored.
   bool padded_m = false;
+  /// The operand N's axis reads has k as its innermost index (B given as [N, K]).
+  bool n_operand_along_k = false;
 };
 
 inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext& ctx,
@@ -293,6 +295,8 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
     if (reads(p, red->axes[d]) && reads(q, red->axes[d]) && red->axes[d].extent % a.k_length == 0)
       a.k = d;
   if (a.m < 0 || a.n < 0 || a.k < 0) return std::nullopt;
+  const ir::TensorRead* n_operand = reads(p, axes[a.n]) ? p : q;
+  a.n_operand_along_k = ir::uses_var(n_operand->indices.back(), red->axes[a.k].variable());
   // The shortest run of axes ending at `last` (none before `floor`), each read by the same one
   // operand, whose extents multiply to a multiple of `multiple`; -1 when there is none.
   auto run_start = [&](int last, int floor, int64_t multiple) {
@@ -355,25 +359,6 @@ inline std::optional<tensor_core_axes> tensor_core_tile_axes(const SketchContext
     if (!give(a.lanes, lanes) || !give(a.fragments, fragments)) return std::nullopt;
   }
   return a;
-}
-
-// Whether the operand the N axis reads has the reduction axis k as its innermost index (B given
-// as [N, K]).
-inline bool n_operand_along_k(const sched::Stage& s, const tensor_core_axes& axes) {
-  auto* red = s.op->body.as<ir::Reduce>();
-  auto* mul = red ? red->source.as<ir::Mul>() : nullptr;
-  if (!mul) return false;
-  const ir::Variable* n = s.op->axes[static_cast<size_t>(axes.n)].variable();
-  const ir::Variable* k = red->axes[static_cast<size_t>(axes.k)].variable();
-  for (const ir::Expr* e : {&mul->a, &mul->b}) {
-    const ir::Expr& x = e->as<ir::Cast>() ? e->as<ir::Cast>()->value : *e;
-    auto* r = x.as<ir::TensorRead>();
-    if (!r || r->indices.empty()) continue;
-    bool reads_n = false;
-    for (const ir::Expr& i : r->indices) reads_n |= ir::uses_var(i, n);
-    if (reads_n) return ir::uses_var(r->indices.back(), k);
-  }
-  return false;
 }
 
 // TensorCoreTilingGpu's state; with `warpgroup_warps` > 0 the warpgroup variant (sketch.hpp):
@@ -459,8 +444,8 @@ inline SketchRule rule_tensor_core_tiling_gpu() {
             // Warpgroup tiles (Target::warpgroup_mma): one M axis and one N axis; TF32 only
             // with B stored along k (wgmma reads TF32 operands K-major only).
             if (ctx.task().target.warpgroup_mma() &&
-                (axes.k_length == 16 || n_operand_along_k(st.stages()[i], axes)) &&
-                axes.m_first == axes.m && axes.n_first == axes.n && !axes.padded_m)
+                (axes.k_length == 16 || axes.n_operand_along_k) && axes.m_first == axes.m &&
+                axes.n_first == axes.n && !axes.padded_m)
               for (const int64_t warps : {4, 8})
                 if (st.stages()[i].op->axes[static_cast<size_t>(axes.m)].extent % (16 * warps) == 0)
                   if (auto s = tensor_core_tiling(ctx, st, i, axes, warps))
